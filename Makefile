@@ -1,0 +1,29 @@
+# The two commands of the README: `make run` and `make test`. Everything else is a helper.
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc)
+DEMO_MODEL ?= models/demo-qwen3-0.6b
+DITTO := $(BUILD_DIR)/tools/ditto
+
+.PHONY: run test deps build demo-model clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# A 4-layer qwen3-0.6b with seeded random weights and the real Qwen3 tokenizer.
+$(DEMO_MODEL)/config.json: | build
+	$(DITTO) make-test-model --preset qwen3-0.6b --num-hidden-layers 4 --seed 0 --out $(DEMO_MODEL)
+
+demo-model: build $(DEMO_MODEL)/config.json
+
+run: demo-model
+	$(DITTO) generate --model $(DEMO_MODEL) --prompt-token-ids 785,3974,13876,38835,34208,916,279,15678,5562,13 --max-tokens 16
+
+test: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,84 @@
+#include "core/thread_pool.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+
+namespace ditto {
+
+ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads) {
+  if (num_threads < 1) throw_invalid_argument("threads must be >= 1, got " + std::to_string(num_threads));
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  start_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_chunk(int index) {
+  const size_t begin = n_ * index / num_threads_;
+  const size_t end = n_ * (index + 1) / num_threads_;
+  if (begin >= end) return;
+  try {
+    (*fn_)(begin, end);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = std::current_exception();
+  }
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    run_chunk(index);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--pending_ == 0) done_cv_.notify_one();
+  }
+}
+
+void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn) {
+  if (n == 0) return;
+  if (num_threads_ == 1 || n == 1) {
+    fn(0, n);
+    return;
+  }
+  std::lock_guard<std::mutex> call_lock(call_mutex_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fn_ = &fn;
+    n_ = n;
+    error_ = nullptr;
+    pending_ = num_threads_ - 1;
+    ++generation_;
+  }
+  start_cv_.notify_all();
+  run_chunk(0);
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  fn_ = nullptr;
+  if (error_) std::rethrow_exception(error_);
+}
+
+int default_num_threads() {
+  if (const char* env = std::getenv("DITTO_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n < 1) throw_invalid_argument(std::string("DITTO_NUM_THREADS must be a positive integer, got '") + env + "'");
+    return n;
+  }
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(hw);
+}
+
+}  // namespace ditto

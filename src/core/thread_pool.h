@@ -1,0 +1,53 @@
+// A fixed pool of worker threads running one parallel loop at a time.
+//
+// Invariance: parallel_for only decides *which thread* computes an index, never how a value is
+// computed; kernels parallelise over independent outputs (rows, columns, heads), so results are
+// bit-identical for any thread count.
+// Thread-safety: one parallel_for at a time per pool (calls from several threads are serialised).
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ditto {
+
+class ThreadPool {
+ public:
+  // num_threads >= 1 counts the calling thread: ThreadPool(1) starts no worker.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  // Calls fn(begin, end) on contiguous, disjoint chunks covering [0, n), one chunk per thread
+  // (fewer when n is small), and returns when all are done. Rethrows the first exception.
+  void parallel_for(size_t n, const std::function<void(size_t begin, size_t end)>& fn);
+
+ private:
+  void worker_loop(int index);
+  void run_chunk(int index);
+
+  int num_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex call_mutex_;  // serialises parallel_for callers
+  std::mutex mutex_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  const std::function<void(size_t, size_t)>* fn_ = nullptr;
+  size_t n_ = 0;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+// Default thread count: $DITTO_NUM_THREADS if set, else the number of hardware threads.
+int default_num_threads();
+
+}  // namespace ditto

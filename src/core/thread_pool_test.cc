@@ -1,0 +1,50 @@
+#include "core/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ditto {
+namespace {
+
+TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 3, 7}) {
+    ThreadPool pool(threads);
+    for (size_t n : {0u, 1u, 2u, 5u, 64u, 1000u}) {
+      std::vector<std::atomic<int>> hits(n);
+      pool.parallel_for(n, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) hits[i]++;
+      });
+      for (size_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << threads << " " << n << " " << i;
+    }
+  }
+}
+
+TEST(ThreadPoolTest, RethrowsWorkerExceptions) {
+  ThreadPool pool(2);
+  EXPECT_THROW(pool.parallel_for(10, [](size_t b, size_t) {
+    if (b > 0) throw std::runtime_error("boom");
+  }),
+               std::runtime_error);
+  // The pool is still usable afterwards.
+  std::atomic<int> count{0};
+  pool.parallel_for(10, [&](size_t b, size_t e) { count += static_cast<int>(e - b); });
+  EXPECT_EQ(count.load(), 10);
+}
+
+TEST(ThreadPoolTest, RejectsZeroThreads) {
+  try {
+    ThreadPool pool(0);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("threads"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ditto

@@ -1,0 +1,51 @@
+// Causal attention over a paged KV cache, one routine for prefill, chunked prefill and decode.
+//
+// Reduction order: a query at absolute position p visits keys 0..p in tiles of kAttentionTile
+// positions whose boundaries are multiples of kAttentionTile (independent of the cache's
+// block_size), in ascending order. Per tile: scores s = dot(q, k)·scale with the canonical 16-lane
+// dot (kernels/reduce.h); m' = max(m, max s); α = exp(m − m'); l = l·α + Σ_t exp(s_t − m')
+// (the tile's terms summed sequentially in ascending t); acc[d] = acc[d]·α, then
+// acc[d] = fma(p_t, v_t[d], acc[d]) in ascending t. out = acc / l. One (token, head) pair is
+// never split across threads, so the result depends only on q, p and the cached keys/values.
+#pragma once
+
+#include <cstdint>
+
+#include "core/thread_pool.h"
+
+namespace ditto {
+
+inline constexpr int64_t kAttentionTile = 32;
+
+// One layer's paged KV cache: slot s = block_id·block_size + offset holds
+// k[s, num_kv_heads·head_dim] and v[s, num_kv_heads·head_dim], bf16.
+struct KvCacheLayer {
+  uint16_t* k;  // [num_blocks·block_size, num_kv_heads·head_dim] bf16
+  uint16_t* v;  // [num_blocks·block_size, num_kv_heads·head_dim] bf16
+  int64_t num_slots;
+};
+
+struct AttentionShape {
+  int64_t num_heads;
+  int64_t num_kv_heads;  // divides num_heads (grouped-query attention)
+  int64_t head_dim;
+  int64_t block_size;    // KV cache block size (tokens)
+  float scale;           // usually 1/sqrt(head_dim)
+};
+
+// Rounds k and v to bf16 (round to nearest even) and stores token t at slot_mapping[t].
+// k, v: [num_tokens, num_kv_heads·head_dim] f32 with row strides ldk, ldv.
+// Throws Error(kInvalidArgument) if a slot is outside the cache.
+void write_kv(const float* k, int64_t ldk, const float* v, int64_t ldv, const int64_t* slot_mapping,
+              int64_t num_tokens, int64_t kv_dim, KvCacheLayer cache);
+
+// q: [num_tokens, num_heads·head_dim] f32, row stride ldq. positions: [num_tokens].
+// token_seq: [num_tokens] the sequence each token belongs to; block_tables: [num_seqs,
+// max_blocks_per_seq] block ids. out: [num_tokens, num_heads·head_dim] f32, row stride ldo.
+// The cache must already hold every key 0..positions[t] of the token's sequence.
+void paged_attention(const float* q, int64_t ldq, const int32_t* positions, const int32_t* token_seq,
+                     int64_t num_tokens, const int32_t* block_tables, int64_t max_blocks_per_seq,
+                     const KvCacheLayer& cache, const AttentionShape& shape, float* out, int64_t ldo,
+                     ThreadPool* pool);
+
+}  // namespace ditto

@@ -1,0 +1,20 @@
+// GEMM against a packed weight: y[m, n] = Σ_k x[m, k]·W[n, k].
+//
+// Reduction order: each output is one float32 fma chain over k in increasing order starting from
+// +0.0 (acc = fma(x[m,k], W[n,k], acc)), with W's element converted exactly to float32; work is
+// split over m and n only, so every output is the same bits whatever the batch, thread or ISA.
+#pragma once
+
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "kernels/packed_matrix.h"
+
+namespace ditto {
+
+// x: [m, w.k] f32, row stride ldx (elements). y: [m, w.n] f32, row stride ldy. x and y must not
+// overlap. pool may be null (single-threaded).
+void gemm(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy,
+          ThreadPool* pool);
+
+}  // namespace ditto

@@ -1,0 +1,560 @@
+#!/usr/bin/python3
+"""Independent float64 reference ("oracle") for Hugging Face causal-LM checkpoints.
+
+Supported architectures: ``Qwen3ForCausalLM`` and ``LlamaForCausalLM`` (dense).
+
+This file is written from the Hugging Face ``transformers`` semantics
+(modeling_qwen3.py, modeling_llama.py, modeling_rope_utils.py), NOT from ditto's
+C++ code, so that it can catch errors in ditto rather than reproduce them.
+Everything is computed in float64 NumPy; the weights are decoded exactly from
+their stored dtype (BF16 / F16 / F32 / F64) to float64.
+
+Forward pass (per token row, causal):
+
+    h = embed_tokens[ids]
+    for each layer:
+        x  = RMSNorm(h; input_layernorm)
+        q, k, v = x Wq^T (+bq), x Wk^T (+bk), x Wv^T (+bv)      split into heads
+        Qwen3 only: q, k = RMSNorm_head(q; q_norm), RMSNorm_head(k; k_norm)
+        q, k = RoPE(q), RoPE(k)     rotate-half convention, angle = pos * inv_freq
+        [kv_cache_dtype="bfloat16": k, v rounded to bf16, round-to-nearest-even]
+        a  = softmax(q k^T * head_dim**-0.5 + causal mask) v    (GQA: kv head = h // group)
+        h  = h + a Wo^T (+bo)
+        x  = RMSNorm(h; post_attention_layernorm)
+        h  = h + down(silu(gate(x)) * up(x))
+    logits = RMSNorm(h; norm) lm_head^T     (lm_head = embed_tokens when tied)
+
+RMSNorm(x; w) = x / sqrt(mean(x^2) + eps) * w.
+
+Memory: tensors are memory-mapped and converted to float64 one at a time; the
+embedding is gathered for the requested token rows only and the lm_head is applied
+in chunks of ``LM_HEAD_CHUNK`` vocabulary rows, so a 2-layer Qwen3-8B (151936x4096
+embedding + untied lm_head) runs with a peak of roughly 1-2 GB.
+
+Public API:
+    load_model(model_dir) -> Model
+    logits(model_dir, token_ids, kv_cache_dtype="float64") -> float64 [T, vocab]
+    log_softmax(model_dir, token_ids, kv_cache_dtype="float64") -> float64 [T, vocab]
+    log_softmax_variants(model_dir, token_ids, variants) -> list of float64 [T, vocab]
+    round_to_bf16(x) -> float64 array holding bf16-representable values (RNE)
+
+The keyword arguments starting with ``_debug_`` are TEST-ONLY deliberate bugs used
+by the parity suite's sensitivity check (to prove the comparison can fail). Never
+use them for anything else. ``_emulate_float32`` runs the same algorithm in float32
+(diagnostic: estimates the size of float32 rounding effects); it is not a reference.
+
+CLI:
+    /usr/bin/python3 tests/reference/reference.py MODEL_DIR 1,2,3 [--kv-cache-dtype bfloat16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+LM_HEAD_CHUNK = 8192  # vocabulary rows of lm_head converted to float64 at a time
+
+DEBUG_FLAGS = (
+    "_debug_disable_rope",       # skip RoPE entirely
+    "_debug_skip_qk_norm",       # Qwen3: skip q_norm / k_norm
+    "_debug_interleaved_rope",   # rotate pairs (2i, 2i+1) instead of (i, i + d/2)
+    "_debug_no_rope_scaling",    # ignore rope_scaling (llama3) -> plain inv_freq
+    "_debug_no_causal_mask",     # let every position attend to every position
+    "_emulate_float32",          # diagnostic: compute in float32 instead of float64
+)
+
+
+# --------------------------------------------------------------------------------------
+# safetensors
+# --------------------------------------------------------------------------------------
+
+_ST_DTYPES = {
+    "BF16": (np.uint16, 2),
+    "F16": (np.float16, 2),
+    "F32": (np.float32, 4),
+    "F64": (np.float64, 8),
+}
+
+
+@dataclass
+class _TensorInfo:
+    path: str
+    dtype: str
+    shape: tuple
+    offset: int  # absolute byte offset in the file
+
+
+def _parse_safetensors_header(path: str) -> Dict[str, _TensorInfo]:
+    with open(path, "rb") as f:
+        raw_len = f.read(8)
+        if len(raw_len) != 8:
+            raise ValueError(f"{path}: too short for a safetensors file")
+        (header_len,) = struct.unpack("<Q", raw_len)
+        header = json.loads(f.read(header_len).decode("utf-8"))
+    data_start = 8 + header_len
+    file_size = os.path.getsize(path)
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = meta["dtype"]
+        if dtype not in _ST_DTYPES:
+            raise ValueError(f"{path}: tensor {name}: unsupported dtype {dtype}")
+        shape = tuple(int(s) for s in meta["shape"])
+        start, end = (int(o) for o in meta["data_offsets"])
+        nbytes = int(np.prod(shape, dtype=np.int64)) * _ST_DTYPES[dtype][1]
+        if end - start != nbytes:
+            raise ValueError(f"{path}: tensor {name}: data_offsets {start}..{end} "
+                             f"do not match shape {shape} dtype {dtype}")
+        if data_start + end > file_size:
+            raise ValueError(f"{path}: tensor {name} runs past the end of the file")
+        out[name] = _TensorInfo(path, dtype, shape, data_start + start)
+    return out
+
+
+def decode_to_f64(raw: np.ndarray, dtype: str) -> np.ndarray:
+    """Exact conversion of a raw stored array (as read from the file) to float64."""
+    if dtype == "BF16":
+        bits = np.asarray(raw, dtype=np.uint16).astype(np.uint32) << np.uint32(16)
+        return bits.view(np.float32).astype(np.float64)
+    return np.asarray(raw).astype(np.float64)
+
+
+class SafeTensors:
+    """Lazy reader for model.safetensors or a sharded model.safetensors.index.json."""
+
+    def __init__(self, model_dir: str):
+        self.model_dir = model_dir
+        self.tensors: Dict[str, _TensorInfo] = {}
+        index = os.path.join(model_dir, "model.safetensors.index.json")
+        single = os.path.join(model_dir, "model.safetensors")
+        if os.path.exists(index):
+            with open(index) as f:
+                weight_map = json.load(f)["weight_map"]
+            headers = {}
+            for shard in sorted(set(weight_map.values())):
+                headers[shard] = _parse_safetensors_header(os.path.join(model_dir, shard))
+            for name, shard in weight_map.items():
+                if name not in headers[shard]:
+                    raise KeyError(f"{shard} does not contain {name} (index says it does)")
+                self.tensors[name] = headers[shard][name]
+        elif os.path.exists(single):
+            self.tensors = _parse_safetensors_header(single)
+        else:
+            raise FileNotFoundError(f"{model_dir}: no model.safetensors[.index.json]")
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tensors
+
+    def shape(self, name: str) -> tuple:
+        return self.tensors[name].shape
+
+    def raw(self, name: str) -> np.ndarray:
+        """Memory map of the stored data (BF16 as uint16)."""
+        info = self.tensors[name]
+        np_dtype = _ST_DTYPES[info.dtype][0]
+        if int(np.prod(info.shape, dtype=np.int64)) == 0:
+            return np.zeros(info.shape, dtype=np_dtype)
+        return np.memmap(info.path, dtype=np_dtype, mode="r", offset=info.offset,
+                         shape=info.shape)
+
+    def f64(self, name: str, rows=None) -> np.ndarray:
+        """float64 copy of a tensor, or of the given rows (index array / slice) only."""
+        raw = self.raw(name)
+        if rows is not None:
+            raw = raw[rows]
+        return decode_to_f64(raw, self.tensors[name].dtype)
+
+
+# --------------------------------------------------------------------------------------
+# config
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class Config:
+    arch: str                      # "qwen3" or "llama"
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: Optional[dict]
+    tie_word_embeddings: bool
+    attention_bias: bool
+    mlp_bias: bool
+    raw: dict = field(default_factory=dict)
+
+
+def load_config(model_dir: str) -> Config:
+    """config.json with the Hugging Face class defaults for missing keys.
+
+    Defaults (from transformers' Qwen3Config / LlamaConfig):
+      - head_dim: Qwen3Config default 128; LlamaConfig default hidden_size // num_heads.
+        (null -> hidden_size // num_attention_heads for both)
+      - num_key_value_heads: null -> num_attention_heads (Llama absent -> same);
+        Qwen3Config's class default when the key is absent is 32.
+      - rms_norm_eps 1e-6, rope_theta 10000, tie_word_embeddings False,
+        attention_bias False, mlp_bias False (Llama only; Qwen3 MLP has no bias).
+      - rope_theta / rope_scaling may also come from the newer ``rope_parameters`` dict.
+    """
+    with open(os.path.join(model_dir, "config.json")) as f:
+        c = json.load(f)
+    archs = c.get("architectures") or []
+    model_type = c.get("model_type", "")
+    if "Qwen3ForCausalLM" in archs or model_type == "qwen3":
+        arch = "qwen3"
+    elif "LlamaForCausalLM" in archs or model_type == "llama":
+        arch = "llama"
+    else:
+        raise ValueError(f"unsupported architecture {archs} / model_type {model_type!r}")
+
+    hidden = int(c.get("hidden_size", 4096))
+    heads = int(c.get("num_attention_heads", 32))
+    if "head_dim" in c and c["head_dim"] is not None:
+        head_dim = int(c["head_dim"])
+    elif "head_dim" not in c and arch == "qwen3":
+        head_dim = 128
+    else:
+        head_dim = hidden // heads
+    if c.get("num_key_value_heads") is not None:
+        kv_heads = int(c["num_key_value_heads"])
+    elif "num_key_value_heads" not in c and arch == "qwen3":
+        kv_heads = 32
+    else:
+        kv_heads = heads
+
+    rope_params = c.get("rope_parameters") or {}
+    rope_theta = float(c.get("rope_theta", rope_params.get("rope_theta", 10000.0)))
+    rope_scaling = c.get("rope_scaling")
+    if rope_scaling is None and rope_params:
+        rope_scaling = rope_params
+    if rope_scaling is not None:
+        rtype = rope_scaling.get("rope_type", rope_scaling.get("type", "default"))
+        if rtype == "default":
+            rope_scaling = None
+        elif rtype != "llama3":
+            raise NotImplementedError(f"rope_type {rtype!r} is not implemented")
+    if float(c.get("partial_rotary_factor", 1.0)) != 1.0:
+        raise NotImplementedError("partial_rotary_factor != 1")
+    if c.get("hidden_act", "silu") != "silu":
+        raise NotImplementedError(f"hidden_act {c.get('hidden_act')!r}")
+    if arch == "qwen3" and c.get("use_sliding_window", False):
+        raise NotImplementedError("use_sliding_window=true")
+
+    return Config(
+        arch=arch,
+        vocab_size=int(c.get("vocab_size", 151936 if arch == "qwen3" else 32000)),
+        hidden_size=hidden,
+        intermediate_size=int(c.get("intermediate_size", 22016 if arch == "qwen3" else 11008)),
+        num_hidden_layers=int(c.get("num_hidden_layers", 32)),
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        rms_norm_eps=float(c.get("rms_norm_eps", 1e-6)),
+        rope_theta=rope_theta,
+        rope_scaling=rope_scaling,
+        tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
+        attention_bias=bool(c.get("attention_bias", False)),
+        mlp_bias=bool(c.get("mlp_bias", False)) if arch == "llama" else False,
+        raw=c,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# numerics
+# --------------------------------------------------------------------------------------
+
+def rope_inv_freq(cfg: Config, apply_scaling: bool = True) -> np.ndarray:
+    """inv_freq[i] = 1 / theta^(2i/head_dim), i < head_dim/2, with llama3 scaling if configured.
+
+    llama3 rule (transformers' _compute_llama3_parameters), wavelen = 2*pi / inv_freq:
+      wavelen < old_ctx / high_freq_factor  -> unchanged (high frequencies)
+      wavelen > old_ctx / low_freq_factor   -> inv_freq / factor (low frequencies)
+      otherwise  s = (old_ctx / wavelen - low) / (high - low),
+                 inv_freq = (1 - s) * inv_freq / factor + s * inv_freq
+    """
+    d = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
+    rs = cfg.rope_scaling
+    if rs is None or not apply_scaling:
+        return inv
+    factor = float(rs["factor"])
+    low = float(rs["low_freq_factor"])
+    high = float(rs["high_freq_factor"])
+    old_ctx = float(rs["original_max_position_embeddings"])
+    low_freq_wavelen = old_ctx / low
+    high_freq_wavelen = old_ctx / high
+    wavelen = 2.0 * math.pi / inv
+    out = np.where(wavelen > low_freq_wavelen, inv / factor, inv)
+    smooth = (old_ctx / wavelen - low) / (high - low)
+    smoothed = (1.0 - smooth) * out / factor + smooth * out
+    medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+    return np.where(medium, smoothed, out)
+
+
+def round_to_bf16(x: np.ndarray) -> np.ndarray:
+    """Round float64 values to the nearest bfloat16 (ties to even); returns float64.
+
+    Done directly on the float64 bit pattern (keep 7 of 52 mantissa bits), so there is
+    no double rounding. Valid for finite values in bf16's normal range (|x| >= 2^-126,
+    below the overflow threshold); zeros are preserved. K/V values are O(1).
+    """
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    bits = x.view(np.uint64)
+    shift = np.uint64(45)
+    lsb = (bits >> shift) & np.uint64(1)
+    bits = (bits + (np.uint64((1 << 44) - 1) + lsb)) & ~np.uint64((1 << 45) - 1)
+    return bits.view(np.float64)
+
+
+def _rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    var = np.mean(x * x, axis=-1, keepdims=True)
+    return x / np.sqrt(var + eps) * w
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+def _log_softmax_rows(z: np.ndarray) -> np.ndarray:
+    m = np.max(z, axis=-1, keepdims=True)
+    s = np.sum(np.exp(z - m), axis=-1, keepdims=True)
+    return z - (m + np.log(s))
+
+
+def _apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool) -> np.ndarray:
+    """x: [T, heads, d]; cos/sin: [T, d/2] for angle pos*inv_freq[i]."""
+    c = cos[:, None, :]
+    s = sin[:, None, :]
+    if interleaved:  # TEST-ONLY bug: GPT-J style pairs (2i, 2i+1)
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        out = np.empty_like(x)
+        out[..., 0::2] = x1 * c - x2 * s
+        out[..., 1::2] = x2 * c + x1 * s
+        return out
+    # HF rotate_half: out = x * [cos,cos] + [-x2, x1] * [sin,sin]
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+
+
+# --------------------------------------------------------------------------------------
+# model
+# --------------------------------------------------------------------------------------
+
+class Model:
+    def __init__(self, model_dir: str):
+        self.model_dir = model_dir
+        self.cfg = load_config(model_dir)
+        self.st = SafeTensors(model_dir)
+        cfg = self.cfg
+        emb = "model.embed_tokens.weight"
+        if emb not in self.st:
+            raise KeyError(f"{model_dir}: missing {emb}")
+        if self.st.shape(emb) != (cfg.vocab_size, cfg.hidden_size):
+            raise ValueError(f"{emb} shape {self.st.shape(emb)} != "
+                             f"({cfg.vocab_size}, {cfg.hidden_size})")
+        if cfg.tie_word_embeddings or "lm_head.weight" not in self.st:
+            if not cfg.tie_word_embeddings:
+                raise KeyError("lm_head.weight missing and tie_word_embeddings is false")
+            self.lm_head_name = emb
+        else:
+            self.lm_head_name = "lm_head.weight"
+
+    # -- weights -------------------------------------------------------------------
+    def _w(self, name: str, dt) -> np.ndarray:
+        return self.st.f64(name).astype(dt, copy=False)
+
+    def _opt_bias(self, name: str, enabled: bool, dt) -> Optional[np.ndarray]:
+        if name in self.st:
+            if not enabled:
+                raise ValueError(f"{name} present but the config disables that bias")
+            return self._w(name, dt)
+        if enabled:
+            raise KeyError(f"config enables a bias but {name} is missing")
+        return None
+
+    def _linear(self, x: np.ndarray, wname: str, bname: Optional[str], bias_enabled: bool,
+                dt) -> np.ndarray:
+        """x: [..., in] -> [..., out] with W [out, in] from the checkpoint."""
+        w = self._w(wname, dt)
+        lead = x.shape[:-1]
+        y = x.reshape(-1, x.shape[-1]) @ w.T
+        del w
+        if bname is not None:
+            b = self._opt_bias(bname, bias_enabled, dt)
+            if b is not None:
+                y = y + b
+        return y.reshape(*lead, -1)
+
+    # -- forward -------------------------------------------------------------------
+    def forward_variants(self, token_ids: Sequence[int], variants: List[dict]) -> List[np.ndarray]:
+        """Logits [T, vocab] (float64) for each variant, sharing one pass over the weights.
+
+        A variant is a dict of keyword options: kv_cache_dtype ("float64" | "bfloat16")
+        and the TEST-ONLY flags in DEBUG_FLAGS. All variants must agree on _emulate_float32.
+        """
+        cfg = self.cfg
+        ids = np.asarray(list(token_ids), dtype=np.int64)
+        if ids.ndim != 1 or len(ids) == 0:
+            raise ValueError("token_ids must be a non-empty 1-D sequence")
+        if ids.min() < 0 or ids.max() >= cfg.vocab_size:
+            raise ValueError(f"token id out of range [0, {cfg.vocab_size})")
+        for v in variants:
+            for k in v:
+                if k != "kv_cache_dtype" and k not in DEBUG_FLAGS:
+                    raise TypeError(f"unknown option {k!r}")
+            if v.get("kv_cache_dtype", "float64") not in ("float64", "bfloat16"):
+                raise ValueError(f"kv_cache_dtype {v.get('kv_cache_dtype')!r}")
+        emu = {bool(v.get("_emulate_float32", False)) for v in variants}
+        if len(emu) != 1:
+            raise ValueError("all variants must agree on _emulate_float32")
+        dt = np.float32 if emu.pop() else np.float64
+
+        T, V, H = len(ids), len(variants), cfg.hidden_size
+        nh, nkv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        if nh % nkv != 0:
+            raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        group = nh // nkv
+        eps = cfg.rms_norm_eps
+        scale = d ** -0.5
+
+        # RoPE tables per variant (angles in float64, as HF's "pos * inv_freq").
+        pos = np.arange(T, dtype=np.float64)
+        rope = []
+        for v in variants:
+            inv = rope_inv_freq(cfg, apply_scaling=not v.get("_debug_no_rope_scaling", False))
+            ang = pos[:, None] * inv[None, :]
+            rope.append((np.cos(ang).astype(dt), np.sin(ang).astype(dt)))
+        causal = np.tril(np.ones((T, T), dtype=bool))
+
+        emb = self.st.f64("model.embed_tokens.weight", rows=ids).astype(dt)
+        h = np.broadcast_to(emb, (V, T, H)).copy()
+        del emb
+
+        for li in range(cfg.num_hidden_layers):
+            p = f"model.layers.{li}."
+            # ---- attention block ----
+            x = _rms_norm(h, self._w(p + "input_layernorm.weight", dt), eps)
+            ab = cfg.attention_bias
+            q = self._linear(x, p + "self_attn.q_proj.weight", p + "self_attn.q_proj.bias", ab, dt)
+            k = self._linear(x, p + "self_attn.k_proj.weight", p + "self_attn.k_proj.bias", ab, dt)
+            vv = self._linear(x, p + "self_attn.v_proj.weight", p + "self_attn.v_proj.bias", ab, dt)
+            q = q.reshape(V, T, nh, d)
+            k = k.reshape(V, T, nkv, d)
+            vv = vv.reshape(V, T, nkv, d)
+            if cfg.arch == "qwen3":
+                qn = self._w(p + "self_attn.q_norm.weight", dt)
+                kn = self._w(p + "self_attn.k_norm.weight", dt)
+            attn = np.empty((V, T, nh, d), dtype=dt)
+            for vi, var in enumerate(variants):
+                qi, ki, vi_ = q[vi], k[vi], vv[vi]
+                if cfg.arch == "qwen3" and not var.get("_debug_skip_qk_norm", False):
+                    qi = _rms_norm(qi, qn, eps)
+                    ki = _rms_norm(ki, kn, eps)
+                if not var.get("_debug_disable_rope", False):
+                    cos, sin = rope[vi]
+                    inter = var.get("_debug_interleaved_rope", False)
+                    qi = _apply_rope(qi, cos, sin, inter)
+                    ki = _apply_rope(ki, cos, sin, inter)
+                if var.get("kv_cache_dtype", "float64") == "bfloat16":
+                    ki = round_to_bf16(ki.astype(np.float64)).astype(dt)
+                    vi_ = round_to_bf16(vi_.astype(np.float64)).astype(dt)
+                # GQA: query head hq uses kv head hq // group
+                kr = np.repeat(ki, group, axis=1)     # [T, nh, d]
+                vr = np.repeat(vi_, group, axis=1)
+                s = np.einsum("thd,shd->hts", qi, kr) * dt(scale)   # [nh, Tq, Tk]
+                if not var.get("_debug_no_causal_mask", False):
+                    s = np.where(causal[None], s, -np.inf)
+                s = s - np.max(s, axis=-1, keepdims=True)
+                e = np.exp(s)
+                prob = e / np.sum(e, axis=-1, keepdims=True)
+                attn[vi] = np.einsum("hts,shd->thd", prob, vr)
+            o = self._linear(attn.reshape(V, T, nh * d), p + "self_attn.o_proj.weight",
+                             p + "self_attn.o_proj.bias", ab, dt)
+            h = h + o
+            # ---- MLP block ----
+            x = _rms_norm(h, self._w(p + "post_attention_layernorm.weight", dt), eps)
+            mb = cfg.mlp_bias
+            g = self._linear(x, p + "mlp.gate_proj.weight", p + "mlp.gate_proj.bias", mb, dt)
+            u = self._linear(x, p + "mlp.up_proj.weight", p + "mlp.up_proj.bias", mb, dt)
+            a = _silu(g) * u
+            del g, u
+            h = h + self._linear(a, p + "mlp.down_proj.weight", p + "mlp.down_proj.bias", mb, dt)
+            del a
+
+        hn = _rms_norm(h, self._w("model.norm.weight", dt), eps).reshape(V * T, H)
+        logits = np.empty((V * T, cfg.vocab_size), dtype=np.float64)
+        for r0 in range(0, cfg.vocab_size, LM_HEAD_CHUNK):
+            r1 = min(r0 + LM_HEAD_CHUNK, cfg.vocab_size)
+            wc = self.st.f64(self.lm_head_name, rows=slice(r0, r1)).astype(dt, copy=False)
+            logits[:, r0:r1] = hn @ wc.T
+            del wc
+        return [logits[i * T:(i + 1) * T] for i in range(V)]
+
+
+_MODEL_CACHE: Dict[str, Model] = {}
+
+
+def load_model(model_dir: str) -> Model:
+    key = os.path.abspath(model_dir)
+    if key not in _MODEL_CACHE:
+        _MODEL_CACHE[key] = Model(model_dir)
+    return _MODEL_CACHE[key]
+
+
+def logits(model_dir: str, token_ids: Sequence[int], kv_cache_dtype: str = "float64",
+           **debug) -> np.ndarray:
+    """float64 logits [len(token_ids), vocab_size]; row i predicts the token after 0..i."""
+    return load_model(model_dir).forward_variants(
+        token_ids, [dict(kv_cache_dtype=kv_cache_dtype, **debug)])[0]
+
+
+def log_softmax(model_dir: str, token_ids: Sequence[int], kv_cache_dtype: str = "float64",
+                **debug) -> np.ndarray:
+    """float64 log-probabilities [len(token_ids), vocab_size].
+
+    Row i is log-softmax of the next-token distribution after tokens 0..i (positions 0..i).
+    kv_cache_dtype="bfloat16" rounds K (after k_norm and RoPE) and V to bfloat16 (RNE)
+    before attention, like ditto's bf16 KV cache. ``**debug``: TEST-ONLY flags (DEBUG_FLAGS).
+    """
+    return _log_softmax_rows(logits(model_dir, token_ids, kv_cache_dtype, **debug))
+
+
+def log_softmax_variants(model_dir: str, token_ids: Sequence[int],
+                         variants: List[dict]) -> List[np.ndarray]:
+    """log_softmax for several option dicts at once (one pass over the weights)."""
+    out = load_model(model_dir).forward_variants(token_ids, variants)
+    return [_log_softmax_rows(z) for z in out]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model_dir")
+    ap.add_argument("token_ids", help="comma-separated token ids, e.g. 1,2,3")
+    ap.add_argument("--kv-cache-dtype", default="float64", choices=["float64", "bfloat16"])
+    ap.add_argument("--top", type=int, default=1, help="top-k tokens to print per position")
+    args = ap.parse_args(argv)
+    ids = [int(t) for t in args.token_ids.replace(" ", "").split(",") if t]
+    lp = log_softmax(args.model_dir, ids, kv_cache_dtype=args.kv_cache_dtype)
+    for i, tok in enumerate(ids):
+        order = np.argsort(-lp[i], kind="stable")[:args.top]
+        best = "  ".join(f"{int(j)}:{lp[i, j]:.6f}" for j in order)
+        print(f"pos {i} token {tok} -> {best}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
