@@ -1,5 +1,6 @@
 #include "kernels/packed_matrix.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -19,7 +20,32 @@ void PackedMatrix::row_to_f32(int64_t row, float* out) const {
     out[col] = load_as_f32(data.data(), dtype, static_cast<size_t>(base + col * kPanelWidth));
 }
 
-PackedMatrix pack_matrix(std::span<const MatrixSource> parts) {
+namespace {
+
+// Copies panel `p` (16 output rows, all k columns) from the row-major sources. Reads 16 rows as
+// parallel sequential streams and writes the panel contiguously. ES: element size in bytes.
+template <size_t ES>
+void pack_panel(std::span<const MatrixSource> parts, int64_t p, int64_t k, uint8_t* dst) {
+  const uint8_t* rows[kPanelWidth] = {};
+  int64_t row = p * kPanelWidth;
+  size_t part = 0;
+  int64_t part_row0 = 0;  // first global row of parts[part]
+  for (int lane = 0; lane < kPanelWidth; ++lane, ++row) {
+    while (part < parts.size() && row >= part_row0 + parts[part].n) part_row0 += parts[part++].n;
+    if (part == parts.size()) break;  // past n: the lane stays zero
+    rows[lane] = static_cast<const uint8_t*>(parts[part].data) + static_cast<size_t>((row - part_row0) * k) * ES;
+  }
+  for (int64_t col = 0; col < k; ++col) {
+    uint8_t* d = dst + static_cast<size_t>(col * kPanelWidth) * ES;
+    for (int lane = 0; lane < kPanelWidth; ++lane)
+      if (rows[lane] != nullptr) std::memcpy(d + lane * ES, rows[lane] + col * ES, ES);
+  }
+}
+
+}  // namespace
+
+PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool,
+                         const RowsPackedFn& on_rows_packed) {
   DITTO_CHECK(!parts.empty());
   PackedMatrix out;
   out.k = parts[0].k;
@@ -31,16 +57,36 @@ PackedMatrix pack_matrix(std::span<const MatrixSource> parts) {
     out.n += p.n;
   }
   const size_t es = dtype_size(out.dtype);
-  out.data.assign(static_cast<size_t>(out.num_panels() * out.k * kPanelWidth) * es, 0);
-  int64_t row = 0;
-  for (const MatrixSource& p : parts) {
-    const auto* src = static_cast<const uint8_t*>(p.data);
-    for (int64_t r = 0; r < p.n; ++r, ++row) {
-      const int64_t lane = row % kPanelWidth;
-      uint8_t* dst = out.data.data() + ((row / kPanelWidth) * out.k * kPanelWidth + lane) * es;
-      const uint8_t* s = src + static_cast<size_t>(r * p.k) * es;
-      for (int64_t col = 0; col < p.k; ++col)
-        std::memcpy(dst + col * kPanelWidth * es, s + col * es, es);
+  const size_t panel_bytes = static_cast<size_t>(out.k * kPanelWidth) * es;
+  out.data.assign(static_cast<size_t>(out.num_panels()) * panel_bytes, 0);
+  auto run = [&](size_t begin, size_t end) {
+    for (size_t p = begin; p < end; ++p) {
+      uint8_t* dst = out.data.data() + p * panel_bytes;
+      if (es == 2) {
+        pack_panel<2>(parts, static_cast<int64_t>(p), out.k, dst);
+      } else {
+        pack_panel<4>(parts, static_cast<int64_t>(p), out.k, dst);
+      }
+    }
+  };
+  // Chunks of ~16 MiB of packed data: small enough to bound the mapped pages alive at once.
+  const auto panels_per_chunk = static_cast<int64_t>(std::max<size_t>(1, (size_t{16} << 20) / panel_bytes));
+  for (int64_t c0 = 0; c0 < out.num_panels(); c0 += panels_per_chunk) {
+    const int64_t c1 = std::min(out.num_panels(), c0 + panels_per_chunk);
+    const auto chunk = [&](size_t b, size_t e) { run(static_cast<size_t>(c0) + b, static_cast<size_t>(c0) + e); };
+    if (pool == nullptr) {
+      chunk(0, static_cast<size_t>(c1 - c0));
+    } else {
+      pool->parallel_for(static_cast<size_t>(c1 - c0), chunk);
+    }
+    if (!on_rows_packed) continue;
+    // Global rows [c0·16, c1·16) are done: report them per part.
+    int64_t part_row0 = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const int64_t b = std::max<int64_t>(c0 * kPanelWidth - part_row0, 0);
+      const int64_t e = std::min<int64_t>(c1 * kPanelWidth - part_row0, parts[i].n);
+      if (b < e) on_rows_packed(i, b, e);
+      part_row0 += parts[i].n;
     }
   }
   return out;

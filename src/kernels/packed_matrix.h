@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/thread_pool.h"
 
 namespace ditto {
 
@@ -38,7 +40,12 @@ struct PackedMatrix {
 // Packs the row-wise concatenation of `parts` (all with the same k and dtype) into one matrix,
 // e.g. q_proj, k_proj, v_proj into one QKV weight. Concatenation along n leaves every output's
 // reduction unchanged, so fused and separate projections give identical bits.
-// Throws Error(kInvalidArgument) if the parts disagree on k or dtype.
-PackedMatrix pack_matrix(std::span<const MatrixSource> parts);
+// Throws Error(kInvalidArgument) if the parts disagree on k or dtype. pool may be null.
+// Packing runs in chunks of rows; after each chunk `on_rows_packed(part, row_begin, row_end)` (if
+// set) is told which source rows of which part will not be read again, so a caller packing from
+// a memory map can drop those pages and keep peak memory near the packed size.
+using RowsPackedFn = std::function<void(size_t part, int64_t row_begin, int64_t row_end)>;
+PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool = nullptr,
+                         const RowsPackedFn& on_rows_packed = nullptr);
 
 }  // namespace ditto

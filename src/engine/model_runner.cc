@@ -1,0 +1,68 @@
+#include "engine/model_runner.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+
+namespace ditto {
+
+ModelRunner::ModelRunner(const CausalLM& model, int64_t num_blocks, int64_t block_size)
+    : model_(model), cache_(model.config(), num_blocks, block_size) {}
+
+std::vector<float> ModelRunner::step(std::span<const SequenceStep> steps) {
+  const int64_t block_size = cache_.block_size();
+  int64_t max_blocks = 1;
+  for (const SequenceStep& s : steps) max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(s.block_table.size()));
+
+  std::vector<int32_t> token_ids, positions, token_seq, logits_indices;
+  std::vector<int64_t> slot_mapping;
+  std::vector<int32_t> block_tables(steps.size() * static_cast<size_t>(max_blocks), 0);
+  for (size_t si = 0; si < steps.size(); ++si) {
+    const SequenceStep& s = steps[si];
+    const auto n = static_cast<int64_t>(s.token_ids.size());
+    if (n == 0) throw_invalid_argument("sequence step " + std::to_string(si) + " has no tokens");
+    const int64_t end = s.start_position + n;
+    if (s.start_position < 0 || end > static_cast<int64_t>(s.block_table.size()) * block_size)
+      throw_invalid_argument("sequence step " + std::to_string(si) + ": block table of " +
+                             std::to_string(s.block_table.size()) + " blocks cannot hold positions up to " +
+                             std::to_string(end - 1));
+    std::copy(s.block_table.begin(), s.block_table.end(), block_tables.begin() + si * max_blocks);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t pos = s.start_position + i;
+      if (s.all_logits || i == n - 1) logits_indices.push_back(static_cast<int32_t>(token_ids.size()));
+      token_ids.push_back(s.token_ids[i]);
+      positions.push_back(static_cast<int32_t>(pos));
+      token_seq.push_back(static_cast<int32_t>(si));
+      slot_mapping.push_back(static_cast<int64_t>(s.block_table[pos / block_size]) * block_size + pos % block_size);
+    }
+  }
+  ForwardBatch batch{token_ids, positions, slot_mapping, token_seq, block_tables, max_blocks, logits_indices};
+  std::vector<float> logits(logits_indices.size() * static_cast<size_t>(model_.config().vocab_size));
+  model_.forward(batch, cache_, logits.data());
+  return logits;
+}
+
+BlockAllocator::BlockAllocator(int64_t num_blocks) {
+  for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+}
+
+std::vector<int32_t> BlockAllocator::allocate_for_tokens(int64_t num_tokens, int64_t block_size) {
+  const int64_t needed = (num_tokens + block_size - 1) / block_size;
+  if (needed > num_free())
+    throw_error(ErrorCode::kResourceExhausted, "KV cache: " + std::to_string(needed) + " blocks needed, " +
+                                                   std::to_string(num_free()) + " free");
+  std::vector<int32_t> blocks;
+  for (int64_t i = 0; i < needed; ++i) {
+    blocks.push_back(free_.back());
+    free_.pop_back();
+  }
+  return blocks;
+}
+
+void BlockAllocator::free(std::span<const int32_t> blocks) {
+  free_.insert(free_.end(), blocks.begin(), blocks.end());
+  std::sort(free_.begin(), free_.end(), std::greater<>());
+}
+
+}  // namespace ditto

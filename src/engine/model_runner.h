@@ -1,0 +1,54 @@
+// Builds the flat batch for one engine step from per-sequence pieces, runs the model and returns
+// the logits. Owns the KV cache memory; which blocks a sequence uses is decided by the caller
+// (BlockAllocator here; the scheduler's KV cache manager later).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/causal_lm.h"
+#include "model/kv_cache.h"
+
+namespace ditto {
+
+// One sequence's share of a step.
+struct SequenceStep {
+  std::span<const int32_t> token_ids;    // [n] tokens to run now (a prompt chunk or one decode token)
+  int32_t start_position = 0;            // absolute position of token_ids[0]
+  std::span<const int32_t> block_table;  // physical blocks covering positions [0, start_position + n)
+  bool all_logits = false;               // logits for every token (scoring) or only the last one
+};
+
+class ModelRunner {
+ public:
+  // Allocates a KV cache of num_blocks blocks of block_size tokens.
+  ModelRunner(const CausalLM& model, int64_t num_blocks, int64_t block_size);
+
+  // Runs all steps as one flat batch. Returns logits [num_logits, vocab_size] f32: for each step in
+  // order, n rows if all_logits else 1 row (its last token).
+  // Throws Error(kInvalidArgument) if a block table is too short for its positions.
+  std::vector<float> step(std::span<const SequenceStep> steps);
+
+  const CausalLM& model() const { return model_; }
+  KvCache& kv_cache() { return cache_; }
+
+ private:
+  const CausalLM& model_;
+  KvCache cache_;
+};
+
+// Hands out KV block ids from a fixed pool (lowest free id first, so allocation is deterministic).
+class BlockAllocator {
+ public:
+  explicit BlockAllocator(int64_t num_blocks);
+  // Blocks for `num_tokens` tokens; Error(kResourceExhausted) if not enough are free.
+  std::vector<int32_t> allocate_for_tokens(int64_t num_tokens, int64_t block_size);
+  void free(std::span<const int32_t> blocks);
+  int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
+
+ private:
+  std::vector<int32_t> free_;  // kept sorted descending: back() is the lowest id
+};
+
+}  // namespace ditto

@@ -1,0 +1,202 @@
+#include "model/causal_lm.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/embedding.h"
+#include "kernels/gemm.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "model/rope_frequencies.h"
+#include "model/safetensors.h"
+
+namespace ditto {
+namespace {
+
+// A 1-D tensor (norm weight, bias) converted to float32; its mapped pages are released.
+std::vector<float> load_vector(const WeightStore& store, const std::string& name) {
+  const TensorInfo& t = store.get(name);
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  const size_t es = dtype_size(t.dtype);
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint8_t bytes[4];
+    std::memcpy(bytes, t.data + i * es, es);  // mmap data need not be aligned
+    v[i] = load_as_f32(bytes, t.dtype, 0);
+  }
+  store.release(t);
+  return v;
+}
+
+// The row-wise concatenation of 2-D tensors `names`, packed; their mapped pages are released.
+PackedMatrix load_matrix(const WeightStore& store, const std::vector<std::string>& names, ThreadPool* pool) {
+  std::vector<MatrixSource> parts;
+  std::vector<const TensorInfo*> infos;
+  for (const std::string& name : names) {
+    const TensorInfo& t = store.get(name);
+    infos.push_back(&t);
+    if (!parts.empty() && t.dtype != parts[0].dtype)
+      throw_invalid_argument("tensor '" + name + "' has dtype " + std::string(dtype_name(t.dtype)) +
+                             " but '" + names[0] + "', fused with it, has " +
+                             std::string(dtype_name(parts[0].dtype)));
+    parts.push_back(MatrixSource{t.data, t.dtype, t.shape[0], t.shape[1]});
+  }
+  const auto release_rows = [&](size_t part, int64_t row_begin, int64_t row_end) {
+    const TensorInfo& t = *infos[part];
+    const size_t row_bytes = static_cast<size_t>(t.shape[1]) * dtype_size(t.dtype);
+    t.file->release(t.file_offset + static_cast<size_t>(row_begin) * row_bytes,
+                    static_cast<size_t>(row_end - row_begin) * row_bytes);
+  };
+  PackedMatrix packed = pack_matrix(parts, pool, release_rows);
+  for (const TensorInfo* t : infos) store.release(*t);
+  return packed;
+}
+
+std::vector<float> concat(std::vector<std::vector<float>> parts) {
+  std::vector<float> out;
+  for (auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+// y[r, :] += bias for rows × [n] with row stride ld.
+void add_bias(float* y, int64_t rows, int64_t n, int64_t ld, const std::vector<float>& bias) {
+  if (bias.empty()) return;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) y[r * ld + i] += bias[i];
+}
+
+void add_residual(float* h, const float* delta, size_t count) {
+  for (size_t i = 0; i < count; ++i) h[i] += delta[i];
+}
+
+}  // namespace
+
+std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_dir, ThreadPool* pool) {
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<CausalLM> m(new CausalLM());
+  m->pool_ = pool;
+  m->config_ = load_model_config(model_dir + "/config.json");
+  const ModelConfig& c = m->config_;
+  if (c.is_moe())
+    throw_invalid_argument(model_dir + "/config.json: architecture '" + c.architecture +
+                           "' parses, but its forward pass (Qwen3-MoE) is not implemented yet");
+  const WeightStore store = WeightStore::open(model_dir);
+  validate_weights(c, store);
+  m->load_stats_.num_tensors = static_cast<int64_t>(expected_tensors(c).size());
+  m->load_stats_.weight_bytes = store.total_bytes();
+  m->inv_freq_ = rope_inv_freq(c);
+
+  m->embed_tokens_ = load_matrix(store, {"model.embed_tokens.weight"}, pool);
+  m->layers_.resize(static_cast<size_t>(c.num_hidden_layers));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    DecoderLayerWeights& l = m->layers_[static_cast<size_t>(i)];
+    l.input_layernorm = load_vector(store, p + "input_layernorm.weight");
+    l.qkv_proj = load_matrix(store, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                                     p + "self_attn.v_proj.weight"}, pool);
+    l.o_proj = load_matrix(store, {p + "self_attn.o_proj.weight"}, pool);
+    if (c.attention_bias) {
+      l.qkv_bias = concat({load_vector(store, p + "self_attn.q_proj.bias"), load_vector(store, p + "self_attn.k_proj.bias"),
+                           load_vector(store, p + "self_attn.v_proj.bias")});
+      l.o_bias = load_vector(store, p + "self_attn.o_proj.bias");
+    }
+    if (c.has_qk_norm()) {
+      l.q_norm = load_vector(store, p + "self_attn.q_norm.weight");
+      l.k_norm = load_vector(store, p + "self_attn.k_norm.weight");
+    }
+    l.post_attention_layernorm = load_vector(store, p + "post_attention_layernorm.weight");
+    l.gate_up_proj = load_matrix(store, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, pool);
+    l.down_proj = load_matrix(store, {p + "mlp.down_proj.weight"}, pool);
+    if (c.mlp_bias) {
+      l.gate_up_bias = concat({load_vector(store, p + "mlp.gate_proj.bias"), load_vector(store, p + "mlp.up_proj.bias")});
+      l.down_bias = load_vector(store, p + "mlp.down_proj.bias");
+    }
+  }
+  m->norm_ = load_vector(store, "model.norm.weight");
+  if (!c.tie_word_embeddings) m->lm_head_ = load_matrix(store, {"lm_head.weight"}, pool);
+  m->load_stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return m;
+}
+
+void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits) const {
+  const ModelConfig& c = config_;
+  const int64_t num_tokens = batch.num_tokens();
+  DITTO_CHECK(static_cast<int64_t>(batch.positions.size()) == num_tokens &&
+              static_cast<int64_t>(batch.slot_mapping.size()) == num_tokens &&
+              static_cast<int64_t>(batch.token_seq.size()) == num_tokens);
+  for (int32_t row : batch.logits_indices) DITTO_CHECK(row >= 0 && row < num_tokens);
+  if (num_tokens == 0) return;
+
+  const int64_t hidden = c.hidden_size;
+  const int64_t head_dim = c.head_dim;
+  const int64_t q_dim = c.num_attention_heads * head_dim;
+  const int64_t kv_dim = c.num_key_value_heads * head_dim;
+  const int64_t qkv_dim = q_dim + 2 * kv_dim;
+  const int64_t inter = c.intermediate_size;
+  const auto eps = static_cast<float>(c.rms_norm_eps);
+  const AttentionShape shape{c.num_attention_heads, c.num_key_value_heads, head_dim, cache.block_size(),
+                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)))};
+
+  const auto n = static_cast<size_t>(num_tokens);
+  std::vector<float> h(n * hidden);           // [num_tokens, hidden_size] residual stream
+  std::vector<float> x(n * hidden);           // [num_tokens, hidden_size] normed input
+  std::vector<float> qkv(n * qkv_dim);        // [num_tokens, q_dim + 2·kv_dim]
+  std::vector<float> attn(n * q_dim);         // [num_tokens, q_dim]
+  std::vector<float> gate_up(n * 2 * inter);  // [num_tokens, 2·intermediate_size]
+  std::vector<float> act(n * inter);          // [num_tokens, intermediate_size]
+  std::vector<float> delta(n * hidden);       // [num_tokens, hidden_size] a sublayer's output
+  std::vector<float> cos_sin(n * head_dim);   // [num_tokens, 2, head_dim / 2]
+
+  embedding(embed_tokens_, batch.token_ids.data(), num_tokens, h.data());
+  rope_cos_sin(batch.positions.data(), num_tokens, inv_freq_, cos_sin.data());
+
+  for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
+    const DecoderLayerWeights& l = layers_[static_cast<size_t>(li)];
+    // Attention block.
+    rms_norm(h.data(), num_tokens, hidden, hidden, l.input_layernorm.data(), eps, x.data(), hidden);
+    gemm(x.data(), num_tokens, hidden, l.qkv_proj, qkv.data(), qkv_dim, pool_);
+    add_bias(qkv.data(), num_tokens, qkv_dim, qkv_dim, l.qkv_bias);
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      float* q = qkv.data() + t * qkv_dim;
+      float* k = q + q_dim;
+      if (c.has_qk_norm()) {
+        for (int64_t hh = 0; hh < c.num_attention_heads; ++hh)
+          rms_norm_row(q + hh * head_dim, head_dim, l.q_norm.data(), eps, q + hh * head_dim);
+        for (int64_t hh = 0; hh < c.num_key_value_heads; ++hh)
+          rms_norm_row(k + hh * head_dim, head_dim, l.k_norm.data(), eps, k + hh * head_dim);
+      }
+      rope_apply(q, c.num_attention_heads, head_dim, cos_sin.data() + t * head_dim);
+      rope_apply(k, c.num_key_value_heads, head_dim, cos_sin.data() + t * head_dim);
+    }
+    KvCacheLayer kv = cache.layer(li);
+    write_kv(qkv.data() + q_dim, qkv_dim, qkv.data() + q_dim + kv_dim, qkv_dim, batch.slot_mapping.data(),
+             num_tokens, kv_dim, kv);
+    paged_attention(qkv.data(), qkv_dim, batch.positions.data(), batch.token_seq.data(), num_tokens,
+                    batch.block_tables.data(), batch.max_blocks_per_seq, kv, shape, attn.data(), q_dim, pool_);
+    gemm(attn.data(), num_tokens, q_dim, l.o_proj, delta.data(), hidden, pool_);
+    add_bias(delta.data(), num_tokens, hidden, hidden, l.o_bias);
+    add_residual(h.data(), delta.data(), h.size());
+    // MLP block (SwiGLU).
+    rms_norm(h.data(), num_tokens, hidden, hidden, l.post_attention_layernorm.data(), eps, x.data(), hidden);
+    gemm(x.data(), num_tokens, hidden, l.gate_up_proj, gate_up.data(), 2 * inter, pool_);
+    add_bias(gate_up.data(), num_tokens, 2 * inter, 2 * inter, l.gate_up_bias);
+    silu_mul(gate_up.data(), num_tokens, inter, 2 * inter, act.data(), inter);
+    gemm(act.data(), num_tokens, inter, l.down_proj, delta.data(), hidden, pool_);
+    add_bias(delta.data(), num_tokens, hidden, hidden, l.down_bias);
+    add_residual(h.data(), delta.data(), h.size());
+  }
+
+  // Final norm and LM head, only for the rows whose logits are wanted.
+  const auto num_logits = static_cast<int64_t>(batch.logits_indices.size());
+  std::vector<float> final_x(static_cast<size_t>(num_logits * hidden));  // [num_logits, hidden_size]
+  for (int64_t i = 0; i < num_logits; ++i)
+    rms_norm_row(h.data() + batch.logits_indices[i] * hidden, hidden, norm_.data(), eps, final_x.data() + i * hidden);
+  const PackedMatrix& head = c.tie_word_embeddings ? embed_tokens_ : lm_head_;
+  gemm(final_x.data(), num_logits, hidden, head, logits, c.vocab_size, pool_);
+}
+
+}  // namespace ditto

@@ -1,0 +1,74 @@
+// The dense decoder-only transformer shared by Qwen3ForCausalLM and LlamaForCausalLM.
+// The two differ only in configuration data (Qwen3: per-head q/k RMSNorm; Llama: llama3 rope
+// scaling, optional biases), so one forward pass serves both (Hugging Face modeling_qwen3.py,
+// modeling_llama.py). Weights are repacked once at load (kernels/packed_matrix.h).
+//
+// Thread-safety: forward() may not run concurrently on one instance (it uses the thread pool).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/packed_matrix.h"
+#include "model/config.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+
+namespace ditto {
+
+struct DecoderLayerWeights {
+  std::vector<float> input_layernorm;           // [hidden_size] f32
+  PackedMatrix qkv_proj;                        // [q_dim + 2·kv_dim, hidden_size] q, k, v fused
+  std::vector<float> qkv_bias;                  // [q_dim + 2·kv_dim] f32, empty without attention_bias
+  std::vector<float> q_norm;                    // [head_dim] f32, Qwen3 only
+  std::vector<float> k_norm;                    // [head_dim] f32, Qwen3 only
+  PackedMatrix o_proj;                          // [hidden_size, q_dim]
+  std::vector<float> o_bias;                    // [hidden_size] f32, empty without attention_bias
+  std::vector<float> post_attention_layernorm;  // [hidden_size] f32
+  PackedMatrix gate_up_proj;                    // [2·intermediate_size, hidden_size] gate, up fused
+  std::vector<float> gate_up_bias;              // [2·intermediate_size] f32, empty without mlp_bias
+  PackedMatrix down_proj;                       // [hidden_size, intermediate_size]
+  std::vector<float> down_bias;                 // [hidden_size] f32, empty without mlp_bias
+};
+
+struct LoadStats {
+  int64_t num_tensors = 0;
+  int64_t weight_bytes = 0;  // payload bytes of the checkpoint's tensors
+  double seconds = 0;
+};
+
+class CausalLM {
+ public:
+  // Loads a Hugging Face model directory: config.json, then every tensor the config implies
+  // (validated for presence and shape before anything is packed). `pool` is used for packing
+  // and by forward(); it must outlive the model.
+  // Throws Error naming the file and key/tensor for any malformed or missing input, and
+  // Error(kInvalidArgument) for Qwen3-MoE (its forward pass is not implemented yet).
+  static std::unique_ptr<CausalLM> load(const std::string& model_dir, ThreadPool* pool);
+
+  const ModelConfig& config() const { return config_; }
+  const LoadStats& load_stats() const { return load_stats_; }
+
+  // Runs the model over a flat batch: writes every token's K/V into `cache` at its slot, then
+  // computes attention over the sequence's cached keys 0..position. logits: [num_logits,
+  // vocab_size] f32 for the rows batch.logits_indices, in that order.
+  // Throws Error(kInvalidArgument) for token ids outside the vocabulary or slots outside the
+  // cache; the KV of tokens before the failure may have been written.
+  void forward(const ForwardBatch& batch, KvCache& cache, float* logits) const;
+
+ private:
+  CausalLM() = default;
+
+  ModelConfig config_;
+  ThreadPool* pool_ = nullptr;
+  LoadStats load_stats_;
+  std::vector<double> inv_freq_;            // [head_dim / 2] rotary frequencies
+  PackedMatrix embed_tokens_;               // [vocab_size, hidden_size]
+  std::vector<DecoderLayerWeights> layers_; // [num_hidden_layers]
+  std::vector<float> norm_;                 // [hidden_size] f32 final RMSNorm
+  PackedMatrix lm_head_;                    // [vocab_size, hidden_size]; empty when tied
+};
+
+}  // namespace ditto

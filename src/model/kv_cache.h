@@ -1,0 +1,35 @@
+// Storage of the paged KV cache: for each layer, num_blocks · block_size slots of K and V, bf16.
+// Which sequence owns which block is the engine's business (block tables); this class only owns
+// the memory. Rounding to bf16 happens once, when a token's K/V are written.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "model/config.h"
+
+namespace ditto {
+
+class KvCache {
+ public:
+  // Throws Error(kInvalidArgument) for num_blocks < 1 or block_size < 1, and
+  // Error(kResourceExhausted) if the memory cannot be allocated.
+  KvCache(const ModelConfig& config, int64_t num_blocks, int64_t block_size);
+
+  int64_t num_blocks() const { return num_blocks_; }
+  int64_t block_size() const { return block_size_; }
+  int64_t kv_dim() const { return kv_dim_; }
+  KvCacheLayer layer(int64_t index);
+  // Bytes per block across all layers (K and V), for sizing the cache to a memory budget.
+  static int64_t bytes_per_block(const ModelConfig& config, int64_t block_size);
+
+ private:
+  int64_t num_layers_;
+  int64_t num_blocks_;
+  int64_t block_size_;
+  int64_t kv_dim_;             // num_key_value_heads · head_dim
+  std::vector<uint16_t> data_; // [num_layers, 2 (K, V), num_blocks · block_size, kv_dim] bf16
+};
+
+}  // namespace ditto

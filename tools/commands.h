@@ -1,0 +1,12 @@
+// Subcommands of the `ditto` CLI; each file adds one to the app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace ditto {
+
+void add_generate_command(CLI::App& app);
+void add_score_command(CLI::App& app);
+void add_make_test_model_command(CLI::App& app);
+
+}  // namespace ditto

@@ -1,0 +1,28 @@
+// The `ditto` command line: one binary, one subcommand per job.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"ditto: batch-invariant LLM inference. The same request gives the same bits, always."};
+  app.require_subcommand(1);
+  ditto::add_generate_command(app);
+  ditto::add_score_command(app);
+  ditto::add_make_test_model_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const ditto::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: internal: %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,65 @@
+#include "model_options.h"
+
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "model/hub.h"
+
+namespace ditto {
+
+void add_model_options(CLI::App* cmd, ModelOptions& o) {
+  cmd->add_option("--model", o.model, "Model directory or Hugging Face hub id (looked up in the local cache)")
+      ->required();
+  cmd->add_option("--threads", o.threads, "Worker threads (default: $DITTO_NUM_THREADS or all cores); "
+                                          "outputs are bit-identical for any value")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--block-size", o.block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
+  cmd->add_flag("--report-memory", o.report_memory, "Print weight bytes and peak RSS after loading (stderr)");
+}
+
+LoadedModel load_model(const ModelOptions& o) {
+  LoadedModel lm;
+  lm.pool = std::make_unique<ThreadPool>(o.threads > 0 ? o.threads : default_num_threads());
+  const std::string dir = resolve_model_path(o.model);
+  lm.model = CausalLM::load(dir, lm.pool.get());
+  if (o.report_memory) {
+    const LoadStats& s = lm.model->load_stats();
+    const int64_t rss = peak_rss_bytes();
+    std::fprintf(stderr,
+                 "loaded %s: %lld tensors, weights %.3f GB, peak RSS %.3f GB (%.3fx weights), %.2f s\n",
+                 dir.c_str(), static_cast<long long>(s.num_tensors), s.weight_bytes / 1e9, rss / 1e9,
+                 static_cast<double>(rss) / static_cast<double>(s.weight_bytes), s.seconds);
+  }
+  return lm;
+}
+
+std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& flag) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno != 0 || v < 0 || v > INT32_MAX)
+      throw_invalid_argument(flag + ": '" + item + "' is not a token id (expected comma-separated "
+                             "non-negative integers, e.g. 1,2,3)");
+    ids.push_back(static_cast<int32_t>(v));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return ids;
+}
+
+int64_t peak_rss_bytes() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+}  // namespace ditto

@@ -1,0 +1,39 @@
+// Options every model-running subcommand shares (--model, --threads, --block-size), and loading.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/causal_lm.h"
+
+namespace ditto {
+
+struct ModelOptions {
+  std::string model;       // a directory or a hub id (resolved in the local HF cache)
+  int threads = 0;         // 0: default_num_threads()
+  int64_t block_size = 16; // KV cache block size in tokens
+  bool report_memory = false;
+};
+
+void add_model_options(CLI::App* cmd, ModelOptions& options);
+
+struct LoadedModel {
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<CausalLM> model;
+};
+
+// Resolves, loads and (with --report-memory) prints the load statistics to stderr.
+LoadedModel load_model(const ModelOptions& options);
+
+// "1,2,3" -> {1, 2, 3}. Throws Error(kInvalidArgument) naming `flag` and the bad item.
+std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& flag);
+
+// Peak resident set size of this process so far, in bytes (getrusage ru_maxrss).
+int64_t peak_rss_bytes();
+
+}  // namespace ditto
