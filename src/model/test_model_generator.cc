@@ -45,40 +45,34 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // double -> float rounding to odd: with 24 >= 8 + 2 and 11 + 2 bits, a following float -> bf16/f16
 // round-to-nearest-even is then the correctly rounded double -> bf16/f16 (no double rounding).
-float to_f32_round_to_odd(double v) {
-  float f = static_cast<float>(v);
+inline float to_f32_round_to_odd(double v) {
+  const float f = static_cast<float>(v);
   if (static_cast<double>(f) == v || !std::isfinite(f)) return f;
-  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) --u;  // truncate: one ulp toward zero
+  return std::bit_cast<float>(u | 1u);
 }
 
-void store(double v, DType dtype, uint8_t* out) {
-  switch (dtype) {
-    case DType::kF32: {
-      const float f = static_cast<float>(v);
-      std::memcpy(out, &f, 4);
-      return;
-    }
-    case DType::kBF16: {
-      const uint16_t h = f32_to_bf16(to_f32_round_to_odd(v));
-      std::memcpy(out, &h, 2);
-      return;
-    }
-    case DType::kF16: {
-      const uint16_t h = f32_to_f16(to_f32_round_to_odd(v));
-      std::memcpy(out, &h, 2);
-      return;
-    }
+template <DType kDType>
+inline void store(double v, uint8_t* out) {
+  if constexpr (kDType == DType::kF32) {
+    const float f = static_cast<float>(v);
+    std::memcpy(out, &f, 4);
+  } else {
+    const float f = to_f32_round_to_odd(v);
+    const uint16_t h = kDType == DType::kBF16 ? f32_to_bf16(f) : f32_to_f16(f);
+    std::memcpy(out, &h, 2);
   }
 }
 
 // Elements [begin, end) of one tensor, written to out[0 .. end-begin).
-void fill_values(const std::string& name, uint64_t seed, double std_dev, DType dtype,
-                 int64_t begin, int64_t end, uint8_t* out) {
-  const size_t size = dtype_size(dtype);
+template <DType kDType>
+void fill_values(const std::string& name, uint64_t seed, double std_dev, int64_t begin,
+                 int64_t end, uint8_t* out) {
+  constexpr size_t kSize = kDType == DType::kF32 ? 4 : 2;
   if (ends_with(name, "norm.weight") || ends_with(name, ".bias")) {
     const double v = ends_with(name, ".bias") ? 0.0 : 1.0;
-    for (int64_t i = begin; i < end; ++i) store(v, dtype, out + (i - begin) * size);
+    for (int64_t i = begin; i < end; ++i) store<kDType>(v, out + (i - begin) * kSize);
     return;
   }
   const uint64_t h = fnv1a64(name);
@@ -96,10 +90,19 @@ void fill_values(const std::string& name, uint64_t seed, double std_dev, DType d
       z[2 * pair] = radius * std::cos(angle);
       z[2 * pair + 1] = radius * std::sin(angle);
     }
-    for (int lane = 0; lane < 4; ++lane) {
-      const int64_t i = block * 4 + lane;
-      if (i >= begin && i < end) store(std_dev * z[lane], dtype, out + (i - begin) * size);
+    const int64_t lo = std::max(begin, block * 4), hi = std::min(end, block * 4 + 4);
+    for (int64_t i = lo; i < hi; ++i) {
+      store<kDType>(std_dev * z[i - block * 4], out + (i - begin) * kSize);
     }
+  }
+}
+
+void fill_values(const std::string& name, uint64_t seed, double std_dev, DType dtype,
+                 int64_t begin, int64_t end, uint8_t* out) {
+  switch (dtype) {
+    case DType::kF32: return fill_values<DType::kF32>(name, seed, std_dev, begin, end, out);
+    case DType::kBF16: return fill_values<DType::kBF16>(name, seed, std_dev, begin, end, out);
+    case DType::kF16: return fill_values<DType::kF16>(name, seed, std_dev, begin, end, out);
   }
 }
 

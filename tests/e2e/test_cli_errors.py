@@ -1,0 +1,110 @@
+"""Bad input gives one clear error naming the file and the tensor or key, a non-zero exit status
+and no crash (a signal would show as a negative return code)."""
+import json
+import os
+
+from conftest import TINY_CONFIG, run_ditto, write_tiny_model
+
+
+def score_error(ditto_bin, model_dir, ids="1,2,3"):
+    proc = run_ditto(ditto_bin, "score", "--model", model_dir, "--token-ids", ids, check=False)
+    assert proc.returncode == 1, f"expected exit status 1, got {proc.returncode}: {proc.stderr}"
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert proc.stdout == ""
+    return lines[0]
+
+
+def test_valid_tiny_model_scores(ditto_bin, tiny_model):
+    proc = run_ditto(ditto_bin, "score", "--model", tiny_model, "--token-ids", "1,2,3", "--json")
+    assert len(proc.stdout.splitlines()) == 2
+
+
+def test_truncated_safetensors(ditto_bin, tiny_model):
+    path = tiny_model / "model.safetensors"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 1000])
+    msg = score_error(ditto_bin, tiny_model)
+    assert str(path) in msg and "tensor '" in msg, msg
+
+
+def test_safetensors_shorter_than_its_header(ditto_bin, tiny_model):
+    path = tiny_model / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:20])
+    msg = score_error(ditto_bin, tiny_model)
+    assert str(path) in msg and "header" in msg, msg
+
+
+def test_header_offsets_past_the_end(ditto_bin, tmp_path):
+    def edit(header):
+        header["model.norm.weight"]["data_offsets"][1] += 10_000_000
+    model = write_tiny_model(tmp_path / "m", header_edit=edit)
+    msg = score_error(ditto_bin, model)
+    assert "model.safetensors" in msg and "model.norm.weight" in msg, msg
+
+
+def test_overlapping_tensors(ditto_bin, tmp_path):
+    def edit(header):
+        a, b = header["model.norm.weight"], header["model.layers.0.input_layernorm.weight"]
+        b["data_offsets"] = list(a["data_offsets"])
+    model = write_tiny_model(tmp_path / "m", header_edit=edit)
+    msg = score_error(ditto_bin, model)
+    assert "model.safetensors" in msg and "overlap" in msg, msg
+
+
+def test_missing_tensor(ditto_bin, tmp_path):
+    model = write_tiny_model(tmp_path / "m", drop=("model.layers.1.mlp.down_proj.weight",))
+    msg = score_error(ditto_bin, model)
+    assert "model.layers.1.mlp.down_proj.weight" in msg and str(model) in msg, msg
+
+
+def test_shape_mismatch(ditto_bin, tmp_path):
+    model = write_tiny_model(tmp_path / "m")
+    config = dict(TINY_CONFIG, intermediate_size=128)  # weights were written for 96
+    (model / "config.json").write_text(json.dumps(config))
+    msg = score_error(ditto_bin, model)
+    assert "mlp.gate_proj.weight" in msg and "128" in msg and "96" in msg, msg
+
+
+def test_unknown_architecture(ditto_bin, tiny_model):
+    config = dict(TINY_CONFIG, architectures=["GPT2LMHeadModel"], model_type="gpt2")
+    (tiny_model / "config.json").write_text(json.dumps(config))
+    msg = score_error(ditto_bin, tiny_model)
+    assert "config.json" in msg and "GPT2LMHeadModel" in msg and "Qwen3ForCausalLM" in msg, msg
+
+
+def test_malformed_config_json(ditto_bin, tiny_model):
+    (tiny_model / "config.json").write_text('{"architectures": ["Qwen3ForCausalLM"], "hidden_size": ')
+    msg = score_error(ditto_bin, tiny_model)
+    assert "config.json" in msg, msg
+
+
+def test_wrong_typed_config_key(ditto_bin, tiny_model):
+    (tiny_model / "config.json").write_text(json.dumps(dict(TINY_CONFIG, num_attention_heads="four")))
+    msg = score_error(ditto_bin, tiny_model)
+    assert "config.json" in msg and "num_attention_heads" in msg, msg
+
+
+def test_missing_model_directory(ditto_bin, tmp_path):
+    msg = score_error(ditto_bin, tmp_path / "nowhere")
+    assert "nowhere" in msg, msg
+
+
+def test_hub_id_not_in_cache(ditto_bin, tmp_path):
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"))
+    env.pop("HF_HUB_CACHE", None)
+    import subprocess
+    proc = subprocess.run([ditto_bin, "generate", "--model", "Qwen/Qwen3-8B", "--prompt-token-ids", "1"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "models--Qwen--Qwen3-8B" in proc.stderr and str(tmp_path / "hf") in proc.stderr, proc.stderr
+
+
+def test_token_id_outside_vocabulary(ditto_bin, tiny_model):
+    msg = score_error(ditto_bin, tiny_model, ids="1,320")
+    assert "320" in msg and "vocabulary" in msg, msg
+
+
+def test_unparsable_token_ids(ditto_bin, tiny_model):
+    msg = score_error(ditto_bin, tiny_model, ids="1,x,3")
+    assert "--token-ids" in msg and "'x'" in msg, msg

@@ -1,0 +1,221 @@
+// Invariance of the forward pass, compared as bit patterns: a sequence's logits do not depend on
+// the batch around it, on how its prompt is chunked, on prefill vs decode, on the KV block size
+// or physical blocks, or on the thread count. Correctness against an independent float64
+// reference lives in tests/reference/.
+#include "model/causal_lm.h"  // the forward pass under test, driven through the engine's ModelRunner
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model_runner.h"
+#include "model/safetensors_writer.h"
+#include "model/test_support.h"
+
+namespace ditto {
+namespace {
+
+using testing::TempDir;
+
+// A tiny model of the given family: real tensor names and layout, small sizes, seeded weights.
+std::string write_tiny_model(const TempDir& dir, const std::string& family) {
+  nlohmann::json c = {{"vocab_size", 300},         {"hidden_size", 64},       {"intermediate_size", 96},
+                      {"num_hidden_layers", 2},    {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                      {"head_dim", 16},            {"rms_norm_eps", 1e-6},    {"max_position_embeddings", 4096},
+                      {"hidden_act", "silu"},      {"torch_dtype", "bfloat16"}};
+  if (family == "qwen3") {
+    c["architectures"] = {"Qwen3ForCausalLM"};
+    c["model_type"] = "qwen3";
+    c["rope_theta"] = 1000000.0;
+    c["tie_word_embeddings"] = true;
+  } else {  // llama with biases, llama3 rope scaling and an untied head
+    c["architectures"] = {"LlamaForCausalLM"};
+    c["model_type"] = "llama";
+    c["rope_theta"] = 500000.0;
+    c["attention_bias"] = true;
+    c["mlp_bias"] = true;
+    c["tie_word_embeddings"] = false;
+    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
+  }
+  dir.write("config.json", c.dump());
+  const ModelConfig config = parse_model_config(c, "config.json");
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 0.15f);
+  std::vector<std::pair<SafetensorsEntry, std::vector<uint8_t>>> tensors;
+  for (const TensorSpec& spec : expected_tensors(config)) {
+    SafetensorsEntry e{spec.name, DType::kBF16, spec.shape};
+    std::vector<uint8_t> bytes(e.nbytes());
+    auto* h = reinterpret_cast<uint16_t*>(bytes.data());
+    const bool is_norm = spec.name.find("norm.weight") != std::string::npos;
+    for (size_t i = 0; i < bytes.size() / 2; ++i)
+      h[i] = f32_to_bf16(is_norm ? 1.0f + normal(rng) : normal(rng));
+    tensors.emplace_back(e, std::move(bytes));
+  }
+  write_safetensors(dir.file("model.safetensors"), tensors);
+  return dir.path().string();
+}
+
+struct Seq {
+  std::vector<int32_t> ids;
+};
+
+// Runs the sequences as one flat batch. chunk[s] > 0 splits sequence s into prompt chunks of that
+// many tokens run in successive steps (the others run whole in the first step). Returns per
+// sequence its all-position logits [len, vocab].
+std::vector<std::vector<float>> run(const CausalLM& model, const std::vector<Seq>& seqs, int64_t block_size,
+                                    const std::vector<int>& chunk = {}, int block_offset = 0) {
+  const int64_t vocab = model.config().vocab_size;
+  int64_t num_blocks = block_offset;
+  for (const Seq& s : seqs) num_blocks += (static_cast<int64_t>(s.ids.size()) + block_size - 1) / block_size;
+  ModelRunner runner(model, num_blocks, block_size);
+  // Hand out blocks from the top of the pool down, offset, so physical ids differ between runs.
+  std::vector<std::vector<int32_t>> tables;
+  int32_t next = static_cast<int32_t>(num_blocks) - 1;
+  for (const Seq& s : seqs) {
+    std::vector<int32_t> t;
+    for (size_t i = 0; i < (s.ids.size() + block_size - 1) / block_size; ++i) t.push_back(next--);
+    tables.push_back(t);
+  }
+  std::vector<std::vector<float>> out(seqs.size());
+  std::vector<size_t> done(seqs.size(), 0);
+  for (;;) {
+    std::vector<SequenceStep> steps;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (done[i] == seqs[i].ids.size()) continue;
+      const size_t n = (i < chunk.size() && chunk[i] > 0) ? std::min<size_t>(chunk[i], seqs[i].ids.size() - done[i])
+                                                           : seqs[i].ids.size() - done[i];
+      steps.push_back(SequenceStep{std::span<const int32_t>(seqs[i].ids).subspan(done[i], n),
+                                   static_cast<int32_t>(done[i]), tables[i], true});
+      which.push_back(i);
+    }
+    if (steps.empty()) break;
+    const std::vector<float> logits = runner.step(steps);
+    size_t row = 0;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const size_t n = steps[k].token_ids.size();
+      out[which[k]].insert(out[which[k]].end(), logits.begin() + row * vocab, logits.begin() + (row + n) * vocab);
+      row += n;
+      done[which[k]] += n;
+    }
+  }
+  return out;
+}
+
+void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      ADD_FAILURE() << what << ": first difference at element " << i << ": " << a[i] << " vs " << b[i];
+      return;
+    }
+  }
+}
+
+std::vector<int32_t> random_ids(std::mt19937& rng, size_t n) {
+  std::uniform_int_distribution<int32_t> d(0, 299);
+  std::vector<int32_t> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+class CausalLMInvarianceTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    pool1_ = std::make_unique<ThreadPool>(1);
+    model_ = CausalLM::load(write_tiny_model(dir_, GetParam()), pool1_.get());
+  }
+  TempDir dir_;
+  std::unique_ptr<ThreadPool> pool1_;
+  std::unique_ptr<CausalLM> model_;
+};
+
+TEST_P(CausalLMInvarianceTest, LogitsAreFiniteAndNotConstant) {
+  std::mt19937 rng(1);
+  const auto out = run(*model_, {{random_ids(rng, 20)}}, 16);
+  float lo = out[0][0], hi = out[0][0];
+  for (float v : out[0]) {
+    ASSERT_TRUE(std::isfinite(v));
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  EXPECT_GT(hi - lo, 0.1f);
+}
+
+TEST_P(CausalLMInvarianceTest, SequenceAloneEqualsSequenceInsideBatches) {
+  std::mt19937 rng(2);
+  const Seq target{random_ids(rng, 45)};  // > one attention tile of 32
+  const auto alone = run(*model_, {target}, 16);
+  for (int trial = 0; trial < 6; ++trial) {
+    std::vector<Seq> batch;
+    const int others = 1 + trial * 2;
+    const int at = static_cast<int>(rng() % (others + 1));
+    for (int i = 0; i < others; ++i) batch.push_back({random_ids(rng, 1 + rng() % 60)});
+    batch.insert(batch.begin() + at, target);
+    const auto together = run(*model_, batch, 16);
+    expect_same_bits(alone[0], together[at], "batch of " + std::to_string(batch.size()) + ", index " + std::to_string(at));
+  }
+}
+
+TEST_P(CausalLMInvarianceTest, ChunkedPrefillAndDecodeEqualOnePrefill) {
+  std::mt19937 rng(3);
+  const Seq target{random_ids(rng, 70)};
+  const auto whole = run(*model_, {target}, 16);
+  for (int chunk : {1, 3, 16, 33}) {  // chunk 1 is pure token-by-token decode
+    const auto chunked = run(*model_, {{random_ids(rng, 20)}, target}, 16, {5, chunk});
+    expect_same_bits(whole[0], chunked[1], "chunk " + std::to_string(chunk));
+  }
+}
+
+TEST_P(CausalLMInvarianceTest, BlockSizeAndPhysicalBlocksDoNotMatter) {
+  std::mt19937 rng(4);
+  const Seq target{random_ids(rng, 50)};
+  const auto base = run(*model_, {target}, 16);
+  expect_same_bits(base[0], run(*model_, {target}, 5, {}, 7)[0], "block_size 5, shifted blocks");
+  expect_same_bits(base[0], run(*model_, {target}, 64, {}, 3)[0], "block_size 64");
+}
+
+TEST_P(CausalLMInvarianceTest, ThreadCountDoesNotMatter) {
+  std::mt19937 rng(5);
+  const std::vector<Seq> batch{{random_ids(rng, 40)}, {random_ids(rng, 7)}, {random_ids(rng, 33)}};
+  const auto one = run(*model_, batch, 16);
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    const auto model = CausalLM::load(dir_.path().string(), &pool);
+    const auto many = run(*model, batch, 16);
+    for (size_t i = 0; i < batch.size(); ++i)
+      expect_same_bits(one[i], many[i], std::to_string(threads) + " threads, sequence " + std::to_string(i));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CausalLMInvarianceTest, ::testing::Values("qwen3", "llama"));
+
+TEST(CausalLMTest, RejectsTokenIdsOutsideTheVocabulary) {
+  TempDir dir;
+  ThreadPool pool(1);
+  const auto model = CausalLM::load(write_tiny_model(dir, "qwen3"), &pool);
+  ModelRunner runner(*model, 1, 16);
+  const std::vector<int32_t> ids{1, 300};
+  const std::vector<int32_t> table{0};
+  const SequenceStep step{ids, 0, table, true};
+  const std::string msg = testing::error_message([&] { runner.step({&step, 1}); }, ErrorCode::kInvalidArgument);
+  DITTO_EXPECT_MESSAGE_HAS(msg, "token id 300", "vocabulary");
+}
+
+TEST(CausalLMTest, RejectsMoeUntilItsForwardPassExists) {
+  TempDir dir;
+  dir.write("config.json", R"({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 4,
+                               "num_experts_per_tok": 2, "num_hidden_layers": 1})");
+  ThreadPool pool(1);
+  const std::string msg = testing::error_message([&] { CausalLM::load(dir.path().string(), &pool); },
+                                                 ErrorCode::kInvalidArgument);
+  DITTO_EXPECT_MESSAGE_HAS(msg, "config.json", "Qwen3MoeForCausalLM");
+}
+
+}  // namespace
+}  // namespace ditto
