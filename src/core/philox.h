@@ -2,9 +2,9 @@
 // Numbers: As Easy as 1, 2, 3", SC'11), as in the Random123 library and curand.
 //
 // A counter-based RNG is a pure function (counter, key) -> 128 random bits: there is no state to
-// advance, so the value for (seed, i, t) never depends on which thread asks, in which order, or what
-// else was drawn before. ditto keys it by a request's seed (sampling) or by a tensor name (test
-// weights). Checked against the Random123 known-answer vectors in philox_test.cc.
+// advance, so the value for (seed, i, t) never depends on which thread asks, in which order, or
+// what else was drawn before. ditto keys it by a request's seed (sampling) or by a tensor name
+// (test weights). Checked against the Random123 known-answer vectors in philox_test.cc.
 // Thread-safety: pure functions.
 #pragma once
 

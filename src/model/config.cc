@@ -137,8 +137,10 @@ std::string resolve_architecture(const json& j, const Reader& r, const std::stri
     return arch;
   }
   if (model_type.empty()) {
-    throw_invalid_argument(source + ": neither 'architectures' nor 'model_type' is set; ditto "
-                           "supports " + join(supported_architectures()));
+    throw_invalid_argument(source +
+                           ": neither 'architectures' nor 'model_type' is set; ditto "
+                           "supports " +
+                           join(supported_architectures()));
   }
   for (const auto& arch : supported_architectures()) {
     if (model_type == defaults_for(arch).model_type) return arch;
@@ -217,18 +219,17 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
   c.intermediate_size = r.get_int("intermediate_size", d.intermediate_size);
   c.num_hidden_layers = r.get_int("num_hidden_layers", d.num_hidden_layers);
   c.num_attention_heads = r.get_int("num_attention_heads", d.num_attention_heads);
-  c.num_key_value_heads = r.get_int(
-      "num_key_value_heads", d.num_key_value_heads > 0 ? d.num_key_value_heads
-                                                       : c.num_attention_heads);
+  c.num_key_value_heads =
+      r.get_int("num_key_value_heads",
+                d.num_key_value_heads > 0 ? d.num_key_value_heads : c.num_attention_heads);
   c.max_position_embeddings = r.get_int("max_position_embeddings", d.max_position_embeddings);
-  for (const auto& [key, value] :
-       {std::pair<const char*, int64_t>{"vocab_size", c.vocab_size},
-        {"hidden_size", c.hidden_size},
-        {"intermediate_size", c.intermediate_size},
-        {"num_hidden_layers", c.num_hidden_layers},
-        {"num_attention_heads", c.num_attention_heads},
-        {"num_key_value_heads", c.num_key_value_heads},
-        {"max_position_embeddings", c.max_position_embeddings}}) {
+  for (const auto& [key, value] : {std::pair<const char*, int64_t>{"vocab_size", c.vocab_size},
+                                   {"hidden_size", c.hidden_size},
+                                   {"intermediate_size", c.intermediate_size},
+                                   {"num_hidden_layers", c.num_hidden_layers},
+                                   {"num_attention_heads", c.num_attention_heads},
+                                   {"num_key_value_heads", c.num_key_value_heads},
+                                   {"max_position_embeddings", c.max_position_embeddings}}) {
     require_positive(r, key, value);
   }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
@@ -305,9 +306,9 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
     if (c.num_experts < 0) r.fail("num_experts", "must not be negative");
     if (c.num_experts > 0) {
       if (c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts) {
-        r.fail("num_experts_per_tok", "must be in [1, num_experts=" +
-                                          std::to_string(c.num_experts) + "], got " +
-                                          std::to_string(c.num_experts_per_tok));
+        r.fail("num_experts_per_tok",
+               "must be in [1, num_experts=" + std::to_string(c.num_experts) + "], got " +
+                   std::to_string(c.num_experts_per_tok));
       }
       require_positive(r, "moe_intermediate_size", c.moe_intermediate_size);
     }
@@ -331,8 +332,8 @@ ModelConfig load_model_config(const std::string& config_json_path) {
   try {
     j = json::parse(ss.str());
   } catch (const json::parse_error& e) {
-    throw_invalid_argument(config_json_path + ": not valid JSON (byte " +
-                           std::to_string(e.byte) + "): " + e.what());
+    throw_invalid_argument(config_json_path + ": not valid JSON (byte " + std::to_string(e.byte) +
+                           "): " + e.what());
   }
   return parse_model_config(j, config_json_path);
 }
@@ -342,8 +343,7 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
   const int64_t h = c.hidden_size;
   const int64_t q = c.num_attention_heads * c.head_dim;
   const int64_t kv = c.num_key_value_heads * c.head_dim;
-  auto linear = [&](const std::string& name, int64_t out_features, int64_t in_features,
-                    bool bias) {
+  auto linear = [&](const std::string& name, int64_t out_features, int64_t in_features, bool bias) {
     out.push_back({name + ".weight", {out_features, in_features}});
     if (bias) out.push_back({name + ".bias", {out_features}});
   };

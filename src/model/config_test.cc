@@ -91,10 +91,10 @@ TEST(ModelConfig, HuggingFaceDefaults) {
   EXPECT_FALSE(q.bos_token_id.has_value());
   EXPECT_TRUE(q.eos_token_ids.empty());
 
-  const ModelConfig l = parse_model_config(
-      {{"architectures", {"LlamaForCausalLM"}}, {"num_attention_heads", 16},
-       {"num_key_value_heads", nullptr}},
-      kSrc);
+  const ModelConfig l = parse_model_config({{"architectures", {"LlamaForCausalLM"}},
+                                            {"num_attention_heads", 16},
+                                            {"num_key_value_heads", nullptr}},
+                                           kSrc);
   EXPECT_EQ(l.vocab_size, 32000);
   EXPECT_EQ(l.intermediate_size, 11008);
   EXPECT_EQ(l.num_key_value_heads, 16);  // None -> num_attention_heads
@@ -139,8 +139,8 @@ TEST(ModelConfig, MalformedJsonNamesFileAndPosition) {
       error_message([&] { load_model_config(path); }, ErrorCode::kInvalidArgument);
   DITTO_EXPECT_MESSAGE_HAS(msg, path, "byte");
   const std::string missing = dir.file("nope.json");
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { load_model_config(missing); }, ErrorCode::kNotFound), missing);
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { load_model_config(missing); }, ErrorCode::kNotFound),
+                           missing);
 }
 
 TEST(ModelConfig, LoadsFromFile) {
@@ -150,16 +150,16 @@ TEST(ModelConfig, LoadsFromFile) {
 }
 
 TEST(ModelConfig, WrongTypesNameTheKey) {
-  for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
-           {"hidden_size", "1024"},
-           {"num_hidden_layers", 2.5},
-           {"rms_norm_eps", "small"},
-           {"tie_word_embeddings", 1},
-           {"hidden_act", 7},
-           {"vocab_size", nullptr},
-           {"architectures", "Qwen3ForCausalLM"},
-           {"rope_scaling", "llama3"},
-           {"eos_token_id", "x"}}) {
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, json>>{{"hidden_size", "1024"},
+                                                 {"num_hidden_layers", 2.5},
+                                                 {"rms_norm_eps", "small"},
+                                                 {"tie_word_embeddings", 1},
+                                                 {"hidden_act", 7},
+                                                 {"vocab_size", nullptr},
+                                                 {"architectures", "Qwen3ForCausalLM"},
+                                                 {"rope_scaling", "llama3"},
+                                                 {"eos_token_id", "x"}}) {
     json j = qwen3();
     j[key] = value;
     if (key == "vocab_size") j.erase("vocab_size"), j["vocab_size"] = "big";
@@ -251,20 +251,19 @@ TEST(ExpectedTensors, Qwen3DenseLayer) {
   const auto t = expected_tensors(parse_model_config(j, kSrc));
   std::vector<std::string> names;
   for (const auto& s : t) names.push_back(s.name);
-  const std::vector<std::string> want = {
-      "model.embed_tokens.weight",
-      "model.layers.0.self_attn.q_proj.weight",
-      "model.layers.0.self_attn.k_proj.weight",
-      "model.layers.0.self_attn.v_proj.weight",
-      "model.layers.0.self_attn.o_proj.weight",
-      "model.layers.0.self_attn.q_norm.weight",
-      "model.layers.0.self_attn.k_norm.weight",
-      "model.layers.0.mlp.gate_proj.weight",
-      "model.layers.0.mlp.up_proj.weight",
-      "model.layers.0.mlp.down_proj.weight",
-      "model.layers.0.input_layernorm.weight",
-      "model.layers.0.post_attention_layernorm.weight",
-      "model.norm.weight"};  // tied: no lm_head.weight
+  const std::vector<std::string> want = {"model.embed_tokens.weight",
+                                         "model.layers.0.self_attn.q_proj.weight",
+                                         "model.layers.0.self_attn.k_proj.weight",
+                                         "model.layers.0.self_attn.v_proj.weight",
+                                         "model.layers.0.self_attn.o_proj.weight",
+                                         "model.layers.0.self_attn.q_norm.weight",
+                                         "model.layers.0.self_attn.k_norm.weight",
+                                         "model.layers.0.mlp.gate_proj.weight",
+                                         "model.layers.0.mlp.up_proj.weight",
+                                         "model.layers.0.mlp.down_proj.weight",
+                                         "model.layers.0.input_layernorm.weight",
+                                         "model.layers.0.post_attention_layernorm.weight",
+                                         "model.norm.weight"};  // tied: no lm_head.weight
   EXPECT_EQ(names, want);
   EXPECT_EQ(t[0].shape, (std::vector<int64_t>{151936, 1024}));
   EXPECT_EQ(t[1].shape, (std::vector<int64_t>{16 * 128, 1024}));

@@ -120,8 +120,8 @@ TEST(Hub, NotFoundListsEveryPlaceAndHowToGetIt) {
 TEST(Hub, NeitherDirectoryNorHubId) {
   TempDir root;
   const std::string path = root.file("a/b/c");
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { resolve_model_path(path); }, ErrorCode::kNotFound), path);
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { resolve_model_path(path); }, ErrorCode::kNotFound),
+                           path);
 }
 
 TEST(Hub, CacheDirsOrder) {
@@ -130,10 +130,9 @@ TEST(Hub, CacheDirsOrder) {
   isolate(env, root);
   env.set("HF_HUB_CACHE", "/x");
   env.set("XDG_CACHE_HOME", "/xdg");
-  EXPECT_EQ(hub_cache_dirs(), (std::vector<std::string>{"/x", root.file("hf") + "/hub",
-                                                        "/xdg/huggingface/hub",
-                                                        root.file("home") +
-                                                            "/.cache/huggingface/hub"}));
+  EXPECT_EQ(hub_cache_dirs(),
+            (std::vector<std::string>{"/x", root.file("hf") + "/hub", "/xdg/huggingface/hub",
+                                      root.file("home") + "/.cache/huggingface/hub"}));
 }
 
 }  // namespace

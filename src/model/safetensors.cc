@@ -22,17 +22,18 @@ using nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 bool parse_dtype(const std::string& s, DType* out) {
-  if (s == "F32") *out = DType::kF32;
-  else if (s == "F16") *out = DType::kF16;
-  else if (s == "BF16") *out = DType::kBF16;
-  else return false;
+  static const std::map<std::string, DType> kSupported = {
+      {"F32", DType::kF32}, {"F16", DType::kF16}, {"BF16", DType::kBF16}};
+  auto it = kSupported.find(s);
+  if (it == kSupported.end()) return false;
+  *out = it->second;
   return true;
 }
 
 bool is_known_safetensors_dtype(const std::string& s) {
   static const std::set<std::string> kKnown = {
-      "BOOL", "U8",  "I8",  "I16", "U16", "I32",     "U32",     "I64",      "U64",
-      "F64",  "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64"};
+      "BOOL", "U8",      "I8",      "I16",     "U16", "I32",     "U32",     "I64", "U64",
+      "F64",  "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
   return kKnown.count(s) != 0;
 }
 
@@ -139,9 +140,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
       throw_invalid_argument(where + "data_offsets " + off.dump() + " begin after they end");
     }
     if (end > data_size) {
-      throw_invalid_argument(where + "data_offsets " + off.dump() +
-                             " end past the data section (" + std::to_string(data_size) +
-                             " bytes); truncated file?");
+      throw_invalid_argument(where + "data_offsets " + off.dump() + " end past the data section (" +
+                             std::to_string(data_size) + " bytes); truncated file?");
     }
     const uint64_t expected = numel * dtype_size(t.dtype);
     if (end - begin != expected) {
@@ -161,8 +161,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
   for (const auto& t : tensors_) {
     if (t.nbytes > 0) by_offset.push_back(&t);
   }
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const TensorInfo* a, const TensorInfo* b) { return a->file_offset < b->file_offset; });
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->file_offset < b->file_offset;
+  });
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const TensorInfo& prev = *by_offset[i - 1];
     if (by_offset[i]->file_offset < prev.file_offset + prev.nbytes) {

@@ -46,7 +46,7 @@ class SafetensorsFile {
   const std::string& path() const { return file_->path(); }
   const MappedFile& file() const { return *file_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // sorted by name
-  const TensorInfo* find(const std::string& name) const;  // nullptr when absent
+  const TensorInfo* find(const std::string& name) const;               // nullptr when absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:

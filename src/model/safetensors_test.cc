@@ -65,12 +65,12 @@ TEST(Safetensors, HeaderIsDeterministicAndSorted) {
   EXPECT_EQ(layout[0].name, "a");
   const std::string header = safetensors_header(layout);
   EXPECT_EQ(header.size() % 8, 0u);
-  EXPECT_EQ(header.rfind(
-                "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"data_offsets\":[0,4],\"dtype\":"
-                "\"BF16\",\"shape\":[2]},\"z\":{\"data_offsets\":[4,6],\"dtype\":\"BF16\","
-                "\"shape\":[1]}}",
-                0),
-            0u);
+  EXPECT_EQ(
+      header.rfind("{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"data_offsets\":[0,4],\"dtype\":"
+                   "\"BF16\",\"shape\":[2]},\"z\":{\"data_offsets\":[4,6],\"dtype\":\"BF16\","
+                   "\"shape\":[1]}}",
+                   0),
+      0u);
 }
 
 TEST(Safetensors, TooShortFile) {
@@ -133,18 +133,17 @@ TEST(Safetensors, BadEntriesNameFileAndTensor) {
 TEST(Safetensors, OverlappingTensors) {
   TempDir dir;
   const std::string path = dir.write(
-      "x.safetensors",
-      raw_file(R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},)"
-               R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[2,6]}})",
-               6));
+      "x.safetensors", raw_file(R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},)"
+                                R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[2,6]}})",
+                                6));
   DITTO_EXPECT_MESSAGE_HAS(invalid(path), path, "tensor 'b'", "overlaps tensor 'a'");
 }
 
 TEST(Safetensors, MissingFileIsNotFound) {
   TempDir dir;
   const std::string path = dir.file("none.safetensors");
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { SafetensorsFile f(path); }, ErrorCode::kNotFound), path);
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { SafetensorsFile f(path); }, ErrorCode::kNotFound),
+                           path);
 }
 
 // A two-layer-free toy model directory: one tensor per shard.
@@ -199,13 +198,13 @@ TEST(WeightStore, MalformedIndex) {
   TempDir dir;
   write_sharded(dir, good_index());
   const std::string index = dir.write("model.safetensors.index.json", "{\"weight_map\": {");
-  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { WeightStore::open(dir.path().string()); },
-                                         ErrorCode::kInvalidArgument),
-                           index, "not valid JSON");
+  DITTO_EXPECT_MESSAGE_HAS(
+      error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kInvalidArgument),
+      index, "not valid JSON");
   dir.write("model.safetensors.index.json", "{\"metadata\": {}}");
-  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { WeightStore::open(dir.path().string()); },
-                                         ErrorCode::kInvalidArgument),
-                           index, "weight_map");
+  DITTO_EXPECT_MESSAGE_HAS(
+      error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kInvalidArgument),
+      index, "weight_map");
 }
 
 TEST(WeightStore, IndexNamesMissingShard) {
@@ -223,10 +222,9 @@ TEST(WeightStore, IndexListsTensorMissingFromShard) {
   json index = good_index();
   index["weight_map"]["c"] = "model-00001-of-00002.safetensors";
   write_sharded(dir, index);
-  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { WeightStore::open(dir.path().string()); },
-                                         ErrorCode::kInvalidArgument),
-                           "model.safetensors.index.json", "'c'",
-                           "model-00001-of-00002.safetensors");
+  DITTO_EXPECT_MESSAGE_HAS(
+      error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kInvalidArgument),
+      "model.safetensors.index.json", "'c'", "model-00001-of-00002.safetensors");
 }
 
 ModelConfig tiny_config() {
@@ -272,10 +270,15 @@ TEST(ValidateWeights, WrongShapeNamesTensorFileAndShapes) {
 TEST(ValidateWeights, MissingTensor) {
   TempDir dir;
   write_tiny(dir, tiny_config());
-  json j = {{"architectures", {"Qwen3ForCausalLM"}}, {"vocab_size", 8},  {"hidden_size", 4},
-            {"intermediate_size", 6},               {"num_hidden_layers", 2},
-            {"num_attention_heads", 2},             {"num_key_value_heads", 1},
-            {"head_dim", 2},                        {"tie_word_embeddings", false}};
+  json j = {{"architectures", {"Qwen3ForCausalLM"}},
+            {"vocab_size", 8},
+            {"hidden_size", 4},
+            {"intermediate_size", 6},
+            {"num_hidden_layers", 2},
+            {"num_attention_heads", 2},
+            {"num_key_value_heads", 1},
+            {"head_dim", 2},
+            {"tie_word_embeddings", false}};
   const ModelConfig deeper = parse_model_config(j, "tiny/config.json");
   const WeightStore w = WeightStore::open(dir.path().string());
   DITTO_EXPECT_MESSAGE_HAS(

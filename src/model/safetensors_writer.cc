@@ -116,8 +116,8 @@ void write_safetensors(
   std::map<std::string, const std::vector<uint8_t>*> bytes;
   for (const auto& [entry, data] : tensors) {
     if (data.size() != entry.nbytes()) {
-      throw_invalid_argument(path + ": tensor '" + entry.name + "': " +
-                             std::to_string(data.size()) + " bytes given, shape needs " +
+      throw_invalid_argument(path + ": tensor '" + entry.name +
+                             "': " + std::to_string(data.size()) + " bytes given, shape needs " +
                              std::to_string(entry.nbytes()));
     }
     entries.push_back(entry);

@@ -40,7 +40,8 @@ uint64_t fnv1a64(const std::string& s) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // double -> float rounding to odd: with 24 >= 8 + 2 and 11 + 2 bits, a following float -> bf16/f16
@@ -67,8 +68,8 @@ inline void store(double v, uint8_t* out) {
 
 // Elements [begin, end) of one tensor, written to out[0 .. end-begin).
 template <DType kDType>
-void fill_values(const std::string& name, uint64_t seed, double std_dev, int64_t begin,
-                 int64_t end, uint8_t* out) {
+void fill_values(const std::string& name, uint64_t seed, double std_dev, int64_t begin, int64_t end,
+                 uint8_t* out) {
   constexpr size_t kSize = kDType == DType::kF32 ? 4 : 2;
   if (ends_with(name, "norm.weight") || ends_with(name, ".bias")) {
     const double v = ends_with(name, ".bias") ? 0.0 : 1.0;
@@ -97,8 +98,8 @@ void fill_values(const std::string& name, uint64_t seed, double std_dev, int64_t
   }
 }
 
-void fill_values(const std::string& name, uint64_t seed, double std_dev, DType dtype,
-                 int64_t begin, int64_t end, uint8_t* out) {
+void fill_values(const std::string& name, uint64_t seed, double std_dev, DType dtype, int64_t begin,
+                 int64_t end, uint8_t* out) {
   switch (dtype) {
     case DType::kF32: return fill_values<DType::kF32>(name, seed, std_dev, begin, end, out);
     case DType::kBF16: return fill_values<DType::kBF16>(name, seed, std_dev, begin, end, out);
@@ -294,7 +295,8 @@ uint64_t parse_size(const std::string& text) {
                            " (examples: 5GB, 500MB, 1.5GB, 5GiB, 123)");
   };
   size_t pos = 0;
-  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) {
+  while (pos < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) {
     ++pos;
   }
   const std::string number = text.substr(0, pos);
@@ -308,9 +310,8 @@ uint64_t parse_size(const std::string& text) {
     return fail("not a number");
   }
   static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},          {"B", 1},          {"KB", 1e3},       {"MB", 1e6},
-      {"GB", 1e9},      {"TB", 1e12},      {"KIB", 0x1p10},   {"MIB", 0x1p20},
-      {"GIB", 0x1p30},  {"TIB", 0x1p40}};
+      {"", 1},      {"B", 1},        {"KB", 1e3},     {"MB", 1e6},     {"GB", 1e9},
+      {"TB", 1e12}, {"KIB", 0x1p10}, {"MIB", 0x1p20}, {"GIB", 0x1p30}, {"TIB", 0x1p40}};
   double scale = 0;
   for (const auto& [name, value] : kUnits) {
     if (unit == name) scale = value;

@@ -31,7 +31,9 @@ struct TestModelOptions {
   std::string preset;  // one of test_model_presets()
   std::string out_dir;
   std::optional<int64_t> num_hidden_layers;  // reduce depth (also max_window_layers for Qwen3)
-  std::optional<int64_t> num_experts;        // reduce experts (MoE presets only)
+  // Reduce experts (MoE presets only); num_experts_per_tok is lowered to it when larger (so
+  // --num-experts 4 routes to all 4: keep more than 8 experts to exercise top-k).
+  std::optional<int64_t> num_experts;
   DType dtype = DType::kBF16;
   uint64_t seed = 0;
   uint64_t max_shard_size = 5'000'000'000;  // bytes; Hugging Face's default "5GB"

@@ -65,13 +65,13 @@ std::string error_message(F&& f, ErrorCode code) {
 }
 
 // EXPECT that the message holds every one of `parts`.
-#define DITTO_EXPECT_MESSAGE_HAS(message, ...)                                 \
-  do {                                                                         \
-    const std::string ditto_msg_ = (message);                                  \
-    for (const std::string& ditto_part_ : std::initializer_list<std::string>{__VA_ARGS__}) {                  \
-      EXPECT_TRUE(::ditto::testing::contains(ditto_msg_, ditto_part_))         \
-          << "message lacks \"" << ditto_part_ << "\": " << ditto_msg_;        \
-    }                                                                          \
+#define DITTO_EXPECT_MESSAGE_HAS(message, ...)                                               \
+  do {                                                                                       \
+    const std::string ditto_msg_ = (message);                                                \
+    for (const std::string& ditto_part_ : std::initializer_list<std::string>{__VA_ARGS__}) { \
+      EXPECT_TRUE(::ditto::testing::contains(ditto_msg_, ditto_part_))                       \
+          << "message lacks \"" << ditto_part_ << "\": " << ditto_msg_;                      \
+    }                                                                                        \
   } while (0)
 
 }  // namespace ditto::testing
