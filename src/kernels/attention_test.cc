@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -81,7 +82,8 @@ struct Token {
 std::vector<Token> all_tokens(const Workload& w) {
   std::vector<Token> tokens;
   for (size_t s = 0; s < w.seq_lens.size(); ++s)
-    for (int64_t p = 0; p < w.seq_lens[s]; ++p) tokens.push_back({static_cast<int32_t>(s), static_cast<int32_t>(p)});
+    for (int64_t p = 0; p < w.seq_lens[s]; ++p)
+      tokens.push_back({static_cast<int32_t>(s), static_cast<int32_t>(p)});
   return tokens;
 }
 
@@ -146,7 +148,8 @@ void write_tokens(PagedCache& c, const Workload& w, const std::vector<Token>& to
     std::memcpy(&v[t * ldv], &w.v[tokens[t].seq][tokens[t].pos * kv_dim], sizeof(float) * kv_dim);
     slots.push_back(c.slot(tokens[t]));
   }
-  write_kv(k.data(), ldk, v.data(), ldv, slots.data(), static_cast<int64_t>(tokens.size()), kv_dim, c.layer());
+  write_kv(k.data(), ldk, v.data(), ldv, slots.data(), static_cast<int64_t>(tokens.size()), kv_dim,
+           c.layer());
 }
 
 PagedCache filled_cache(Rng& rng, const Workload& w, int64_t block_size) {
@@ -171,7 +174,8 @@ std::vector<float> attend(PagedCache& c, const Workload& w, const std::vector<To
     token_seq.push_back(tokens[t].seq);
   }
   std::vector<float> out(static_cast<size_t>(n * ldo), std::numeric_limits<float>::quiet_NaN());
-  const AttentionShape shape{w.heads.num_heads, w.heads.num_kv_heads, w.heads.head_dim, c.block_size, w.scale};
+  const AttentionShape shape{w.heads.num_heads, w.heads.num_kv_heads, w.heads.head_dim, c.block_size,
+                             w.scale};
   paged_attention(q.data(), ldq, positions.data(), token_seq.data(), n, c.block_tables.data(), c.max_blocks,
                   c.layer(), shape, out.data(), ldo, pool);
   std::vector<float> compact(static_cast<size_t>(n * q_dim));
@@ -213,7 +217,8 @@ std::vector<float> contract_attention(const Workload& w, Token tok) {
       l = l * alpha + tile_sum;
       for (int64_t i = 0; i < d; ++i) acc[i] = acc[i] * alpha;
       for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < d; ++i) acc[i] = std::fma(p[j], w.v_rounded(tok.seq, t0 + j, kvh * d + i), acc[i]);
+        for (int64_t i = 0; i < d; ++i)
+          acc[i] = std::fma(p[j], w.v_rounded(tok.seq, t0 + j, kvh * d + i), acc[i]);
       m = m_new;
     }
     for (int64_t i = 0; i < d; ++i) out[h * d + i] = acc[i] / l;
@@ -341,7 +346,8 @@ TEST(AttentionTest, QueryAloneEqualsQueryInsideRandomBatches) {
     const int64_t q_dim = w.heads.q_dim();
     // Every token alone (a batch of one), the reference for the batches below.
     std::vector<std::vector<float>> alone(w.seq_lens.size());
-    for (size_t s = 0; s < w.seq_lens.size(); ++s) alone[s].resize(static_cast<size_t>(w.seq_lens[s] * q_dim));
+    for (size_t s = 0; s < w.seq_lens.size(); ++s)
+      alone[s].resize(static_cast<size_t>(w.seq_lens[s] * q_dim));
     for (const Token& t : tokens) {
       const std::vector<float> o = attend(c, w, {t}, nullptr);
       std::memcpy(&alone[t.seq][t.pos * q_dim], o.data(), sizeof(float) * q_dim);
@@ -385,8 +391,9 @@ TEST(AttentionTest, ChunkedPrefillAndDecodeEqualOneShotPrefill) {
         for (size_t s = 0; s < w.seq_lens.size(); ++s) {
           if (done[s] == w.seq_lens[s] || rng.next() % 4 == 0) continue;  // sometimes sits a step out
           const int64_t left = w.seq_lens[s] - done[s];
-          const int64_t chunk = done[s] == 0 ? rng.uniform_int(1, left)
-                                : rng.next() % 2 ? 1 : rng.uniform_int(1, std::min<int64_t>(left, 40));
+          const int64_t chunk = done[s] == 0     ? rng.uniform_int(1, left)
+                                : rng.next() % 2 ? 1
+                                                 : rng.uniform_int(1, std::min<int64_t>(left, 40));
           for (int64_t p = done[s]; p < done[s] + chunk; ++p)
             step.push_back({static_cast<int32_t>(s), static_cast<int32_t>(p)});
           done[s] += chunk;
@@ -446,8 +453,8 @@ TEST(WriteKvTest, RoundsOnceToBf16AtTheSlotAndRejectsBadSlots) {
   std::vector<uint16_t> k(num_slots * kv_dim, kBf16NaN), v(num_slots * kv_dim, kBf16NaN);
   const KvCacheLayer cache{k.data(), v.data(), num_slots};
   std::vector<float> kin = rng.normal_vector(3 * ldk), vin = rng.normal_vector(3 * ldv);
-  kin[0] = 1.0f + 0x1p-8f;              // exactly halfway between two bf16: ties to even (down)
-  kin[1] = 1.0f + 3 * 0x1p-8f;          // halfway, ties to even (up)
+  kin[0] = 1.0f + 0x1p-8f;      // exactly halfway between two bf16: ties to even (down)
+  kin[1] = 1.0f + 3 * 0x1p-8f;  // halfway, ties to even (up)
   kin[2] = -0.0f;
   const int64_t slots[] = {7, 0, 3};
   write_kv(kin.data(), ldk, vin.data(), ldv, slots, 3, kv_dim, cache);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -49,11 +50,20 @@ std::vector<float> random_activations(Rng& rng, int64_t count) {
   std::vector<float> x = rng.normal_vector(static_cast<size_t>(count));
   for (float& v : x) {
     switch (rng.next() % 32) {
-      case 0: v = 0.0f; break;
-      case 1: v = -0.0f; break;
-      case 2: v *= 0x1p-130f; break;
-      case 3: v *= 1000.0f; break;
-      default: break;
+      case 0:
+        v = 0.0f;
+        break;
+      case 1:
+        v = -0.0f;
+        break;
+      case 2:
+        v *= 0x1p-130f;
+        break;
+      case 3:
+        v *= 1000.0f;
+        break;
+      default:
+        break;
     }
   }
   return x;
@@ -113,6 +123,39 @@ TEST(PackedMatrixTest, FusedPartsAreConcatenatedAlongN) {
   }
 }
 
+TEST(PackedMatrixTest, ManyPartsAndThreadsGiveTheSameLayout) {
+  // Random part lists (empty parts, parts straddling panel boundaries) packed with 1, 2, 3 threads
+  // hold the same bytes as the layout formula applied to the concatenation.
+  Rng rng(4);
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  for (int trial = 0; trial < 30; ++trial) {
+    const DType dtype = kAllDTypes[trial % 3];
+    const int64_t k = rng.uniform_int(1, 40);
+    std::vector<StoredMatrix> parts;
+    std::vector<MatrixSource> sources;
+    const int64_t num_parts = rng.uniform_int(1, 6);
+    for (int64_t i = 0; i < num_parts; ++i)
+      parts.push_back(test::random_matrix(rng, dtype, rng.uniform_int(0, 40), k));
+    if (parts[0].n == 0) parts[0] = test::random_matrix(rng, dtype, 1, k);
+    for (const StoredMatrix& part : parts) sources.push_back(part.source());
+    const PackedMatrix p = pack_matrix(sources);
+    const size_t es = dtype_size(dtype);
+    std::vector<uint8_t> want(p.data.size(), 0);
+    int64_t row = 0;
+    for (const StoredMatrix& part : parts) {
+      for (int64_t r = 0; r < part.n; ++r, ++row)
+        for (int64_t c = 0; c < k; ++c)
+          std::memcpy(&want[((row / 16) * k * 16 + c * 16 + row % 16) * es], &part.bytes[(r * k + c) * es],
+                      es);
+    }
+    ASSERT_EQ(p.n, row);
+    ASSERT_EQ(p.data, want) << "trial " << trial;
+    for (ThreadPool* pool : {&pool1, &pool2, &pool3})
+      ASSERT_EQ(pack_matrix(sources, pool).data, want)
+          << "trial " << trial << " threads " << pool->num_threads();
+  }
+}
+
 TEST(PackedMatrixTest, RejectsPartsThatDisagreeOnKOrDtype) {
   Rng rng(3);
   const StoredMatrix a = test::random_matrix(rng, DType::kBF16, 4, 8);
@@ -147,7 +190,8 @@ TEST(GemmTest, MatchesContractFmaChainBitwise) {
           for (int64_t r = 0; r < m; ++r) {
             ASSERT_TRUE(BitsEqual(want.data() + r * n, y.data() + r * ldy, n))
                 << test::dtype_label(dtype) << " n=" << n << " k=" << k << " m=" << m << " row " << r;
-            for (int64_t j = n; j < ldy; ++j) ASSERT_TRUE(std::isnan(y[r * ldy + j])) << "wrote y[" << r << ", " << j << "]";
+            for (int64_t j = n; j < ldy; ++j)
+              ASSERT_TRUE(std::isnan(y[r * ldy + j])) << "wrote y[" << r << ", " << j << "]";
           }
         }
       }
@@ -181,8 +225,8 @@ TEST(GemmTest, RowAloneEqualsRowInsideRandomBatches) {
       ThreadPool* pool = pools[rng.next() % 4];
       gemm(x.data(), m, ldx, p, y.data(), ldy, pool);
       ASSERT_TRUE(BitsEqual(y0.data(), y.data() + index * ldy, n))
-          << test::dtype_label(dtype) << " n=" << n << " k=" << k << " batch " << m << " row "
-          << index << " threads " << (pool ? pool->num_threads() : 0);
+          << test::dtype_label(dtype) << " n=" << n << " k=" << k << " batch " << m << " row " << index
+          << " threads " << (pool ? pool->num_threads() : 0);
     }
   }
 }
@@ -272,8 +316,7 @@ TEST(GemmTest, MatchesDoubleReferenceWithinChainBound) {
       }
     }
   }
-  std::printf("[ measured ] gemm max |y - ref| = %.3f u·Σ|x·w| (bound γ_k, k·u up to 4096 u)\n",
-              worst_ratio);
+  std::printf("[ measured ] gemm max |y - ref| = %.3f u·Σ|x·w| (bound γ_k, k·u up to 4096 u)\n", worst_ratio);
 }
 
 }  // namespace

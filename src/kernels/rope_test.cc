@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -149,9 +150,8 @@ TEST(RopeTest, MatchesRotateHalfReference) {
         const long double want = x[i] * std::cos(angle) + rot * std::sin(angle);
         const double mag = std::fabs(static_cast<double>(x[i] * std::cos(angle))) +
                            std::fabs(static_cast<double>(rot * std::sin(angle)));
-        const double tol = 3.01 * test::kU * mag +
-                           (std::fabs(x[i]) + std::fabs(static_cast<double>(rot))) *
-                               (static_cast<double>(angle) * 0x1p-53 + 0x1p-70);
+        const double tol = 3.01 * test::kU * mag + (std::fabs(x[i]) + std::fabs(static_cast<double>(rot))) *
+                                                       (static_cast<double>(angle) * 0x1p-53 + 0x1p-70);
         const double err = std::fabs(static_cast<double>(y[i] - want));
         ASSERT_LE(err, tol) << "head_dim " << head_dim << " position " << pos << " i " << i;
         worst = std::max(worst, err / (test::kU * mag));
