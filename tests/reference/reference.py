@@ -55,6 +55,7 @@ import math
 import os
 import struct
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
@@ -380,7 +381,9 @@ class Model:
     def _opt_bias(self, name: str, enabled: bool, dt) -> Optional[np.ndarray]:
         if name in self.st:
             if not enabled:
-                raise ValueError(f"{name} present but the config disables that bias")
+                # transformers builds the Linear without a bias and ignores the stored one
+                warnings.warn(f"{name} present but the config disables that bias: ignored")
+                return None
             return self._w(name, dt)
         if enabled:
             raise KeyError(f"config enables a bias but {name} is missing")

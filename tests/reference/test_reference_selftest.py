@@ -404,3 +404,21 @@ def test_cli(tmp_path):
     lp = ref.log_softmax(d, [1, 2, 3], kv_cache_dtype="bfloat16")
     top, val = lines[2].split("-> ")[1].split(":")
     assert int(top) == int(np.argmax(lp[2])) and abs(float(val) - lp[2].max()) < 1e-6
+
+
+def test_stored_bias_ignored_when_config_disables_it(tmp_path):
+    cfg_b = qwen3_config(attention_bias=True)
+    w = random_weights(cfg_b, seed=11, std=0.3, random_norms=True)
+    d_with = str(tmp_path / "with")
+    write_model(d_with, qwen3_config(attention_bias=False), w)
+    d_without = str(tmp_path / "without")
+    write_model(d_without, qwen3_config(), {k: v for k, v in w.items() if not k.endswith(".bias")})
+    ids = [1, 2, 3]
+    with pytest.warns(UserWarning, match="ignored"):
+        got = ref.log_softmax(d_with, ids)
+    np.testing.assert_array_equal(got, ref.log_softmax(d_without, ids))
+    # a bias the config asks for must exist
+    write_model(str(tmp_path / "missing"), cfg_b, {k: v for k, v in w.items()
+                                                   if not k.endswith("q_proj.bias")})
+    with pytest.raises(KeyError):
+        ref.log_softmax(str(tmp_path / "missing"), ids)
