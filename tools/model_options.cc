@@ -16,7 +16,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
       ->required();
   cmd->add_option("--threads", o.threads, "Worker threads (default: $DITTO_NUM_THREADS or all cores); "
                                           "outputs are bit-identical for any value")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, ThreadPool::kMaxThreads));
   cmd->add_option("--block-size", o.block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
   cmd->add_flag("--report-memory", o.report_memory, "Print weight bytes and peak RSS after loading (stderr)");
 }

@@ -1,18 +1,30 @@
 #include "core/thread_pool.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <system_error>
 
 #include "core/error.h"
 
 namespace ditto {
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads) {
-  if (num_threads < 1) throw_invalid_argument("threads must be >= 1, got " + std::to_string(num_threads));
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  if (num_threads < 1 || num_threads > kMaxThreads)
+    throw_invalid_argument("threads must be in [1, " + std::to_string(kMaxThreads) + "], got " +
+                           std::to_string(num_threads));
+  try {
+    for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  } catch (const std::system_error& e) {
+    stop_workers();
+    throw_error(ErrorCode::kResourceExhausted, "cannot start " + std::to_string(num_threads) +
+                                                   " threads (" + e.what() + "); use fewer threads");
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -73,12 +85,15 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
 
 int default_num_threads() {
   if (const char* env = std::getenv("DITTO_NUM_THREADS")) {
-    const int n = std::atoi(env);
-    if (n < 1) throw_invalid_argument(std::string("DITTO_NUM_THREADS must be a positive integer, got '") + env + "'");
-    return n;
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*env == '\0' || *end != '\0' || n < 1 || n > ThreadPool::kMaxThreads)
+      throw_invalid_argument(std::string("DITTO_NUM_THREADS must be an integer in [1, ") +
+                             std::to_string(ThreadPool::kMaxThreads) + "], got '" + env + "'");
+    return static_cast<int>(n);
   }
   const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
+  return hw == 0 ? 1 : std::min(static_cast<int>(hw), ThreadPool::kMaxThreads);
 }
 
 }  // namespace ditto

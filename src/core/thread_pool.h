@@ -17,7 +17,11 @@ namespace ditto {
 
 class ThreadPool {
  public:
-  // num_threads >= 1 counts the calling thread: ThreadPool(1) starts no worker.
+  static constexpr int kMaxThreads = 1024;
+
+  // num_threads in [1, kMaxThreads] counts the calling thread: ThreadPool(1) starts no worker.
+  // Throws Error(kInvalidArgument) outside that range, Error(kResourceExhausted) if the OS
+  // refuses to start the threads.
   explicit ThreadPool(int num_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -31,6 +35,7 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  void stop_workers();
   void run_chunk(int index);
 
   int num_threads_;

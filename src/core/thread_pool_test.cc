@@ -36,13 +36,15 @@ TEST(ThreadPoolTest, RethrowsWorkerExceptions) {
   EXPECT_EQ(count.load(), 10);
 }
 
-TEST(ThreadPoolTest, RejectsZeroThreads) {
-  try {
-    ThreadPool pool(0);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("threads"), std::string::npos);
+TEST(ThreadPoolTest, RejectsThreadCountsOutsideTheRange) {
+  for (int n : {0, -1, ThreadPool::kMaxThreads + 1, 100000000}) {
+    try {
+      ThreadPool pool(n);
+      FAIL() << n;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("threads"), std::string::npos);
+    }
   }
 }
 
