@@ -11,7 +11,7 @@ deps:
 
 build: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@cmake --build $(BUILD_DIR) -j $(JOBS)
+	@cmake --build $(BUILD_DIR) -j $(JOBS) -- --no-print-directory
 
 # A 4-layer qwen3-0.6b with seeded random weights and the real Qwen3 tokenizer.
 $(DEMO_MODEL)/config.json: | build

@@ -96,9 +96,13 @@ void add_generate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "Greedy generation from token-id prompts (one output line per prompt)");
   add_model_options(cmd, o->model);
   cmd->add_option("--prompt-token-ids", o->prompts, "Prompt as comma-separated token ids; repeat for a batch")
-      ->required();
+      ->required()
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--max-tokens", o->max_tokens, "Maximum number of tokens to generate per prompt")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the model's end-of-sequence tokens");
   cmd->add_flag("--json", o->json, "One JSON object per prompt: prompt_index, token_ids, finish_reason");
   cmd->callback([o] { run_generate(*o); });

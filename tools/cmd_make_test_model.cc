@@ -62,14 +62,16 @@ void add_make_test_model_command(CLI::App& app) {
       ->required();
   cmd->add_option("--num-hidden-layers", flags->num_hidden_layers,
                   "Keep only this many layers (default: the preset's)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--num-experts", flags->num_experts,
                   "MoE presets: keep only this many experts (default: the preset's)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
   cmd->add_option("--dtype", flags->dtype, "Weight dtype")
       ->check(CLI::IsMember({"bf16", "f16", "f32"}))
       ->capture_default_str();
-  cmd->add_option("--seed", flags->seed, "Random seed of the weights")->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "Random seed of the weights (a non-negative integer)")
+      ->check(CLI::Range(uint64_t{0}, UINT64_MAX))
+      ->capture_default_str();
   cmd->add_option("--max-shard-size", flags->max_shard_size,
                   "Largest safetensors shard, e.g. 5GB, 500MB, 2GiB (as save_pretrained)")
       ->capture_default_str();

@@ -1,5 +1,8 @@
 // `ditto score`: the log-probability the model gives each token of a sequence (teacher forcing).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -22,6 +25,11 @@ struct ScoreOptions {
   std::string logprobs_out;
 };
 
+// Rows of logits a step may hold: bounds memory to kMaxRowsPerStep · vocab floats however long
+// the sequences are. Chunking the prompts this way cannot change a bit (chunked prefill is
+// invariant), so this is purely a memory choice.
+constexpr int64_t kMaxRowsPerStep = 256;
+
 void run_score(const ScoreOptions& o) {
   LoadedModel lm = load_model(o.model);
   const CausalLM& model = *lm.model;
@@ -30,40 +38,68 @@ void run_score(const ScoreOptions& o) {
   int64_t num_blocks = 0;
   for (const std::string& text : o.sequences) {
     seqs.push_back(parse_token_ids(text, "--token-ids"));
+    if (seqs.back().size() < 2 && o.logprobs_out.empty())
+      throw_invalid_argument("--token-ids: sequence " + std::to_string(seqs.size() - 1) +
+                             " has one token; scoring needs at least two (the first has no context)");
     num_blocks += (static_cast<int64_t>(seqs.back().size()) + o.model.block_size - 1) / o.model.block_size;
   }
   ModelRunner runner(model, num_blocks, o.model.block_size);
   BlockAllocator allocator(num_blocks);
   std::vector<std::vector<int32_t>> blocks;
-  std::vector<SequenceStep> steps;
   for (const auto& s : seqs) blocks.push_back(allocator.allocate_for_tokens(static_cast<int64_t>(s.size()), o.model.block_size));
-  for (size_t i = 0; i < seqs.size(); ++i) steps.push_back(SequenceStep{seqs[i], 0, blocks[i], true});
 
-  // All sequences in one flat batch; log-softmax of every row in place.
-  std::vector<float> logprobs = runner.step(steps);
-  const int64_t rows = static_cast<int64_t>(logprobs.size()) / vocab;
-  for (int64_t r = 0; r < rows; ++r) log_softmax_row(logprobs.data() + r * vocab, vocab, logprobs.data() + r * vocab);
-
+  std::ofstream out_file;
   if (!o.logprobs_out.empty()) {
-    std::ofstream f(o.logprobs_out, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(logprobs.data()), static_cast<std::streamsize>(logprobs.size() * sizeof(float)));
-    if (!f) throw_invalid_argument("--logprobs-out: cannot write '" + o.logprobs_out + "'");
+    out_file.open(o.logprobs_out, std::ios::binary);
+    if (!out_file) throw_invalid_argument("--logprobs-out: cannot open '" + o.logprobs_out + "': " + std::strerror(errno));
   }
-  int64_t row = 0;
-  for (size_t si = 0; si < seqs.size(); ++si, ++row) {
-    const std::vector<int32_t>& ids = seqs[si];
-    for (size_t p = 1; p < ids.size(); ++p, ++row) {
-      const float* lp = logprobs.data() + row * vocab;
-      const int64_t top = argmax_row(lp, vocab);
-      if (o.json) {
-        const nlohmann::json j = {{"sequence", si},        {"position", p},       {"token_id", ids[p]},
-                                  {"logprob", lp[ids[p]]}, {"top_token_id", top}, {"top_logprob", lp[top]}};
-        std::printf("%s\n", j.dump().c_str());
-      } else {
-        std::printf("seq %zu pos %zu token %d logprob %.9g top %lld %.9g\n", si, p, ids[p], lp[ids[p]],
-                    static_cast<long long>(top), lp[top]);
+  struct Piece {
+    size_t seq;
+    size_t start;
+  };
+  size_t seq = 0, done = 0;  // next token to run: seqs[seq][done]
+  std::vector<float> row(static_cast<size_t>(vocab));
+  while (seq < seqs.size()) {
+    std::vector<SequenceStep> steps;
+    std::vector<Piece> pieces;
+    for (int64_t budget = kMaxRowsPerStep; budget > 0 && seq < seqs.size();) {
+      const size_t take = std::min<size_t>(static_cast<size_t>(budget), seqs[seq].size() - done);
+      steps.push_back(SequenceStep{std::span<const int32_t>(seqs[seq]).subspan(done, take),
+                                   static_cast<int32_t>(done), blocks[seq], true});
+      pieces.push_back({seq, done});
+      budget -= static_cast<int64_t>(take);
+      done += take;
+      if (done == seqs[seq].size()) {
+        ++seq;
+        done = 0;
       }
     }
+    const std::vector<float> logits = runner.step(steps);
+    const float* next_row = logits.data();
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const std::vector<int32_t>& ids = seqs[pieces[k].seq];
+      for (size_t i = 0; i < steps[k].token_ids.size(); ++i, next_row += vocab) {
+        log_softmax_row(next_row, vocab, row.data());
+        if (out_file.is_open())
+          out_file.write(reinterpret_cast<const char*>(row.data()), static_cast<std::streamsize>(row.size() * sizeof(float)));
+        // Row at position q holds the distribution of the token at q + 1.
+        const size_t p = pieces[k].start + i + 1;
+        if (p >= ids.size()) continue;
+        const int64_t top = argmax_row(row.data(), vocab);
+        if (o.json) {
+          const nlohmann::json j = {{"sequence", pieces[k].seq}, {"position", p},       {"token_id", ids[p]},
+                                    {"logprob", row[ids[p]]},    {"top_token_id", top}, {"top_logprob", row[top]}};
+          std::printf("%s\n", j.dump().c_str());
+        } else {
+          std::printf("seq %zu pos %zu token %d logprob %.9g top %lld %.9g\n", pieces[k].seq, p, ids[p], row[ids[p]],
+                      static_cast<long long>(top), row[top]);
+        }
+      }
+    }
+  }
+  if (out_file.is_open()) {
+    out_file.flush();
+    if (!out_file) throw_invalid_argument("--logprobs-out: cannot write '" + o.logprobs_out + "': " + std::strerror(errno));
   }
 }
 
@@ -75,10 +111,14 @@ void add_score_command(CLI::App& app) {
       "score",
       "Log-probabilities of each token of a sequence given the tokens before it. For every position p >= 1 "
       "prints token_id = ids[p], logprob = log P(ids[p] | ids[0..p-1]) and the most likely token there. "
-      "Several --token-ids are scored together in one batch; each one's numbers are bit-identical to "
+      "Several --token-ids are scored together in batches; each one's numbers are bit-identical to "
       "scoring it alone.");
   add_model_options(cmd, o->model);
-  cmd->add_option("--token-ids", o->sequences, "Sequence as comma-separated token ids; repeat for a batch")->required();
+  cmd->add_option("--token-ids", o->sequences, "Sequence as comma-separated token ids; repeat for a batch")
+      ->required()
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_flag("--json", o->json,
                 "One JSON object per position: sequence, position, token_id, logprob, top_token_id, top_logprob");
   cmd->add_option("--logprobs-out", o->logprobs_out,

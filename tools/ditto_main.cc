@@ -1,7 +1,9 @@
 // The `ditto` command line: one binary, one subcommand per job.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "commands.h"
@@ -23,6 +25,11 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: internal: %s\n", e.what());
     return 3;
+  }
+  // Output that could not be written (disk full, closed pipe) must not look like success.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "error: writing standard output: %s\n", std::strerror(errno));
+    return 1;
   }
   return 0;
 }

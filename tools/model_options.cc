@@ -14,10 +14,12 @@ namespace ditto {
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--model", o.model, "Model directory or Hugging Face hub id (looked up in the local cache)")
       ->required();
-  cmd->add_option("--threads", o.threads, "Worker threads (default: $DITTO_NUM_THREADS or all cores); "
-                                          "outputs are bit-identical for any value")
+  cmd->add_option("--threads", o.threads, "Worker threads; 0 (the default) means $DITTO_NUM_THREADS or "
+                                          "all cores. Outputs are bit-identical for any value")
       ->check(CLI::Range(0, ThreadPool::kMaxThreads));
-  cmd->add_option("--block-size", o.block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
+  cmd->add_option("--block-size", o.block_size, "KV cache block size in tokens")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   cmd->add_flag("--report-memory", o.report_memory, "Print weight bytes and peak RSS after loading (stderr)");
 }
 
@@ -30,8 +32,8 @@ LoadedModel load_model(const ModelOptions& o) {
     const LoadStats& s = lm.model->load_stats();
     const int64_t rss = peak_rss_bytes();
     std::fprintf(stderr,
-                 "loaded %s: %lld tensors, weights %.3f GB, peak RSS %.3f GB (%.3fx weights), %.2f s\n",
-                 dir.c_str(), static_cast<long long>(s.num_tensors), s.weight_bytes / 1e9, rss / 1e9,
+                 "loaded %s: %lld tensors, weights %.1f MB, peak RSS %.1f MB (%.3fx weights), %.2f s\n",
+                 dir.c_str(), static_cast<long long>(s.num_tensors), s.weight_bytes / 1e6, rss / 1e6,
                  static_cast<double>(rss) / static_cast<double>(s.weight_bytes), s.seconds);
   }
   return lm;

@@ -129,6 +129,11 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
               static_cast<int64_t>(batch.slot_mapping.size()) == num_tokens &&
               static_cast<int64_t>(batch.token_seq.size()) == num_tokens);
   for (int32_t row : batch.logits_indices) DITTO_CHECK(row >= 0 && row < num_tokens);
+  for (int32_t pos : batch.positions) {
+    if (pos < 0 || pos >= c.max_position_embeddings)
+      throw_invalid_argument("position " + std::to_string(pos) + " is outside the model's context [0, " +
+                             std::to_string(c.max_position_embeddings) + ") (max_position_embeddings)");
+  }
   if (num_tokens == 0) return;
 
   const int64_t hidden = c.hidden_size;

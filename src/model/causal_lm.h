@@ -54,8 +54,9 @@ class CausalLM {
   // Runs the model over a flat batch: writes every token's K/V into `cache` at its slot, then
   // computes attention over the sequence's cached keys 0..position. logits: [num_logits,
   // vocab_size] f32 for the rows batch.logits_indices, in that order.
-  // Throws Error(kInvalidArgument) for token ids outside the vocabulary or slots outside the
-  // cache; the KV of tokens before the failure may have been written.
+  // Throws Error(kInvalidArgument) for token ids outside the vocabulary, positions outside
+  // [0, max_position_embeddings) or slots outside the cache; the KV of tokens before the failure
+  // may have been written.
   void forward(const ForwardBatch& batch, KvCache& cache, float* logits) const;
 
  private:

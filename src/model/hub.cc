@@ -32,7 +32,9 @@ std::string trim(std::string s) {
   return s;
 }
 
-// The snapshot directory of one repo folder (models--org--name), or "" with *why set.
+// The snapshot directory of one repo folder (models--org--name), or "" with *why set. Like
+// huggingface_hub: refs/main names the revision, and it must be there; without refs/main a
+// single snapshot is unambiguous, several are not (ditto never guesses which one is meant).
 std::string pick_snapshot(const fs::path& repo, std::string* why) {
   std::error_code ec;
   const fs::path snapshots = repo / "snapshots";
@@ -44,47 +46,50 @@ std::string pick_snapshot(const fs::path& repo, std::string* why) {
   std::string commit;
   if (ref && std::getline(ref, commit)) {
     commit = trim(commit);
-    if (!commit.empty() && fs::is_directory(snapshots / commit, ec)) {
-      return (snapshots / commit).string();
+    if (commit.empty() || commit == "." || commit == ".." || commit.find('/') != std::string::npos ||
+        commit.find('\\') != std::string::npos) {
+      throw_invalid_argument((repo / "refs" / "main").string() + ": not a revision name: '" + commit + "'");
     }
+    if (!fs::is_directory(snapshots / commit, ec)) {
+      throw_not_found((repo / "refs" / "main").string() + " names revision '" + commit + "', but " +
+                      (snapshots / commit).string() + " does not exist (incomplete download?)");
+    }
+    return (snapshots / commit).string();
   }
-  std::vector<fs::path> found;
+  std::vector<std::string> found;
   for (const auto& entry : fs::directory_iterator(snapshots, ec)) {
-    if (entry.is_directory(ec)) found.push_back(entry.path());
+    if (entry.is_directory(ec)) found.push_back(entry.path().filename().string());
   }
+  std::sort(found.begin(), found.end());
   if (found.empty()) {
     *why = "has no snapshot";
     return "";
   }
-  // Most recently modified first; ties by name so the choice never depends on directory order.
-  std::sort(found.begin(), found.end(), [](const fs::path& a, const fs::path& b) {
-    std::error_code e1, e2;
-    const auto ta = fs::last_write_time(a, e1), tb = fs::last_write_time(b, e2);
-    return ta != tb ? ta > tb : a.filename() < b.filename();
-  });
-  return found.front().string();
+  if (found.size() > 1) {
+    std::string list;
+    for (const auto& f : found) list += (list.empty() ? "" : ", ") + f;
+    throw_invalid_argument(repo.string() + ": no refs/main and several snapshots (" + list +
+                           "); pass the snapshot directory you mean as --model");
+  }
+  return (snapshots / found.front()).string();
 }
 
 }  // namespace
 
 std::vector<std::string> hub_cache_dirs() {
-  std::vector<std::string> dirs;
-  auto add = [&](const std::string& d) {
-    if (!d.empty() && std::find(dirs.begin(), dirs.end(), d) == dirs.end()) dirs.push_back(d);
-  };
-  add(env("HF_HUB_CACHE"));
-  if (!env("HF_HOME").empty()) add((fs::path(env("HF_HOME")) / "hub").string());
-  if (!env("XDG_CACHE_HOME").empty()) {
-    add((fs::path(env("XDG_CACHE_HOME")) / "huggingface" / "hub").string());
-  }
-  if (!env("HOME").empty())
-    add((fs::path(env("HOME")) / ".cache" / "huggingface" / "hub").string());
-  return dirs;
+  // huggingface_hub's precedence: HF_HUB_CACHE, else HF_HOME/hub, else
+  // $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. Exactly one folder is used.
+  if (!env("HF_HUB_CACHE").empty()) return {env("HF_HUB_CACHE")};
+  if (!env("HF_HOME").empty()) return {(fs::path(env("HF_HOME")) / "hub").string()};
+  if (!env("XDG_CACHE_HOME").empty()) return {(fs::path(env("XDG_CACHE_HOME")) / "huggingface" / "hub").string()};
+  if (!env("HOME").empty()) return {(fs::path(env("HOME")) / ".cache" / "huggingface" / "hub").string()};
+  return {};
 }
 
 std::string resolve_model_path(const std::string& model) {
   std::error_code ec;
   if (fs::is_directory(model, ec)) return model;
+  if (fs::exists(model, ec)) throw_invalid_argument(model + ": is a file; --model takes a model directory or a hub id");
   if (!looks_like_hub_id(model)) {
     throw_not_found(model + ": no such model directory (and not a hub id of the form org/name)");
   }

@@ -6,15 +6,17 @@
 
 namespace ditto {
 
-// The hub cache folders consulted for hub ids, in order, each once: $HF_HUB_CACHE, $HF_HOME/hub,
-// $XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub (those whose variables are set).
-// huggingface_hub itself uses only the first that is set; ditto also looks at the others.
+// The hub cache folder, chosen as huggingface_hub does: $HF_HUB_CACHE, else $HF_HOME/hub, else
+// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. One element, or none when no
+// variable is set.
 std::vector<std::string> hub_cache_dirs();
 
-// `model` is either a directory (returned as is) or a hub id "org/name", looked up in each of
-// hub_cache_dirs() as models--org--name/snapshots/<revision>/, where <revision> is the commit in
-// refs/main when that snapshot exists, else the only (or most recently modified) snapshot.
-// Throws Error(kNotFound) listing every place it looked and how to get the model.
+// `model` is either a directory (returned as is) or a hub id "org/name", looked up in the hub
+// cache as models--org--name/snapshots/<revision>/, where <revision> is the commit in refs/main,
+// or, without refs/main, the only snapshot.
+// Throws Error(kNotFound) saying where it looked and how to get the model, or when refs/main
+// names a snapshot that is not there; Error(kInvalidArgument) when `model` is a file, refs/main
+// is not a plain revision name, or several snapshots exist without refs/main.
 std::string resolve_model_path(const std::string& model);
 
 }  // namespace ditto

@@ -72,26 +72,58 @@ TEST(Hub, FindsSnapshotFromRefsMain) {
   EXPECT_EQ(resolve_model_path("Qwen/Qwen3-8B"), want);
 }
 
-TEST(Hub, WithoutRefsTakesMostRecentSnapshot) {
+TEST(Hub, WithoutRefsASingleSnapshotIsUsed) {
   TempDir root;
   ScopedEnv env;
   isolate(env, root);
-  const std::string older = make_snapshot(root, "hf/hub", "zzzz");
-  const std::string newer = make_snapshot(root, "hf/hub", "aaaa");
-  fs::last_write_time(older, fs::file_time_type::clock::now() - std::chrono::hours(1));
-  EXPECT_EQ(resolve_model_path("Qwen/Qwen3-8B"), newer);
-  // A stale refs/main (snapshot gone) falls back the same way.
-  root.write("hf/hub/models--Qwen--Qwen3-8B/refs/main", "cccc");
-  EXPECT_EQ(resolve_model_path("Qwen/Qwen3-8B"), newer);
+  const std::string only = make_snapshot(root, "hf/hub", "aaaa");
+  EXPECT_EQ(resolve_model_path("Qwen/Qwen3-8B"), only);
 }
 
-TEST(Hub, HfHubCacheComesFirst) {
+TEST(Hub, WithoutRefsSeveralSnapshotsAreAmbiguous) {
+  TempDir root;
+  ScopedEnv env;
+  isolate(env, root);
+  make_snapshot(root, "hf/hub", "zzzz");
+  make_snapshot(root, "hf/hub", "aaaa");
+  DITTO_EXPECT_MESSAGE_HAS(
+      error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kInvalidArgument),
+      "models--Qwen--Qwen3-8B", "aaaa, zzzz", "refs/main");
+}
+
+TEST(Hub, RefsMainNamingAMissingSnapshotIsAnError) {
   TempDir root;
   ScopedEnv env;
   isolate(env, root);
   make_snapshot(root, "hf/hub", "aaaa");
-  const std::string want = make_snapshot(root, "explicit", "bbbb");
+  root.write("hf/hub/models--Qwen--Qwen3-8B/refs/main", "cccc");
+  DITTO_EXPECT_MESSAGE_HAS(
+      error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kNotFound),
+      "refs/main", "'cccc'", "does not exist");
+}
+
+TEST(Hub, RefsMainCannotLeaveTheCache) {
+  TempDir root;
+  ScopedEnv env;
+  isolate(env, root);
+  make_snapshot(root, "hf/hub", "aaaa");
+  for (const char* bad : {"../../../../etc", "..", "a/b"}) {
+    root.write("hf/hub/models--Qwen--Qwen3-8B/refs/main", bad);
+    DITTO_EXPECT_MESSAGE_HAS(
+        error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kInvalidArgument),
+        "refs/main", "not a revision name");
+  }
+}
+
+TEST(Hub, HfHubCacheIsTheOnlyPlaceWhenSet) {
+  TempDir root;
+  ScopedEnv env;
+  isolate(env, root);
+  make_snapshot(root, "hf/hub", "aaaa");
   env.set("HF_HUB_CACHE", root.file("explicit"));
+  // Present under HF_HOME, but huggingface_hub would not look there: neither does ditto.
+  error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kNotFound);
+  const std::string want = make_snapshot(root, "explicit", "bbbb");
   EXPECT_EQ(resolve_model_path("Qwen/Qwen3-8B"), want);
 }
 
@@ -112,9 +144,12 @@ TEST(Hub, NotFoundListsEveryPlaceAndHowToGetIt) {
   fs::create_directories(root.file("hf/hub/models--Qwen--Qwen3-8B/snapshots"));
   const std::string msg =
       error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kNotFound);
-  DITTO_EXPECT_MESSAGE_HAS(msg, "Qwen/Qwen3-8B", root.file("explicit"), root.file("hf/hub"),
-                           root.file("home") + "/.cache/huggingface/hub", "has no snapshot",
+  DITTO_EXPECT_MESSAGE_HAS(msg, "Qwen/Qwen3-8B", root.file("explicit"), "does not exist",
                            "huggingface-cli download Qwen/Qwen3-8B", "local directory");
+  env.set("HF_HUB_CACHE", std::nullopt);
+  DITTO_EXPECT_MESSAGE_HAS(
+      error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kNotFound),
+      root.file("hf/hub"), "has no snapshot");
 }
 
 TEST(Hub, NeitherDirectoryNorHubId) {
@@ -124,15 +159,26 @@ TEST(Hub, NeitherDirectoryNorHubId) {
                            path);
 }
 
-TEST(Hub, CacheDirsOrder) {
+TEST(Hub, CacheDirPrecedence) {
   TempDir root;
   ScopedEnv env;
   isolate(env, root);
   env.set("HF_HUB_CACHE", "/x");
   env.set("XDG_CACHE_HOME", "/xdg");
-  EXPECT_EQ(hub_cache_dirs(),
-            (std::vector<std::string>{"/x", root.file("hf") + "/hub", "/xdg/huggingface/hub",
-                                      root.file("home") + "/.cache/huggingface/hub"}));
+  EXPECT_EQ(hub_cache_dirs(), std::vector<std::string>{"/x"});
+  env.set("HF_HUB_CACHE", std::nullopt);
+  EXPECT_EQ(hub_cache_dirs(), std::vector<std::string>{root.file("hf") + "/hub"});
+  env.set("HF_HOME", std::nullopt);
+  EXPECT_EQ(hub_cache_dirs(), std::vector<std::string>{"/xdg/huggingface/hub"});
+  env.set("XDG_CACHE_HOME", std::nullopt);
+  EXPECT_EQ(hub_cache_dirs(), std::vector<std::string>{root.file("home") + "/.cache/huggingface/hub"});
+}
+
+TEST(Hub, AFileIsNotAModel) {
+  TempDir root;
+  const std::string file = root.write("model.safetensors", "x");
+  DITTO_EXPECT_MESSAGE_HAS(
+      error_message([&] { resolve_model_path(file); }, ErrorCode::kInvalidArgument), file, "is a file");
 }
 
 }  // namespace

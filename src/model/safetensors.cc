@@ -171,6 +171,13 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
                              "': data overlaps tensor '" + prev.name + "'");
     }
   }
+  // Like the reference safetensors library: the data section holds the tensors and nothing after.
+  uint64_t data_end = 0;
+  for (const auto& t : tensors_) data_end = std::max<uint64_t>(data_end, t.file_offset - data_begin + t.nbytes);
+  if (data_end != data_size) {
+    throw_invalid_argument(path + ": " + std::to_string(data_size - data_end) +
+                           " bytes after the last tensor's data (the header does not describe the whole file)");
+  }
   std::sort(tensors_.begin(), tensors_.end(),
             [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
 }
@@ -218,7 +225,13 @@ WeightStore WeightStore::open(const std::string& model_dir) {
       throw_invalid_argument(index.string() + ": weight_map entry for tensor '" + name +
                              "' is not a file name: " + shard.dump());
     }
-    by_shard[shard.get<std::string>()].push_back(name);
+    const std::string file = shard.get<std::string>();
+    if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos ||
+        file.find('\\') != std::string::npos) {
+      throw_invalid_argument(index.string() + ": weight_map entry for tensor '" + name + "' is '" + file +
+                             "', not a file name inside the model directory");
+    }
+    by_shard[file].push_back(name);
   }
   for (const auto& [shard, names] : by_shard) {
     const fs::path shard_path = dir / shard;

@@ -210,8 +210,10 @@ json test_model_config(const TestModelOptions& options) {
   json config = preset_config(options.preset);
   const bool moe = config["model_type"] == "qwen3_moe";
   if (options.num_hidden_layers) {
-    if (*options.num_hidden_layers <= 0) {
-      throw_invalid_argument("num_hidden_layers must be positive, got " +
+    const int64_t preset_layers = config["num_hidden_layers"].get<int64_t>();
+    if (*options.num_hidden_layers <= 0 || *options.num_hidden_layers > preset_layers) {
+      throw_invalid_argument("num_hidden_layers must be in [1, " + std::to_string(preset_layers) +
+                             "] (the " + options.preset + " preset's depth; it may only be reduced), got " +
                              std::to_string(*options.num_hidden_layers));
     }
     config["num_hidden_layers"] = *options.num_hidden_layers;
@@ -224,8 +226,10 @@ json test_model_config(const TestModelOptions& options) {
       throw_invalid_argument("num_experts applies only to MoE presets, not '" + options.preset +
                              "'");
     }
-    if (*options.num_experts <= 0) {
-      throw_invalid_argument("num_experts must be positive, got " +
+    const int64_t preset_experts = config["num_experts"].get<int64_t>();
+    if (*options.num_experts <= 0 || *options.num_experts > preset_experts) {
+      throw_invalid_argument("num_experts must be in [1, " + std::to_string(preset_experts) +
+                             "] (the " + options.preset + " preset's count; it may only be reduced), got " +
                              std::to_string(*options.num_experts));
     }
     config["num_experts"] = *options.num_experts;
@@ -282,11 +286,20 @@ TestModelSummary write_test_model(const TestModelOptions& options) {
   const ModelConfig config = parse_model_config(config_json, options.preset + " preset");
   if (options.out_dir.empty()) throw_invalid_argument("test model: the output directory is empty");
   const fs::path dir(options.out_dir);
-  fs::create_directories(dir);
-  copy_tokenizer(options, dir);  // first: a missing package fails before the long part
-  write_json(dir / "config.json", config_json);
-  write_json(dir / "generation_config.json", preset_generation_config(options.preset));
-  return write_test_model_weights(config, options);
+  try {
+    fs::create_directories(dir);
+    // A stale config.json would make a half-written directory look complete: it goes first and
+    // comes back last, after every weight is on disk.
+    fs::remove(dir / "config.json");
+    copy_tokenizer(options, dir);  // early: a missing package fails before the long part
+    write_json(dir / "generation_config.json", preset_generation_config(options.preset));
+    TestModelSummary summary = write_test_model_weights(config, options);
+    write_json(dir / "config.json", config_json);
+    return summary;
+  } catch (const fs::filesystem_error& e) {
+    throw_invalid_argument("test model: cannot write " + options.out_dir + ": " + e.code().message() +
+                           " (" + e.path1().string() + ")");
+  }
 }
 
 uint64_t parse_size(const std::string& text) {

@@ -197,6 +197,18 @@ TEST(TestModelGenerator, PresetConfigWithReductions) {
   const ModelConfig c = parse_model_config(j, "reduced");
   EXPECT_EQ(expected_tensors(c).size(), 1 + 2 * (4 + 2 + 1 + 3 * 4 + 2) + 1 + 1u);
 
+  // Reductions only: more layers or experts than the official checkpoint are refused.
+  o.num_hidden_layers = 49;
+  DITTO_EXPECT_MESSAGE_HAS(
+      error_message([&] { test_model_config(o); }, ErrorCode::kInvalidArgument),
+      "num_hidden_layers", "[1, 48]", "49");
+  o.num_hidden_layers = 2;
+  o.num_experts = 129;
+  DITTO_EXPECT_MESSAGE_HAS(
+      error_message([&] { test_model_config(o); }, ErrorCode::kInvalidArgument), "num_experts",
+      "[1, 128]", "129");
+  o.num_experts = 4;
+
   o.preset = "qwen3-8b";
   DITTO_EXPECT_MESSAGE_HAS(
       error_message([&] { test_model_config(o); }, ErrorCode::kInvalidArgument), "num_experts");

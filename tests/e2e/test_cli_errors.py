@@ -108,3 +108,65 @@ def test_token_id_outside_vocabulary(ditto_bin, tiny_model):
 def test_unparsable_token_ids(ditto_bin, tiny_model):
     msg = score_error(ditto_bin, tiny_model, ids="1,x,3")
     assert "--token-ids" in msg and "'x'" in msg, msg
+
+
+def test_bytes_after_the_last_tensor(ditto_bin, tiny_model):
+    path = tiny_model / "model.safetensors"
+    path.write_bytes(path.read_bytes() + b"\0" * 64)
+    msg = score_error(ditto_bin, tiny_model)
+    assert str(path) in msg and "64 bytes after the last tensor" in msg, msg
+
+
+def test_shard_index_cannot_point_outside_the_model(ditto_bin, tmp_path):
+    other = write_tiny_model(tmp_path / "other")
+    model = tmp_path / "sharded"
+    model.mkdir()
+    (model / "config.json").write_text((other / "config.json").read_text())
+    from conftest import tiny_tensors
+    weight_map = {name: str(other / "model.safetensors") for name in tiny_tensors(TINY_CONFIG)}
+    (model / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    msg = score_error(ditto_bin, model)
+    assert "model.safetensors.index.json" in msg and "not a file name inside the model directory" in msg, msg
+
+
+def test_positions_beyond_max_position_embeddings(ditto_bin, tmp_path):
+    model = write_tiny_model(tmp_path / "m", config=dict(TINY_CONFIG, max_position_embeddings=4))
+    msg = score_error(ditto_bin, model, ids="1,2,3,4,5")
+    assert "position 4" in msg and "max_position_embeddings" in msg, msg
+
+
+def test_single_token_sequence_cannot_be_scored(ditto_bin, tiny_model):
+    msg = score_error(ditto_bin, tiny_model, ids="7")
+    assert "--token-ids" in msg and "at least two" in msg, msg
+
+
+def test_space_separated_ids_are_rejected(ditto_bin, tiny_model):
+    proc = run_ditto(ditto_bin, "score", "--model", tiny_model, "--token-ids", "1", "2", "3", check=False)
+    assert proc.returncode != 0 and proc.stdout == "", proc
+    assert "2" in proc.stderr and "not expected" in proc.stderr, proc.stderr
+
+
+def test_unwritable_stdout_is_an_error(ditto_bin, tiny_model):
+    with open("/dev/full", "w") as full:
+        import subprocess
+        proc = subprocess.run([ditto_bin, "score", "--model", str(tiny_model), "--token-ids", "1,2,3", "--json"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 1 and "writing standard output" in proc.stderr, proc.stderr
+
+
+def test_too_many_threads_is_a_clear_error(ditto_bin, tiny_model):
+    proc = run_ditto(ditto_bin, "score", "--model", tiny_model, "--token-ids", "1,2", "--threads", "100000000",
+                     check=False)
+    assert proc.returncode != 0 and "--threads" in proc.stderr, proc.stderr
+    import subprocess
+    env = dict(os.environ, DITTO_NUM_THREADS="99999999999")
+    proc = subprocess.run([ditto_bin, "score", "--model", str(tiny_model), "--token-ids", "1,2"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 1 and "DITTO_NUM_THREADS" in proc.stderr, proc.stderr
+
+
+def test_test_model_depth_can_only_be_reduced(ditto_bin, tmp_path):
+    proc = run_ditto(ditto_bin, "make-test-model", "--preset", "qwen3-0.6b", "--num-hidden-layers", "29",
+                     "--out", tmp_path / "m", check=False)
+    assert proc.returncode == 1 and "num_hidden_layers must be in [1, 28]" in proc.stderr, proc.stderr
+    assert not (tmp_path / "m" / "model.safetensors").exists()

@@ -10,9 +10,9 @@ def test_qwen3_0_6b_load_peak_rss(ditto_bin, tmp_path):
     run_ditto(ditto_bin, "make-test-model", "--preset", "qwen3-0.6b", "--seed", "0", "--out", model)
     proc = run_ditto(ditto_bin, "generate", "--model", model, "--prompt-token-ids", "1,2,3",
                      "--max-tokens", "1", "--report-memory")
-    m = re.search(r"weights ([\d.]+) GB, peak RSS ([\d.]+) GB \(([\d.]+)x weights\)", proc.stderr)
+    m = re.search(r"weights ([\d.]+) MB, peak RSS ([\d.]+) MB \(([\d.]+)x weights\)", proc.stderr)
     assert m, proc.stderr
-    weights_gb, rss_gb, ratio = map(float, m.groups())
-    print(f"\nqwen3-0.6b 28 layers bf16: weights {weights_gb} GB, peak RSS {rss_gb} GB, {ratio}x")
-    assert weights_gb > 1.1  # the full-depth model (0.6e9 parameters), not a reduced one
+    weights_mb, rss_mb, ratio = map(float, m.groups())
+    print(f"\nqwen3-0.6b 28 layers bf16: weights {weights_mb} MB, peak RSS {rss_mb} MB, {ratio}x")
+    assert weights_mb > 1100  # the full-depth model (0.6e9 parameters), not a reduced one
     assert ratio < 1.3
