@@ -19,7 +19,8 @@ std::vector<int64_t> eos_token_ids(const std::string& model_dir, const ModelConf
   } catch (const nlohmann::json::exception& e) {
     throw_invalid_argument(path + ": not valid JSON: " + e.what());
   }
-  if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return config.eos_token_ids;
+  if (!j.is_object()) throw_invalid_argument(path + ": expected a JSON object, got " + std::string(j.type_name()));
+  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return config.eos_token_ids;
   const nlohmann::json& e = j["eos_token_id"];
   std::vector<int64_t> ids;
   if (e.is_number_integer()) {

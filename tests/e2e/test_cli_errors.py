@@ -170,3 +170,9 @@ def test_test_model_depth_can_only_be_reduced(ditto_bin, tmp_path):
                      "--out", tmp_path / "m", check=False)
     assert proc.returncode == 1 and "num_hidden_layers must be in [1, 28]" in proc.stderr, proc.stderr
     assert not (tmp_path / "m" / "model.safetensors").exists()
+
+
+def test_generation_config_must_be_an_object(ditto_bin, tiny_model):
+    (tiny_model / "generation_config.json").write_text("[1, 2]")
+    proc = run_ditto(ditto_bin, "generate", "--model", tiny_model, "--prompt-token-ids", "1", check=False)
+    assert proc.returncode == 1 and "generation_config.json" in proc.stderr and "object" in proc.stderr, proc.stderr
