@@ -20,7 +20,9 @@ $(DEMO_MODEL)/config.json: | build
 demo-model: build $(DEMO_MODEL)/config.json
 
 run: demo-model
-	$(DITTO) generate --model $(DEMO_MODEL) --prompt-token-ids 785,3974,13876,38835,34208,916,279,15678,5562,13 --max-tokens 16
+	$(DITTO) generate --model $(DEMO_MODEL) --max-tokens 16 --json \
+	  --chat '[{"role": "user", "content": "Why do batch-invariant kernels matter?"}]' \
+	  --chat-template-kwargs '{"enable_thinking": false}'
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

@@ -1,5 +1,8 @@
-// `ditto generate`: greedy generation from token-id prompts, all prompts in one batch.
+// `ditto generate`: greedy generation, all prompts in one batch. Prompts are token ids, text
+// (tokenized with the model's tokenizer) or chat conversations (rendered with its chat template).
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,15 +15,21 @@
 #include "model/generation_config.h"
 #include "model/hub.h"
 #include "model_options.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ditto {
 namespace {
 
 struct GenerateOptions {
   ModelOptions model;
-  std::vector<std::string> prompts;
+  std::vector<std::string> prompt_token_ids;  // "1,2,3" each
+  std::vector<std::string> prompts;           // text each
+  std::vector<std::string> chats;             // JSON array of messages each
+  std::string chat_template_kwargs = "{}";    // JSON object passed to the template
   int64_t max_tokens = 16;
   bool ignore_eos = false;
+  bool skip_special_tokens = true;
   bool json = false;
 };
 
@@ -31,17 +40,63 @@ struct Sequence {
   const char* finish_reason = nullptr;  // set when finished: "stop" or "length"
 };
 
+nlohmann::ordered_json parse_json_flag(const std::string& text, const std::string& flag) {
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_invalid_argument(flag + ": not valid JSON (byte " + std::to_string(e.byte) + "): " + e.what());
+  }
+}
+
+// Every prompt as token ids. Text prompts get the tokenizer's special tokens (e.g. Llama's
+// <|begin_of_text|>), as Hugging Face's tokenizer(text) and vLLM do; rendered chats already hold
+// them, so they are encoded without (as apply_chat_template(tokenize=True) does).
+std::vector<std::vector<int32_t>> prompt_ids(const GenerateOptions& o, const std::string& dir,
+                                             const Tokenizer* tokenizer) {
+  const int kinds = !o.prompt_token_ids.empty() + !o.prompts.empty() + !o.chats.empty();
+  if (kinds != 1)
+    throw_invalid_argument("give prompts as exactly one of --prompt-token-ids, --prompt or --chat (each may repeat)");
+  std::vector<std::vector<int32_t>> out;
+  for (const std::string& p : o.prompt_token_ids) out.push_back(parse_token_ids(p, "--prompt-token-ids"));
+  for (const std::string& p : o.prompts) out.push_back(tokenizer->encode(p, /*add_special_tokens=*/true));
+  if (!o.chats.empty()) {
+    const ChatTemplate chat_template = ChatTemplate::load(dir);
+    const auto kwargs = parse_json_flag(o.chat_template_kwargs, "--chat-template-kwargs");
+    if (!kwargs.is_object()) throw_invalid_argument("--chat-template-kwargs: expected a JSON object");
+    for (const std::string& c : o.chats) {
+      const auto messages = parse_json_flag(c, "--chat");
+      const std::string text = chat_template.render(messages, nullptr, /*add_generation_prompt=*/true, kwargs);
+      out.push_back(tokenizer->encode(text, /*add_special_tokens=*/false));
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].empty()) throw_invalid_argument("prompt " + std::to_string(i) + " has no tokens");
+  return out;
+}
+
 void run_generate(const GenerateOptions& o) {
+  const std::string dir = resolve_model_path(o.model.model);
+  // Token-id prompts need no tokenizer (a model directory may lack tokenizer.json).
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (o.prompt_token_ids.empty()) tokenizer = Tokenizer::load(dir);
+  const std::vector<std::vector<int32_t>> prompts = prompt_ids(o, dir, tokenizer.get());
+
   LoadedModel lm = load_model(o.model);
   const CausalLM& model = *lm.model;
   const int64_t vocab = model.config().vocab_size;
-  const std::vector<int64_t> eos = o.ignore_eos ? std::vector<int64_t>{}
-                                                : eos_token_ids(resolve_model_path(o.model.model), model.config());
+  // Stop at generation_config.json's eos_token_id (else config.json's) and the tokenizer's
+  // eos_token, as vLLM does.
+  std::vector<int64_t> eos;
+  if (!o.ignore_eos) {
+    eos = eos_token_ids(dir, model.config());
+    if (tokenizer)
+      for (int32_t id : tokenizer->eos_token_ids()) eos.push_back(id);
+  }
   std::vector<Sequence> seqs;
   int64_t num_blocks = 0;
-  for (const std::string& p : o.prompts) {
+  for (const auto& p : prompts) {
     Sequence s;
-    s.tokens = parse_token_ids(p, "--prompt-token-ids");
+    s.tokens = p;
     s.prompt_len = s.tokens.size();
     num_blocks += (static_cast<int64_t>(s.prompt_len) + o.max_tokens + o.model.block_size - 1) / o.model.block_size;
     seqs.push_back(std::move(s));
@@ -76,11 +131,18 @@ void run_generate(const GenerateOptions& o) {
     }
   }
   for (size_t i = 0; i < seqs.size(); ++i) {
-    const std::vector<int32_t> out(seqs[i].tokens.begin() + static_cast<std::ptrdiff_t>(seqs[i].prompt_len),
-                                   seqs[i].tokens.end());
+    const Sequence& s = seqs[i];
+    const std::vector<int32_t> out(s.tokens.begin() + static_cast<std::ptrdiff_t>(s.prompt_len), s.tokens.end());
+    // The text leaves out the stop token, as vLLM's does; token_ids keep it.
+    const size_t text_len = out.size() - (std::string_view(s.finish_reason) == "stop" ? 1 : 0);
+    const std::string text =
+        tokenizer ? tokenizer->decode(std::span<const int32_t>(out).first(text_len), o.skip_special_tokens) : "";
     if (o.json) {
-      nlohmann::json j = {{"prompt_index", i}, {"token_ids", out}, {"finish_reason", seqs[i].finish_reason}};
-      std::printf("%s\n", j.dump().c_str());
+      nlohmann::ordered_json j = {{"prompt_index", i}, {"token_ids", out}, {"finish_reason", s.finish_reason}};
+      if (tokenizer) j["text"] = text;
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else if (tokenizer) {
+      std::printf("%s\n", text.c_str());
     } else {
       std::string line;
       for (size_t k = 0; k < out.size(); ++k) line += (k ? "," : "") + std::to_string(out[k]);
@@ -93,18 +155,35 @@ void run_generate(const GenerateOptions& o) {
 
 void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
-  CLI::App* cmd = app.add_subcommand("generate", "Greedy generation from token-id prompts (one output line per prompt)");
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Greedy generation; all prompts run in one batch. Prints one line per prompt: the generated text "
+      "(text and chat prompts) or token ids (token-id prompts); --json prints token_ids, text and "
+      "finish_reason.");
   add_model_options(cmd, o->model);
-  cmd->add_option("--prompt-token-ids", o->prompts, "Prompt as comma-separated token ids; repeat for a batch")
-      ->required()
+  cmd->add_option("--prompt-token-ids", o->prompt_token_ids, "Prompt as comma-separated token ids; repeat for a batch")
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--prompt", o->prompts, "Prompt text, tokenized with the model's tokenizer; repeat for a batch")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--chat", o->chats,
+                  "Conversation as a JSON array of messages ({\"role\", \"content\"}), rendered with the model's "
+                  "chat template and a generation prompt; repeat for a batch")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--chat-template-kwargs", o->chat_template_kwargs,
+                  "JSON object of extra chat-template variables, e.g. {\"enable_thinking\": false}")
+      ->capture_default_str();
   cmd->add_option("--max-tokens", o->max_tokens, "Maximum number of tokens to generate per prompt")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the model's end-of-sequence tokens");
-  cmd->add_flag("--json", o->json, "One JSON object per prompt: prompt_index, token_ids, finish_reason");
+  cmd->add_flag("!--no-skip-special-tokens", o->skip_special_tokens, "Keep special tokens in the output text");
+  cmd->add_flag("--json", o->json, "One JSON object per prompt: prompt_index, token_ids, text, finish_reason");
   cmd->callback([o] { run_generate(*o); });
 }
 

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   ditto::add_generate_command(app);
   ditto::add_score_command(app);
   ditto::add_make_test_model_command(app);
+  ditto::add_render_chat_command(app);
+  ditto::add_tokenize_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

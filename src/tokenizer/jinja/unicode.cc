@@ -1,0 +1,172 @@
+#include "tokenizer/jinja/unicode.h"
+
+#include <utf8proc.h>
+
+namespace ditto::jinja {
+
+std::u32string utf8_decode(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    utf8proc_int32_t c = 0;
+    const utf8proc_ssize_t n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i),
+                                                static_cast<utf8proc_ssize_t>(s.size() - i), &c);
+    if (n <= 0) {
+      out.push_back(0xFFFD);
+      ++i;
+    } else {
+      out.push_back(static_cast<char32_t>(c));
+      i += static_cast<size_t>(n);
+    }
+  }
+  return out;
+}
+
+void utf8_append(std::string& out, char32_t c) {
+  if (c < 0x80) {
+    out.push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else if (c < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
+}
+
+std::string utf8_encode(std::u32string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t c : s) utf8_append(out, c);
+  return out;
+}
+
+size_t utf8_length(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+bool py_isspace(char32_t c) {
+  switch (c) {
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x1F:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000: return true;
+    default: return c >= 0x2000 && c <= 0x200A;
+  }
+}
+
+bool py_isprintable(char32_t c) {
+  if (c == ' ') return true;
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP:
+    case UTF8PROC_CATEGORY_ZS: return false;
+    default: return true;
+  }
+}
+
+bool py_isalpha(char32_t c) {
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO: return true;
+    default: return false;
+  }
+}
+
+bool py_isidentifier_continue(char32_t c) {
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_PC:
+    case UTF8PROC_CATEGORY_NL: return true;
+    default: return py_isalpha(c);
+  }
+}
+
+bool py_isdigit(char32_t c) { return utf8proc_category(static_cast<utf8proc_int32_t>(c)) == UTF8PROC_CATEGORY_ND; }
+bool py_isupper(char32_t c) { return utf8proc_isupper(static_cast<utf8proc_int32_t>(c)); }
+bool py_islower(char32_t c) { return utf8proc_islower(static_cast<utf8proc_int32_t>(c)); }
+char32_t py_toupper(char32_t c) { return static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c))); }
+char32_t py_tolower(char32_t c) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))); }
+char32_t py_totitle(char32_t c) { return static_cast<char32_t>(utf8proc_totitle(static_cast<utf8proc_int32_t>(c))); }
+
+// The commonest of Unicode's unconditional special casings (SpecialCasing.txt), which Python's
+// str.upper()/lower() apply and simple case mapping lacks.
+const char* special_upper(char32_t c) {
+  switch (c) {
+    case 0x00DF: return "SS";  // ß
+    case 0xFB00: return "FF";
+    case 0xFB01: return "FI";
+    case 0xFB02: return "FL";
+    case 0xFB03: return "FFI";
+    case 0xFB04: return "FFL";
+    case 0xFB05:
+    case 0xFB06: return "ST";
+    case 0x0149: return "\u02BCN";  // ŉ
+    default: return nullptr;
+  }
+}
+
+std::string py_upper(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t c : utf8_decode(s)) {
+    if (c < 0x80) {
+      out += static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
+    } else if (const char* special = special_upper(c)) {
+      out += special;
+    } else {
+      utf8_append(out, py_toupper(c));
+    }
+  }
+  return out;
+}
+
+std::string py_lower(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t c : utf8_decode(s)) {
+    if (c < 0x80) {
+      out += static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    } else if (c == 0x0130) {
+      out += "i\u0307";  // İ -> i + combining dot above
+    } else {
+      utf8_append(out, py_tolower(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace ditto::jinja
