@@ -87,3 +87,39 @@ def test_greedy_generation_follows_score(ditto_bin, model):
     assert [s["token_id"] for s in scored] == gen["token_ids"]
     for s in scored:
         assert s["top_token_id"] == s["token_id"] and s["top_logprob"] == s["logprob"]
+
+
+def test_text_and_chat_prompts(ditto_bin, model, tmp_path):
+    """A text prompt is its tokenization (with the tokenizer's special tokens); a chat prompt is
+    its rendered template (encoded without adding any); outputs are the same bits in a batch;
+    the text is the decoded token ids without the stop token."""
+    text = "Batch invariance: the same question, the same answer — 同じ答え. 🙂"
+    ids = json.loads(run_ditto(ditto_bin, "tokenize", "--model", model, "--text", text).stdout)["ids"]
+    by_text = json.loads(run_ditto(ditto_bin, "generate", "--model", model, "--max-tokens", "8", "--json",
+                                   "--prompt", text).stdout)
+    by_ids = json.loads(run_ditto(ditto_bin, "generate", "--model", model, "--max-tokens", "8", "--json",
+                                  "--prompt-token-ids", ",".join(map(str, ids))).stdout)
+    assert by_text["token_ids"] == by_ids["token_ids"]
+    decoded = run_ditto(ditto_bin, "detokenize", "--model", model, "--skip-special-tokens", "--input", "-",
+                        input_text=json.dumps({"ids": by_text["token_ids"]}) + "\n")
+    assert by_text["text"] == json.loads(decoded.stdout)["text"]
+
+    chat = json.dumps([{"role": "system", "content": "Be brief."}, {"role": "user", "content": text}])
+    kwargs = json.dumps({"enable_thinking": False})
+    conv = tmp_path / "conv.jsonl"
+    conv.write_text(json.dumps({"messages": json.loads(chat), "add_generation_prompt": True,
+                                "enable_thinking": False}) + "\n")
+    rendered = json.loads(run_ditto(ditto_bin, "render-chat", "--model", model, "--input", conv).stdout)["prompt"]
+    assert rendered.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    chat_ids = json.loads(run_ditto(ditto_bin, "tokenize", "--model", model, "--no-add-special-tokens",
+                                    "--text", rendered).stdout)["ids"]
+    alone = json.loads(run_ditto(ditto_bin, "generate", "--model", model, "--max-tokens", "8", "--json",
+                                 "--chat", chat, "--chat-template-kwargs", kwargs).stdout)
+    from_ids = json.loads(run_ditto(ditto_bin, "generate", "--model", model, "--max-tokens", "8", "--json",
+                                    "--prompt-token-ids", ",".join(map(str, chat_ids))).stdout)
+    assert alone["token_ids"] == from_ids["token_ids"]
+    batch = [json.loads(l) for l in run_ditto(
+        ditto_bin, "generate", "--model", model, "--max-tokens", "8", "--json", "--threads", "1",
+        "--chat", json.dumps([{"role": "user", "content": "hi"}]), "--chat", chat,
+        "--chat-template-kwargs", kwargs).stdout.splitlines()]
+    assert batch[1]["token_ids"] == alone["token_ids"] and batch[1]["text"] == alone["text"]
