@@ -37,6 +37,7 @@ struct Sequence {
   std::vector<int32_t> tokens;  // prompt followed by generated tokens
   size_t prompt_len = 0;
   std::vector<int32_t> blocks;
+  size_t computed = 0;                  // tokens whose K/V are in the cache
   const char* finish_reason = nullptr;  // set when finished: "stop" or "length"
 };
 
@@ -106,21 +107,28 @@ void run_generate(const GenerateOptions& o) {
   for (Sequence& s : seqs)
     s.blocks = allocator.allocate_for_tokens(static_cast<int64_t>(s.prompt_len) + o.max_tokens, o.model.block_size);
 
-  // Step 0 runs every prompt; each later step runs one token per unfinished sequence.
-  for (bool first = true;; first = false) {
+  // Each step runs at most kMaxTokensPerStep tokens: long prompts are prefilled in chunks, which
+  // bounds memory and cannot change a bit (chunked prefill is invariant). A sequence samples its
+  // next token when a step reaches the end of what it has so far.
+  constexpr size_t kMaxTokensPerStep = 512;
+  for (;;) {
     std::vector<SequenceStep> steps;
     std::vector<Sequence*> running;
+    size_t budget = kMaxTokensPerStep;
     for (Sequence& s : seqs) {
-      if (s.finish_reason != nullptr) continue;
-      const size_t start = first ? 0 : s.tokens.size() - 1;
-      steps.push_back(SequenceStep{std::span<const int32_t>(s.tokens).subspan(start), static_cast<int32_t>(start),
-                                   s.blocks, false});
+      if (s.finish_reason != nullptr || budget == 0) continue;
+      const size_t n = std::min(budget, s.tokens.size() - s.computed);
+      steps.push_back(SequenceStep{std::span<const int32_t>(s.tokens).subspan(s.computed, n),
+                                   static_cast<int32_t>(s.computed), s.blocks, false});
       running.push_back(&s);
+      budget -= n;
     }
     if (running.empty()) break;
     const std::vector<float> logits = runner.step(steps);
     for (size_t i = 0; i < running.size(); ++i) {
       Sequence& s = *running[i];
+      s.computed += steps[i].token_ids.size();
+      if (s.computed < s.tokens.size()) continue;  // a prompt chunk: nothing to sample yet
       const auto next = static_cast<int32_t>(argmax_row(logits.data() + i * vocab, vocab));
       s.tokens.push_back(next);
       if (std::find(eos.begin(), eos.end(), next) != eos.end()) {
