@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "json_input.h"
 #include "core/error.h"
 #include "engine/model_runner.h"
 #include "kernels/softmax.h"
@@ -42,11 +43,7 @@ struct Sequence {
 };
 
 nlohmann::ordered_json parse_json_flag(const std::string& text, const std::string& flag) {
-  try {
-    return nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_invalid_argument(flag + ": not valid JSON (byte " + std::to_string(e.byte) + "): " + e.what());
-  }
+  return parse_json_input<nlohmann::ordered_json>(text, flag);
 }
 
 // Every prompt as token ids. Text prompts get the tokenizer's special tokens (e.g. Llama's
@@ -95,6 +92,13 @@ void run_generate(const GenerateOptions& o) {
   }
   std::vector<Sequence> seqs;
   int64_t num_blocks = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (static_cast<int64_t>(prompts[i].size()) + o.max_tokens > model.config().max_position_embeddings)
+      throw_invalid_argument("prompt " + std::to_string(i) + ": " + std::to_string(prompts[i].size()) +
+                             " prompt tokens + --max-tokens " + std::to_string(o.max_tokens) +
+                             " exceed the model's context length (max_position_embeddings = " +
+                             std::to_string(model.config().max_position_embeddings) + ")");
+  }
   for (const auto& p : prompts) {
     Sequence s;
     s.tokens = p;

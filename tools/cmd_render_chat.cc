@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "json_input.h"
 #include "core/error.h"
 #include "model/hub.h"
 #include "tokenizer/chat_template.h"
@@ -25,12 +26,7 @@ struct RenderChatOptions {
 
 // One input line -> prompt. Errors name the input and line (and the message/field, from render).
 std::string render_line(const ChatTemplate& tmpl, const std::string& line, const std::string& where) {
-  nlohmann::ordered_json request;
-  try {
-    request = nlohmann::ordered_json::parse(line);
-  } catch (const nlohmann::ordered_json::parse_error& e) {
-    throw_invalid_argument(where + ": invalid JSON: " + e.what());
-  }
+  const auto request = parse_json_input<nlohmann::ordered_json>(line, where);
   if (!request.is_object()) throw_invalid_argument(where + ": expected a JSON object {\"messages\": [...], ...}");
   if (!request.contains("messages")) throw_invalid_argument(where + ": missing field 'messages'");
   nlohmann::ordered_json tools = nullptr;

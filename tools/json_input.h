@@ -1,0 +1,39 @@
+// Parsing JSON that comes from users (command-line flags, JSON-lines input).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace ditto {
+
+// Deeper documents are refused while parsing: serialising or converting them later recurses
+// once per level, and 100,000 levels overflow the stack.
+inline constexpr int kMaxJsonDepth = 512;
+
+// Parses `text` as Json (nlohmann::json or nlohmann::ordered_json). Throws Error(kInvalidArgument)
+// starting with `where` for invalid JSON or nesting deeper than kMaxJsonDepth.
+template <typename Json>
+Json parse_json_input(const std::string& text, const std::string& where) {
+  try {
+    return Json::parse(text, [&](int depth, nlohmann::json::parse_event_t, Json&) {
+      if (depth > kMaxJsonDepth)
+        throw_invalid_argument(where + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      return true;
+    });
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_invalid_argument(where + ": invalid JSON (byte " + std::to_string(e.byte) + "): " + e.what());
+  }
+}
+
+// A value for an error message: compact JSON, invalid UTF-8 replaced, at most ~80 characters.
+template <typename Json>
+std::string json_excerpt(const Json& value) {
+  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (text.size() > 80) text = text.substr(0, 80) + "... (" + std::to_string(text.size()) + " bytes)";
+  return text;
+}
+
+}  // namespace ditto
