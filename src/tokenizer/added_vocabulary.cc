@@ -104,8 +104,8 @@ AddedVocabulary AddedVocabulary::from_json(const nlohmann::json& added_tokens, c
       throw_invalid_argument(at + ".content: expected a string");
     }
     if (!entry.contains("id") || !entry["id"].is_number_integer() || entry["id"].get<int64_t>() < 0 ||
-        entry["id"].get<int64_t>() >= INT32_MAX) {
-      throw_invalid_argument(at + ".id: expected an id in [0, 2^31-1)");
+        entry["id"].get<int64_t>() >= kMaxTokenId) {
+      throw_invalid_argument(at + ".id: expected an id in [0, 2^24)");
     }
     AddedToken t;
     t.content = entry["content"].get<std::string>();
@@ -118,6 +118,10 @@ AddedVocabulary AddedVocabulary::from_json(const nlohmann::json& added_tokens, c
     // Hugging Face ignores empty tokens and repeats of a content already added.
     if (t.content.empty() || v.by_content_.count(t.content) != 0) continue;
     t.id = model.token_to_id(t.content).value_or(static_cast<int32_t>(entry["id"].get<int64_t>()));
+    if (const std::string* other = model.id_to_token(t.id); other != nullptr && *other != t.content) {
+      throw_invalid_argument(at + ": id " + std::to_string(t.id) + " of " + nlohmann::json(t.content).dump() +
+                             " is the vocabulary's id of " + nlohmann::json(*other).dump());
+    }
     if (v.by_id_.count(t.id) != 0) {
       throw_invalid_argument(at + ": id " + std::to_string(t.id) + " of " + nlohmann::json(t.content).dump() +
                              " is already taken by " + nlohmann::json(v.tokens_[v.by_id_[t.id]].content).dump());

@@ -135,9 +135,11 @@ std::unique_ptr<Bpe> Bpe::from_json(const nlohmann::json& model, const std::stri
   const auto& vocab = model["vocab"];
   int64_t max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= INT32_MAX) {
+    // Ids index dense tables; real vocabularies stay far below 2^24, so a larger id is a broken file
+    // (and would otherwise cost gigabytes).
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= kMaxTokenId) {
       throw_invalid_argument(where + ".vocab[" + nlohmann::json(it.key()).dump() +
-                             "]: expected an id in [0, 2^31-1), got " + describe(it.value()));
+                             "]: expected an id in [0, 2^24), got " + describe(it.value()));
     }
     max_id = std::max(max_id, it.value().get<int64_t>());
   }

@@ -18,6 +18,9 @@
 
 namespace ditto {
 
+// Token ids are below this bound (2^24): they index dense per-id tables.
+inline constexpr int64_t kMaxTokenId = int64_t{1} << 24;
+
 class Bpe {
  public:
   // Parses the "model" object. `where` names it in errors (e.g. "tokenizer.json: model").

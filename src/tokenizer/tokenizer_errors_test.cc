@@ -110,6 +110,22 @@ TEST(TokenizerErrorsTest, MalformedJsonAndFields) {
   expect_error(j, {"added_tokens[0].content"});
 }
 
+TEST(TokenizerErrorsTest, HugeIdsAreRefusedNotAllocated) {
+  nlohmann::json j = minimal();
+  j["model"]["vocab"]["a"] = 300000000;
+  expect_error(j, {"model.vocab[\"a\"]", "[0, 2^24)", "300000000"});
+  j = minimal();
+  j["added_tokens"] = {{{"id", 1000000000}, {"content", "<s>"}, {"special", true}}};
+  expect_error(j, {"added_tokens[0].id", "[0, 2^24)"});
+}
+
+TEST(TokenizerErrorsTest, AddedTokenCannotTakeAVocabularyId) {
+  nlohmann::json j = minimal();
+  const int id_of_a = j["model"]["vocab"]["a"].get<int>();
+  j["added_tokens"] = {{{"id", id_of_a}, {"content", "<|endoftext|>"}, {"special", true}}};
+  expect_error(j, {"added_tokens[0]", "<|endoftext|>", "vocabulary's id of \"a\""});
+}
+
 TEST(TokenizerErrorsTest, LoadMissingDirectoryIsNotFound) {
   try {
     Tokenizer::load("/nonexistent/model/dir");
