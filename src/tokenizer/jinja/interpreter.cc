@@ -172,6 +172,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, std::string& out) {
   if (s.test) {
     List kept;
     for (Value& item : items) {
+      step(s.line);  // every iteration counts, so even an empty body cannot run unbounded
       ScopeGuard scope(frame_, std::make_shared<Frame>(frame_));
       assign(*s.target, item);
       if (eval(*s.test).truthy()) kept.push_back(std::move(item));
@@ -185,6 +186,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, std::string& out) {
   const auto n = static_cast<int64_t>(items.size());
   auto last_changed = std::make_shared<std::optional<List>>();
   for (int64_t i = 0; i < n; ++i) {
+    step(s.line);  // every iteration counts, so even an empty body cannot run unbounded
     ScopeGuard scope(frame_, std::make_shared<Frame>(frame_));
     assign(*s.target, items[static_cast<size_t>(i)]);
     auto loop = std::make_shared<Object>();

@@ -214,6 +214,19 @@ TEST(JinjaErrors, SyntaxErrorsNameLineAndExpectation) {
   EXPECT_NE(e.detail().find("unexpected char"), std::string::npos) << e.what();
 }
 
+TEST(JinjaErrors, EmptyLoopBodiesStillCountAgainstTheStepLimit) {
+  Environment env = Environment::jinja2_defaults();
+  env.limits.max_steps = 10'000;
+  const Template t = Template::parse("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}",
+                                     "loops", std::make_shared<const Environment>(std::move(env)));
+  try {
+    t.render(Dict());
+    FAIL() << "a million empty iterations ran under a 10,000-step limit";
+  } catch (const TemplateError& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeded 10000 steps"), std::string::npos) << e.what();
+  }
+}
+
 TEST(JinjaErrors, RuntimeErrorsNameTheLine) {
   TemplateError e = render_error("ok\n\n{{ undefined_thing.attr }}");
   EXPECT_EQ(e.kind(), TemplateError::Kind::kRuntime);
