@@ -28,6 +28,7 @@ struct GenerateOptions {
   std::vector<std::string> prompts;           // text each
   std::vector<std::string> chats;             // JSON array of messages each
   std::string chat_template_kwargs = "{}";    // JSON object passed to the template
+  std::string tools;                          // JSON array of tool schemas ("" = none)
   int64_t max_tokens = 16;
   bool ignore_eos = false;
   bool skip_special_tokens = true;
@@ -55,16 +56,29 @@ std::vector<std::vector<int32_t>> prompt_ids(const GenerateOptions& o, const std
   if (kinds != 1)
     throw_invalid_argument("give prompts as exactly one of --prompt-token-ids, --prompt or --chat (each may repeat)");
   std::vector<std::vector<int32_t>> out;
-  for (const std::string& p : o.prompt_token_ids) out.push_back(parse_token_ids(p, "--prompt-token-ids"));
-  for (const std::string& p : o.prompts) out.push_back(tokenizer->encode(p, /*add_special_tokens=*/true));
+  // Errors name the prompt: a batch may hold many.
+  const auto in_prompt = [&](size_t i, auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      throw Error(e.code(), "prompt " + std::to_string(i) + ": " + e.what());
+    }
+  };
+  for (const std::string& p : o.prompt_token_ids)
+    in_prompt(out.size(), [&] { out.push_back(parse_token_ids(p, "--prompt-token-ids")); });
+  for (const std::string& p : o.prompts)
+    in_prompt(out.size(), [&] { out.push_back(tokenizer->encode(p, /*add_special_tokens=*/true)); });
   if (!o.chats.empty()) {
     const ChatTemplate chat_template = ChatTemplate::load(dir);
     const auto kwargs = parse_json_flag(o.chat_template_kwargs, "--chat-template-kwargs");
     if (!kwargs.is_object()) throw_invalid_argument("--chat-template-kwargs: expected a JSON object");
+    const auto tools = o.tools.empty() ? nlohmann::ordered_json(nullptr) : parse_json_flag(o.tools, "--tools");
     for (const std::string& c : o.chats) {
-      const auto messages = parse_json_flag(c, "--chat");
-      const std::string text = chat_template.render(messages, nullptr, /*add_generation_prompt=*/true, kwargs);
-      out.push_back(tokenizer->encode(text, /*add_special_tokens=*/false));
+      in_prompt(out.size(), [&] {
+        const auto messages = parse_json_flag(c, "--chat");
+        const std::string text = chat_template.render(messages, tools, /*add_generation_prompt=*/true, kwargs);
+        out.push_back(tokenizer->encode(text, /*add_special_tokens=*/false));
+      });
     }
   }
   for (size_t i = 0; i < out.size(); ++i)
@@ -187,6 +201,8 @@ void add_generate_command(CLI::App& app) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--tools", o->tools,
+                  "JSON array of tool (function) schemas passed to the chat template as `tools`");
   cmd->add_option("--chat-template-kwargs", o->chat_template_kwargs,
                   "JSON object of extra chat-template variables, e.g. {\"enable_thinking\": false}")
       ->capture_default_str();

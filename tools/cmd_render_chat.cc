@@ -3,6 +3,7 @@
 //   {"messages": [...], "tools": [...], "add_generation_prompt": true, ...template kwargs}
 // Output: one line {"prompt": "..."} per input line, written only once every line rendered.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -55,6 +56,7 @@ void run_render_chat(const RenderChatOptions& o) {
   std::ifstream file;
   std::istream* in = &std::cin;
   if (o.input != "-") {
+    if (std::filesystem::is_directory(o.input)) throw_invalid_argument("--input: '" + o.input + "' is a directory");
     file.open(o.input, std::ios::binary);
     if (!file) throw_not_found("--input: cannot open '" + o.input + "'");
     in = &file;

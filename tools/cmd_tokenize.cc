@@ -5,6 +5,7 @@
 // One output line per input line, in order, written only once every line succeeded; blank lines
 // are skipped. Only tokenizer.json and tokenizer_config.json are read (no weights needed).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -48,6 +49,7 @@ void for_each_line(const std::string& input, F&& on_line) {
   std::ifstream file;
   std::istream* in = &std::cin;
   if (input != "-") {
+    if (std::filesystem::is_directory(input)) throw_invalid_argument("--input: '" + input + "' is a directory");
     file.open(input, std::ios::binary);
     if (!file) throw_not_found("--input: cannot open '" + input + "'");
     in = &file;

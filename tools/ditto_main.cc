@@ -19,8 +19,14 @@ int main(int argc, char** argv) {
   ditto::add_tokenize_commands(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // Usage errors: one line, like every other error, with status 2 (the shell convention).
+    std::fprintf(stderr, "error: %s (see --help)\n", e.what());
+    return 2;
   } catch (const ditto::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
