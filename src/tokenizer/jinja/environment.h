@@ -25,7 +25,7 @@ using TestFn = std::function<bool(Interpreter&, const Value& input, CallArgs& ar
 struct Limits {
   size_t max_output_bytes = size_t{64} << 20;  // the rendered text, and any one string or list built
   int max_depth = 1000;                        // nested evaluation: expressions, statements, macro calls
-  int64_t max_steps = 20'000'000;              // expressions + statements evaluated in one render (~3 s)
+  int64_t max_steps = 20'000'000;              // expressions, statements and loop iterations in one render (3-12 s)
   int64_t max_range = 100'000;                 // range() length (jinja2's sandbox MAX_RANGE)
 };
 
