@@ -2,6 +2,8 @@
 
 #include <utf8proc.h>
 
+#include "tokenizer/utf8.h"
+
 namespace ditto::jinja {
 
 std::u32string utf8_decode(std::string_view s) {
@@ -23,23 +25,7 @@ std::u32string utf8_decode(std::string_view s) {
   return out;
 }
 
-void utf8_append(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-}
+void utf8_append(std::string& out, char32_t c) { utf8::append(out, c); }
 
 std::string utf8_encode(std::u32string_view s) {
   std::string out;
