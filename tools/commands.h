@@ -10,5 +10,7 @@ void add_score_command(CLI::App& app);
 void add_make_test_model_command(CLI::App& app);
 void add_render_chat_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);  // tokenize and detokenize
+void add_bench_command(CLI::App& app);
+void add_export_gguf_command(CLI::App& app);
 
 }  // namespace ditto

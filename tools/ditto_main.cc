@@ -7,21 +7,32 @@
 #include <exception>
 
 #include "commands.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ditto: batch-invariant LLM inference. The same request gives the same bits, always."};
   app.require_subcommand(1);
+  // --version names the kernel path this process would run ($DITTO_ISA or CPUID).
+  app.add_flag_callback("--version", [] {
+    std::printf("ditto %s\n%s\n", DITTO_VERSION, ditto::isa_description().c_str());
+    throw CLI::Success();
+  }, "Print the version and the kernel instruction-set path, then exit");
   ditto::add_generate_command(app);
   ditto::add_score_command(app);
   ditto::add_make_test_model_command(app);
   ditto::add_render_chat_command(app);
   ditto::add_tokenize_commands(app);
+  ditto::add_bench_command(app);
+  ditto::add_export_gguf_command(app);
   try {
+    ditto::active_isa();  // a bad $DITTO_ISA fails here, before any kernel runs
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Usage errors: one line, like every other error, with status 2 (the shell convention).
