@@ -122,6 +122,20 @@ std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_dir, ThreadPoo
   return m;
 }
 
+int64_t CausalLM::decode_weight_bytes() const {
+  auto matrix = [](const PackedMatrix& w) {
+    return w.n * w.k * static_cast<int64_t>(dtype_size(w.dtype));
+  };
+  auto vec = [](const std::vector<float>& v) { return static_cast<int64_t>(v.size() * sizeof(float)); };
+  int64_t bytes = vec(norm_) + matrix(config_.tie_word_embeddings ? embed_tokens_ : lm_head_);
+  for (const DecoderLayerWeights& l : layers_) {
+    bytes += matrix(l.qkv_proj) + matrix(l.o_proj) + matrix(l.gate_up_proj) + matrix(l.down_proj);
+    bytes += vec(l.input_layernorm) + vec(l.post_attention_layernorm) + vec(l.q_norm) + vec(l.k_norm);
+    bytes += vec(l.qkv_bias) + vec(l.o_bias) + vec(l.gate_up_bias) + vec(l.down_bias);
+  }
+  return bytes;
+}
+
 void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits) const {
   const ModelConfig& c = config_;
   const int64_t num_tokens = batch.num_tokens();

@@ -51,6 +51,12 @@ class CausalLM {
   const ModelConfig& config() const { return config_; }
   const LoadStats& load_stats() const { return load_stats_; }
 
+  // Bytes of weights one decode step reads at batch size 1: every layer's packed matrices and
+  // norm vectors, the final norm and the LM head (the embedding table when tied); one embedding
+  // row is negligible and not counted. The denominator of the decode roofline:
+  // tokens/s ≤ read bandwidth ÷ decode_weight_bytes().
+  int64_t decode_weight_bytes() const;
+
   // Runs the model over a flat batch: writes every token's K/V into `cache` at its slot, then
   // computes attention over the sequence's cached keys 0..position. logits: [num_logits,
   // vocab_size] f32 for the rows batch.logits_indices, in that order.
