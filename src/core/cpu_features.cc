@@ -24,10 +24,12 @@ const char* missing_feature(Isa isa) {
     case Isa::kAvx2:
       if (!__builtin_cpu_supports("avx2")) return "avx2";
       if (!__builtin_cpu_supports("fma")) return "fma";
+      if (!__builtin_cpu_supports("f16c")) return "f16c";
       return nullptr;
     case Isa::kAvx512:
       if (!__builtin_cpu_supports("avx2")) return "avx2";
       if (!__builtin_cpu_supports("fma")) return "fma";
+      if (!__builtin_cpu_supports("f16c")) return "f16c";
       if (!__builtin_cpu_supports("avx512f")) return "avx512f";
       if (!__builtin_cpu_supports("avx512bw")) return "avx512bw";
       if (!__builtin_cpu_supports("avx512dq")) return "avx512dq";

@@ -4,8 +4,8 @@
 //
 // Paths:
 //   kScalar  portable C++ (the definition of the numerics; the only path off x86-64)
-//   kAvx2    AVX2 + FMA (x86-64-v3)
-//   kAvx512  AVX-512 F/BW/DQ/VL + FMA (x86-64-v4)
+//   kAvx2    AVX2 + FMA + F16C (x86-64-v3)
+//   kAvx512  AVX-512 F/BW/DQ/VL + AVX2 + FMA + F16C (x86-64-v4)
 #pragma once
 
 #include <string>

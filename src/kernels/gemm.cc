@@ -1,10 +1,18 @@
 #include "kernels/gemm.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <utility>
+
+#include "core/cpu_features.h"
+#include "kernels/simd.h"
 
 namespace ditto {
 namespace {
+
+// ---- Portable path: the definition -----------------------------------------------------------
 
 constexpr int64_t kRowBlock = 4;  // rows of x sharing one pass over a weight panel
 
@@ -27,9 +35,8 @@ inline void load_panel_row(const uint8_t* p, DType dtype, float (&w)[kPanelWidth
   }
 }
 
-// One weight panel against up to kRowBlock rows. Compiled for x86-64-v3 as well as the baseline:
-// std::fma rounds once on both, and the chain order is the source's, so the clones agree bitwise.
-__attribute__((target_clones("arch=x86-64-v3", "default")))
+// One weight panel against up to kRowBlock rows: acc[r][j] = fma(x[r, kk], W[n0 + j, kk], acc[r][j])
+// for kk = 0, 1, ..., k−1.
 void panel_kernel(const float* x, int64_t rows, int64_t ldx, const uint8_t* panel, DType dtype,
                   int64_t k, float* acc_out /* [rows, 16] */) {
   const size_t stride = static_cast<size_t>(kPanelWidth) * dtype_size(dtype);
@@ -45,11 +52,8 @@ void panel_kernel(const float* x, int64_t rows, int64_t ldx, const uint8_t* pane
   for (int64_t r = 0; r < rows; ++r) std::memcpy(acc_out + r * kPanelWidth, acc[r], sizeof(acc[r]));
 }
 
-}  // namespace
-
-void gemm(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy,
-          ThreadPool* pool) {
-  const int64_t num_panels = w.num_panels();
+void gemm_portable(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y,
+                   int64_t ldy, ThreadPool* pool) {
   const size_t panel_bytes = static_cast<size_t>(w.k * kPanelWidth) * dtype_size(w.dtype);
   auto run = [&](size_t begin, size_t end) {
     float out[kRowBlock * kPanelWidth];
@@ -66,10 +70,199 @@ void gemm(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* 
     }
   };
   if (pool == nullptr) {
-    run(0, static_cast<size_t>(num_panels));
+    run(0, static_cast<size_t>(w.num_panels()));
   } else {
-    pool->parallel_for(static_cast<size_t>(num_panels), run);
+    pool->parallel_for(static_cast<size_t>(w.num_panels()), run);
   }
+}
+
+// ---- SIMD paths --------------------------------------------------------------------------------
+// A micro-kernel holds an MR × NP tile of outputs (MR rows of x, NP panels of 16 outputs) in
+// registers, one accumulator lane per output, and runs each lane's fma chain over k in increasing
+// order from +0.0: exactly panel_kernel's per-output computation, so the bits are the same for
+// any tile shape, row grouping or thread split.
+
+#if defined(__x86_64__)
+
+// Arguments of one micro-kernel call.
+struct Tile {
+  const float* x;        // [MR, k] row stride ldx
+  int64_t ldx;
+  const uint8_t* panel;  // first of NP consecutive panels
+  size_t panel_bytes;
+  int64_t k;
+  float* y;              // [MR, NP·16] row stride ldy
+  int64_t ldy;
+  int64_t valid;         // outputs of these panels that exist (the rest is zero padding)
+};
+
+template <DType D>
+DITTO_AVX512 DITTO_INLINE __m512 load_w_x16(const uint8_t* p) {
+  if constexpr (D == DType::kBF16) return simd::load_bf16_x16(reinterpret_cast<const uint16_t*>(p));
+  if constexpr (D == DType::kF16) return simd::load_f16_x16(reinterpret_cast<const uint16_t*>(p));
+  if constexpr (D == DType::kF32) return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+}
+
+template <int MR, int NP, DType D>
+DITTO_AVX512 void micro_avx512(const Tile& t) {
+  constexpr size_t kStep = kPanelWidth * (D == DType::kF32 ? 4 : 2);
+  __m512 acc[MR][NP];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
+  const uint8_t* w = t.panel;
+  for (int64_t kk = 0; kk < t.k; ++kk, w += kStep) {
+    __m512 wv[NP];
+    for (int p = 0; p < NP; ++p) wv[p] = load_w_x16<D>(w + p * t.panel_bytes);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 xb = _mm512_set1_ps(t.x[r * t.ldx + kk]);
+      for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_fmadd_ps(xb, wv[p], acc[r][p]);
+    }
+  }
+  for (int p = 0; p < NP; ++p) {
+    const int64_t lanes = std::min<int64_t>(kPanelWidth, t.valid - p * kPanelWidth);
+    const __mmask16 mask = simd::first_lanes_x16(lanes);
+    for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(t.y + r * t.ldy + p * kPanelWidth, mask, acc[r][p]);
+  }
+}
+
+template <DType D>
+DITTO_AVX2 DITTO_INLINE __m256 load_w_x8(const uint8_t* p) {
+  if constexpr (D == DType::kBF16) return simd::load_bf16_x8(reinterpret_cast<const uint16_t*>(p));
+  if constexpr (D == DType::kF16) return simd::load_f16_x8(reinterpret_cast<const uint16_t*>(p));
+  if constexpr (D == DType::kF32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+}
+
+// AVX2: a panel's 16 lanes are two 8-lane registers (h = 0: lanes 0–7, h = 1: lanes 8–15).
+template <int MR, int NP, DType D>
+DITTO_AVX2 void micro_avx2(const Tile& t) {
+  constexpr size_t kSize = D == DType::kF32 ? 4 : 2;
+  constexpr size_t kStep = kPanelWidth * kSize;
+  __m256 acc[MR][NP][2];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
+  const uint8_t* w = t.panel;
+  for (int64_t kk = 0; kk < t.k; ++kk, w += kStep) {
+    __m256 wv[NP][2];
+    for (int p = 0; p < NP; ++p) {
+      wv[p][0] = load_w_x8<D>(w + p * t.panel_bytes);
+      wv[p][1] = load_w_x8<D>(w + p * t.panel_bytes + 8 * kSize);
+    }
+    for (int r = 0; r < MR; ++r) {
+      const __m256 xb = _mm256_set1_ps(t.x[r * t.ldx + kk]);
+      for (int p = 0; p < NP; ++p) {
+        acc[r][p][0] = _mm256_fmadd_ps(xb, wv[p][0], acc[r][p][0]);
+        acc[r][p][1] = _mm256_fmadd_ps(xb, wv[p][1], acc[r][p][1]);
+      }
+    }
+  }
+  for (int p = 0; p < NP; ++p) {
+    const int64_t lanes = std::min<int64_t>(kPanelWidth, t.valid - p * kPanelWidth);
+    for (int r = 0; r < MR; ++r) {
+      float* out = t.y + r * t.ldy + p * kPanelWidth;
+      if (lanes == kPanelWidth) {
+        _mm256_storeu_ps(out, acc[r][p][0]);
+        _mm256_storeu_ps(out + 8, acc[r][p][1]);
+      } else {
+        alignas(32) float buf[kPanelWidth];
+        _mm256_store_ps(buf, acc[r][p][0]);
+        _mm256_store_ps(buf + 8, acc[r][p][1]);
+        std::memcpy(out, buf, sizeof(float) * lanes);
+      }
+    }
+  }
+}
+
+using MicroFn = void (*)(const Tile&);
+
+// Tile shapes per path: kMaxRows rows of x by kPanels panels (kPanelsOneRow when m = 1, where the
+// tile is memory-bound and more independent chains hide the FMA latency).
+struct Shapes {
+  int max_rows;
+  int panels;
+  int panels_one_row;
+};
+constexpr Shapes kAvx512Shapes{6, 4, 8};
+constexpr Shapes kAvx2Shapes{6, 1, 4};
+constexpr int kMaxRowsAll = 6;
+constexpr int kMaxPanelsAll = 8;
+
+template <template <int, int, DType> class K, DType D, int... I>
+constexpr std::array<MicroFn, sizeof...(I)> make_table(std::integer_sequence<int, I...>) {
+  return {K<I / kMaxPanelsAll + 1, I % kMaxPanelsAll + 1, D>::fn...};
+}
+
+template <int MR, int NP, DType D>
+struct Avx512K {
+  static constexpr MicroFn fn = &micro_avx512<MR, NP, D>;
+};
+template <int MR, int NP, DType D>
+struct Avx2K {
+  static constexpr MicroFn fn = &micro_avx2<MR, NP, D>;
+};
+
+template <template <int, int, DType> class K, DType D>
+constexpr auto kTable =
+    make_table<K, D>(std::make_integer_sequence<int, kMaxRowsAll * kMaxPanelsAll>{});
+
+template <template <int, int, DType> class K>
+MicroFn micro_fn(DType d, int rows, int panels) {
+  const int i = (rows - 1) * kMaxPanelsAll + (panels - 1);
+  switch (d) {
+    case DType::kBF16: return kTable<K, DType::kBF16>[i];
+    case DType::kF16: return kTable<K, DType::kF16>[i];
+    case DType::kF32: return kTable<K, DType::kF32>[i];
+  }
+  return nullptr;
+}
+
+template <template <int, int, DType> class K>
+void gemm_simd(const Shapes& shapes, const float* x, int64_t m, int64_t ldx, const PackedMatrix& w,
+               float* y, int64_t ldy, ThreadPool* pool) {
+  const int64_t num_panels = w.num_panels();
+  const int group = m == 1 ? shapes.panels_one_row : shapes.panels;
+  const int64_t num_groups = (num_panels + group - 1) / group;
+  const size_t panel_bytes = static_cast<size_t>(w.k * kPanelWidth) * dtype_size(w.dtype);
+  auto run = [&](size_t begin, size_t end) {
+    for (size_t g = begin; g < end; ++g) {
+      const int64_t p0 = static_cast<int64_t>(g) * group;
+      const int panels = static_cast<int>(std::min<int64_t>(group, num_panels - p0));
+      Tile t{};
+      t.ldx = ldx;
+      t.panel = w.data.data() + p0 * panel_bytes;
+      t.panel_bytes = panel_bytes;
+      t.k = w.k;
+      t.ldy = ldy;
+      t.valid = w.n - p0 * kPanelWidth;
+      for (int64_t m0 = 0; m0 < m; m0 += shapes.max_rows) {
+        const int rows = static_cast<int>(std::min<int64_t>(shapes.max_rows, m - m0));
+        t.x = x + m0 * ldx;
+        t.y = y + m0 * ldy + p0 * kPanelWidth;
+        micro_fn<K>(w.dtype, rows, panels)(t);
+      }
+    }
+  };
+  if (pool == nullptr) {
+    run(0, static_cast<size_t>(num_groups));
+  } else {
+    pool->parallel_for(static_cast<size_t>(num_groups), run);
+  }
+}
+
+#endif  // __x86_64__
+
+}  // namespace
+
+void gemm(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy,
+          ThreadPool* pool) {
+  if (m <= 0 || w.n == 0) return;
+#if defined(__x86_64__)
+  switch (active_isa()) {
+    case Isa::kAvx512: return gemm_simd<Avx512K>(kAvx512Shapes, x, m, ldx, w, y, ldy, pool);
+    case Isa::kAvx2: return gemm_simd<Avx2K>(kAvx2Shapes, x, m, ldx, w, y, ldy, pool);
+    case Isa::kScalar: break;
+  }
+#endif
+  gemm_portable(x, m, ldx, w, y, ldy, pool);
 }
 
 }  // namespace ditto
