@@ -1,0 +1,267 @@
+// Every kernel on every instruction-set path this CPU runs, against the portable path, compared as
+// bit patterns: awkward sizes (K not a multiple of 16 or 32, odd N, M = 1…70, head_dim 64 and 128,
+// short and long contexts) and adversarial values (near overflow, subnormal, signed zeros, ±inf).
+// One NaN-producing case is the exception: both paths must give NaN there, payloads aside (x86
+// propagates a NaN operand's payload in every path, but which operand a commutative instruction
+// names first is the compiler's choice).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "kernels/kernel_test_util.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "kernels/softmax.h"
+
+namespace ditto {
+namespace {
+
+using test::BitsEqual;
+using test::Rng;
+
+std::vector<Isa> vector_paths() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+    if (cpu_supports(isa)) out.push_back(isa);
+  return out;
+}
+
+// Bits equal, except that NaN equals any NaN.
+::testing::AssertionResult SameBitsOrBothNan(const std::vector<float>& want, const std::vector<float>& got) {
+  if (want.size() != got.size()) return ::testing::AssertionFailure() << "sizes differ";
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+    if (std::bit_cast<uint32_t>(want[i]) != std::bit_cast<uint32_t>(got[i]))
+      return ::testing::AssertionFailure() << "element " << i << ": portable " << want[i] << " (0x"
+                                           << std::hex << std::bit_cast<uint32_t>(want[i]) << "), vector "
+                                           << got[i] << " (0x" << std::bit_cast<uint32_t>(got[i]) << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Runs `compute` on the portable path and on every vector path; expects identical bits.
+void expect_all_paths_equal(const std::string& what, const std::function<std::vector<float>()>& compute,
+                            bool nan_payloads_free = false) {
+  std::vector<float> want;
+  {
+    ScopedIsa s(Isa::kScalar);
+    want = compute();
+  }
+  for (Isa isa : vector_paths()) {
+    ScopedIsa s(isa);
+    const std::vector<float> got = compute();
+    if (nan_payloads_free) {
+      EXPECT_TRUE(SameBitsOrBothNan(want, got)) << what << " on " << isa_name(isa);
+    } else {
+      EXPECT_TRUE(BitsEqual(want, got)) << what << " on " << isa_name(isa);
+    }
+  }
+}
+
+// A float drawn to hit the edges: normal values of many magnitudes, subnormals, signed zeros,
+// values near FLT_MAX, and (if allow_inf) infinities.
+float adversarial(Rng& rng, bool allow_inf = false) {
+  switch (rng.next() % 10) {
+    case 0: return std::bit_cast<float>(static_cast<uint32_t>(rng.next() & 0x807fffffu));  // subnormal/±0
+    case 1: return (rng.next() & 1) ? 0.0f : -0.0f;
+    case 2: return rng.uniform(-1.0f, 1.0f) * 3.0e38f;  // near overflow
+    case 3: return allow_inf ? ((rng.next() & 1) ? INFINITY : -INFINITY) : 1.0f;
+    case 4: return rng.normal() * std::ldexp(1.0f, static_cast<int>(rng.uniform_int(-140, 120)));
+    default: return rng.normal() * 4.0f;
+  }
+}
+
+std::vector<float> adversarial_vector(Rng& rng, size_t n, bool allow_inf = false) {
+  std::vector<float> v(n);
+  for (float& x : v) x = adversarial(rng, allow_inf);
+  return v;
+}
+
+TEST(IsaParityTest, ThisMachineHasAVectorPathToCompare) {
+  // On an x86-64 CPU without AVX2 only the portable path exists and this suite compares nothing;
+  // say so rather than pass silently.
+  if (vector_paths().empty()) GTEST_SKIP() << "no AVX2/AVX-512 on this CPU: only the portable path runs";
+  std::printf("[ paths    ] portable vs %s%s\n", std::string(isa_name(vector_paths()[0])).c_str(),
+              vector_paths().size() > 1 ? " and avx512" : "");
+}
+
+TEST(IsaParityTest, Gemm) {
+  Rng rng(101);
+  ThreadPool pool(2);
+  for (DType dtype : test::kAllDTypes) {
+    for (int64_t k : {1, 15, 16, 17, 31, 33, 100, 1023}) {
+      for (int64_t n : {1, 7, 16, 31, 33, 129, 257}) {
+        const test::StoredMatrix w = test::random_matrix(rng, dtype, n, k);
+        const PackedMatrix p = pack_matrix(std::span<const MatrixSource>(std::vector{w.source()}));
+        for (int64_t m : {1, 2, 5, 6, 7, 13, 70}) {
+          const int64_t ldx = k + 1, ldy = n + 3;
+          std::vector<float> x(static_cast<size_t>(m * ldx));
+          for (float& v : x) v = rng.next() % 8 == 0 ? adversarial(rng) * 1e-30f : rng.normal();
+          expect_all_paths_equal(std::string("gemm ") + test::dtype_label(dtype) + " m=" + std::to_string(m) +
+                                     " n=" + std::to_string(n) + " k=" + std::to_string(k),
+                                 [&] {
+                                   std::vector<float> y(static_cast<size_t>(m * ldy), -1.0f);
+                                   gemm(x.data(), m, ldx, p, y.data(), ldy, m % 2 ? &pool : nullptr);
+                                   return y;
+                                 });
+        }
+      }
+    }
+  }
+}
+
+TEST(IsaParityTest, GemmNearOverflowAndSubnormalProducts) {
+  Rng rng(102);
+  const int64_t n = 45, k = 77, m = 9;
+  std::vector<float> wf(static_cast<size_t>(n * k));
+  for (float& v : wf) v = adversarial(rng);
+  const MatrixSource src{wf.data(), DType::kF32, n, k};
+  const PackedMatrix p = pack_matrix(std::span<const MatrixSource>(&src, 1));
+  const std::vector<float> x = adversarial_vector(rng, static_cast<size_t>(m * k));
+  expect_all_paths_equal("gemm adversarial", [&] {
+    std::vector<float> y(static_cast<size_t>(m * n));
+    gemm(x.data(), m, k, p, y.data(), n, nullptr);
+    return y;
+  }, /*nan_payloads_free=*/true);
+}
+
+TEST(IsaParityTest, RmsNorm) {
+  Rng rng(103);
+  for (int64_t n : {1, 5, 16, 17, 64, 127, 128, 1000, 1024, 4096}) {
+    for (int trial = 0; trial < 4; ++trial) {
+      const int64_t rows = 3;
+      std::vector<float> x = trial == 0 ? adversarial_vector(rng, static_cast<size_t>(rows * n))
+                                        : rng.normal_vector(static_cast<size_t>(rows * n), trial == 1 ? 1e-20f : 3.0f);
+      const std::vector<float> w = rng.normal_vector(static_cast<size_t>(n));
+      expect_all_paths_equal("rms_norm n=" + std::to_string(n), [&] {
+        std::vector<float> y(x.size());
+        rms_norm(x.data(), rows, n, n, w.data(), 1e-6f, y.data(), n);
+        return y;
+      }, trial == 0);
+    }
+  }
+}
+
+TEST(IsaParityTest, SiluMulOverOneHundredMillionInputs) {
+  // Every 41st float32 bit pattern (≈ 1.05·10^8 values: all exponents, both signs, subnormals, ±inf,
+  // NaN) through silu(g)·u with u = 1, i.e. through the vector exp; plus random u.
+  constexpr uint64_t kStride = 41;
+  constexpr int64_t kChunk = 1 << 20;
+  std::vector<float> gate_up(2 * kChunk);
+  uint64_t total = 0;
+  for (uint64_t start = 0; start < (uint64_t{1} << 32); start += kStride * kChunk) {
+    int64_t n = 0;  // gate in [0, n), up = 1 in [n, 2n): one row of silu_mul's layout
+    for (uint64_t b = start; n < kChunk && b < (uint64_t{1} << 32); b += kStride, ++n)
+      gate_up[n] = std::bit_cast<float>(static_cast<uint32_t>(b));
+    std::fill(gate_up.begin() + n, gate_up.begin() + 2 * n, 1.0f);
+    total += static_cast<uint64_t>(n);
+    expect_all_paths_equal("silu_mul from bit pattern " + std::to_string(start), [&] {
+      std::vector<float> out(static_cast<size_t>(n));
+      silu_mul(gate_up.data(), 1, n, 2 * n, out.data(), n);
+      return out;
+    }, /*nan_payloads_free=*/true);
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GE(total, uint64_t{100000000});
+  std::printf("[ measured ] silu_mul: %llu inputs identical on every path\n", static_cast<unsigned long long>(total));
+}
+
+TEST(IsaParityTest, SiluMulRandomShapes) {
+  Rng rng(104);
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 100, 3072}) {
+    const int64_t rows = 4, ld = 2 * n + 3;
+    std::vector<float> gu(static_cast<size_t>(rows * ld));
+    for (float& v : gu) v = rng.next() % 4 == 0 ? adversarial(rng, true) : rng.normal() * 8.0f;
+    expect_all_paths_equal("silu_mul n=" + std::to_string(n), [&] {
+      std::vector<float> out(static_cast<size_t>(rows * n));
+      silu_mul(gu.data(), rows, n, ld, out.data(), n);
+      return out;
+    }, true);
+  }
+}
+
+TEST(IsaParityTest, LogSoftmaxAndSoftmax) {
+  Rng rng(105);
+  for (int64_t n : {1, 2, 15, 16, 17, 33, 1000, 151936}) {
+    for (int trial = 0; trial < 3; ++trial) {
+      std::vector<float> x = rng.normal_vector(static_cast<size_t>(n), trial == 0 ? 1.0f : 40.0f);
+      if (trial == 2)
+        for (float& v : x) v = rng.next() % 3 == 0 ? -INFINITY : (rng.next() % 5 == 0 ? -0.0f : v);
+      expect_all_paths_equal("log_softmax n=" + std::to_string(n), [&] {
+        std::vector<float> out(x.size());
+        log_softmax_row(x.data(), n, out.data());
+        return out;
+      });
+      expect_all_paths_equal("softmax n=" + std::to_string(n), [&] {
+        std::vector<float> out(x.size());
+        softmax_row(x.data(), n, out.data());
+        return out;
+      });
+    }
+  }
+}
+
+TEST(IsaParityTest, Rope) {
+  Rng rng(106);
+  for (int64_t head_dim : {2, 16, 34, 64, 128, 256}) {
+    const int64_t heads = 5;
+    const std::vector<float> x0 = adversarial_vector(rng, static_cast<size_t>(heads * head_dim));
+    const std::vector<float> cs = rng.normal_vector(static_cast<size_t>(head_dim));
+    expect_all_paths_equal("rope head_dim=" + std::to_string(head_dim), [&] {
+      std::vector<float> x = x0;
+      rope_apply(x.data(), heads, head_dim, cs.data());
+      return x;
+    }, true);
+  }
+}
+
+TEST(IsaParityTest, PagedAttention) {
+  Rng rng(107);
+  ThreadPool pool(2);
+  for (int64_t head_dim : {64, 128, 40}) {
+    for (int64_t context : {1, 31, 32, 33, 200, 700}) {
+      const int64_t num_heads = 4, num_kv_heads = 2, block_size = 16;
+      const int64_t kv_dim = num_kv_heads * head_dim;
+      const int64_t blocks = (context + block_size - 1) / block_size;
+      // Blocks in reverse physical order, so slots are not positions.
+      std::vector<int32_t> table(static_cast<size_t>(blocks));
+      for (int64_t b = 0; b < blocks; ++b) table[b] = static_cast<int32_t>(blocks - 1 - b);
+      std::vector<uint16_t> k(static_cast<size_t>(blocks * block_size * kv_dim));
+      std::vector<uint16_t> v(k.size());
+      for (size_t i = 0; i < k.size(); ++i) {
+        k[i] = f32_to_bf16(rng.normal() * (i % 97 == 0 ? 30.0f : 1.0f));
+        v[i] = f32_to_bf16(rng.next() % 50 == 0 ? adversarial(rng) : rng.normal());
+      }
+      const KvCacheLayer cache{k.data(), v.data(), blocks * block_size};
+      // Queries at several positions of the one sequence (a chunk of prefill plus the last token).
+      std::vector<int32_t> positions;
+      for (int64_t p = std::max<int64_t>(0, context - 5); p < context; ++p) positions.push_back(static_cast<int32_t>(p));
+      positions.push_back(0);
+      const auto num_tokens = static_cast<int64_t>(positions.size());
+      const std::vector<int32_t> token_seq(positions.size(), 0);
+      const std::vector<float> q = rng.normal_vector(static_cast<size_t>(num_tokens * num_heads * head_dim), 2.0f);
+      const AttentionShape shape{num_heads, num_kv_heads, head_dim, block_size,
+                                 static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)))};
+      expect_all_paths_equal("attention head_dim=" + std::to_string(head_dim) + " context=" + std::to_string(context), [&] {
+        std::vector<float> out(q.size());
+        paged_attention(q.data(), num_heads * head_dim, positions.data(), token_seq.data(), num_tokens,
+                        table.data(), blocks, cache, shape, out.data(), num_heads * head_dim, &pool);
+        return out;
+      }, true);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ditto
