@@ -14,47 +14,58 @@ namespace {
 std::atomic<int> g_active{-1};
 std::once_flag g_env_once;
 
-#if defined(__x86_64__)
 // libgcc's __builtin_cpu_supports checks the CPUID bits and, for AVX/AVX-512, that the OS saves
 // the wider registers (XGETBV), so a "true" here means the instructions will not fault.
-const char* missing_feature(Isa isa) {
+bool this_cpu_has(std::string_view feature) {
+#if defined(__x86_64__)
   __builtin_cpu_init();
-  switch (isa) {
-    case Isa::kScalar: return nullptr;
-    case Isa::kAvx2:
-      if (!__builtin_cpu_supports("avx2")) return "avx2";
-      if (!__builtin_cpu_supports("fma")) return "fma";
-      if (!__builtin_cpu_supports("f16c")) return "f16c";
-      return nullptr;
-    case Isa::kAvx512:
-      if (!__builtin_cpu_supports("avx2")) return "avx2";
-      if (!__builtin_cpu_supports("fma")) return "fma";
-      if (!__builtin_cpu_supports("f16c")) return "f16c";
-      if (!__builtin_cpu_supports("avx512f")) return "avx512f";
-      if (!__builtin_cpu_supports("avx512bw")) return "avx512bw";
-      if (!__builtin_cpu_supports("avx512dq")) return "avx512dq";
-      if (!__builtin_cpu_supports("avx512vl")) return "avx512vl";
-      return nullptr;
-  }
-  return "unknown";
-}
-#else
-const char* missing_feature(Isa isa) { return isa == Isa::kScalar ? nullptr : "an x86-64 CPU"; }
+  if (feature == "avx2") return __builtin_cpu_supports("avx2");
+  if (feature == "fma") return __builtin_cpu_supports("fma");
+  if (feature == "f16c") return __builtin_cpu_supports("f16c");
+  if (feature == "avx512f") return __builtin_cpu_supports("avx512f");
+  if (feature == "avx512bw") return __builtin_cpu_supports("avx512bw");
+  if (feature == "avx512dq") return __builtin_cpu_supports("avx512dq");
+  if (feature == "avx512vl") return __builtin_cpu_supports("avx512vl");
 #endif
+  (void)feature;
+  return false;
+}
 
 void check_supported(Isa isa, std::string_view origin) {
-  if (const char* missing = missing_feature(isa))
-    throw_invalid_argument(std::string(origin) + "=" + std::string(isa_name(isa)) +
-                           ": this CPU cannot run that path (it lacks " + missing +
-                           "); use one of: " + [] {
-                             std::string s = "scalar";
-                             if (cpu_supports(Isa::kAvx2)) s += ", avx2";
-                             if (cpu_supports(Isa::kAvx512)) s += ", avx512";
-                             return s;
-                           }());
+  const std::string message = detail::unsupported_message(isa, origin, this_cpu_has);
+  if (!message.empty()) throw_invalid_argument(message);
 }
 
 }  // namespace
+
+namespace detail {
+
+const char* missing_feature(Isa isa, CpuHasFn has) {
+#if !defined(__x86_64__)
+  if (isa != Isa::kScalar) return "an x86-64 CPU";
+#endif
+  static constexpr const char* kAvx2[] = {"avx2", "fma", "f16c"};
+  static constexpr const char* kAvx512[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl"};
+  if (isa == Isa::kAvx2)
+    for (const char* f : kAvx2)
+      if (!has(f)) return f;
+  if (isa == Isa::kAvx512)
+    for (const char* f : kAvx512)
+      if (!has(f)) return f;
+  return nullptr;
+}
+
+std::string unsupported_message(Isa isa, std::string_view origin, CpuHasFn has) {
+  const char* missing = missing_feature(isa, has);
+  if (missing == nullptr) return "";
+  std::string usable = "scalar";
+  if (missing_feature(Isa::kAvx2, has) == nullptr) usable += ", avx2";
+  if (missing_feature(Isa::kAvx512, has) == nullptr) usable += ", avx512";
+  return std::string(origin) + "=" + std::string(isa_name(isa)) + ": this CPU cannot run that path (it lacks " +
+         missing + "); use one of: " + usable;
+}
+
+}  // namespace detail
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
@@ -65,7 +76,7 @@ std::string_view isa_name(Isa isa) {
   return "unknown";
 }
 
-bool cpu_supports(Isa isa) { return missing_feature(isa) == nullptr; }
+bool cpu_supports(Isa isa) { return detail::missing_feature(isa, this_cpu_has) == nullptr; }
 
 Isa detect_isa() {
   if (cpu_supports(Isa::kAvx512)) return Isa::kAvx512;

@@ -51,4 +51,15 @@ class ScopedIsa {
   Isa previous_;
 };
 
+namespace detail {
+// Whether the CPU has a feature named as GCC's __builtin_cpu_supports names it ("avx512f", ...).
+using CpuHasFn = bool (*)(std::string_view feature);
+// The first feature `isa` needs that `has` denies, or nullptr. (Exposed to test the decision
+// with a fake CPU.)
+const char* missing_feature(Isa isa, CpuHasFn has);
+// The error message for requesting `isa` through `origin` (e.g. "DITTO_ISA") on the CPU that
+// `has` describes, naming the missing feature and the usable paths; "" if the CPU can run it.
+std::string unsupported_message(Isa isa, std::string_view origin, CpuHasFn has);
+}  // namespace detail
+
 }  // namespace ditto

@@ -1,6 +1,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <system_error>
@@ -8,6 +9,26 @@
 #include "core/error.h"
 
 namespace ditto {
+namespace {
+
+// Spins until ready() or kSpin has passed; true if ready. A decode step issues a parallel loop
+// every few tens of microseconds, and waking a sleeping thread costs about as much, so threads
+// spin briefly before they block.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+template <typename Ready>
+bool spin_until(Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return ready();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads) {
   if (num_threads < 1 || num_threads > kMaxThreads)
@@ -48,15 +69,20 @@ void ThreadPool::run_chunk(int index) {
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    {
+    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
       std::unique_lock<std::mutex> lock(mutex_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      start_cv_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
     }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stop_) return;
+    }
+    seen = generation_.load(std::memory_order_acquire);
     run_chunk(index);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (--pending_ == 0) done_cv_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mutex_);  // so a waiter cannot miss the notification
+      done_cv_.notify_one();
+    }
   }
 }
 
@@ -72,13 +98,16 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     fn_ = &fn;
     n_ = n;
     error_ = nullptr;
-    pending_ = num_threads_ - 1;
-    ++generation_;
+    pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   start_cv_.notify_all();
   run_chunk(0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
   fn_ = nullptr;
   if (error_) std::rethrow_exception(error_);
 }

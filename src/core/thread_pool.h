@@ -6,6 +6,7 @@
 // Thread-safety: one parallel_for at a time per pool (calls from several threads are serialised).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -46,8 +47,8 @@ class ThreadPool {
   std::condition_variable done_cv_;
   const std::function<void(size_t, size_t)>* fn_ = nullptr;
   size_t n_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
+  std::atomic<uint64_t> generation_{0};  // bumped (under mutex_) to start a loop
+  std::atomic<int> pending_{0};          // workers still running the current loop
   bool stop_ = false;
   std::exception_ptr error_;
 };

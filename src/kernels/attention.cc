@@ -45,64 +45,132 @@ struct KeySlots {
   }
 };
 
-// The per-path pieces of one tile: scores, the running rescale of acc, and acc += Σ p_t·v_t.
+// The per-path pieces of one tile of n ≤ kAttentionTile keys (offsets[j]: element offset of key j's
+// head in the cache). Each path reproduces PortableOps' bits:
+//   scores:     p[j] = dot(q, k_j) (canonical 16-lane dot, kernels/reduce.h)
+//   exp_shift:  p[j] = exp_f32(p[j] − m)
+//   accumulate: acc[i] = acc[i]·α, then acc[i] = fma(p[j], v_j[i], acc[i]) for j ascending
 struct PortableOps {
-  static float score(const float* q, const uint16_t* k, int64_t d, float* kf) {
-    for (int64_t i = 0; i < d; ++i) kf[i] = bf16_to_f32(k[i]);
-    return dot_f32(q, kf, d);
+  static void scores(const float* q, const uint16_t* k, const int64_t* offsets, int64_t n, int64_t d,
+                     float* p, float* kf) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t i = 0; i < d; ++i) kf[i] = bf16_to_f32(k[offsets[j] + i]);
+      p[j] = dot_f32(q, kf, d);
+    }
   }
-  static void scale(float* acc, int64_t d, float alpha) {
+  static void exp_shift(float* p, int64_t n, float m) {
+    for (int64_t j = 0; j < n; ++j) p[j] = exp_f32(p[j] - m);
+  }
+  static void accumulate(float* acc, int64_t d, float alpha, const float* p, const uint16_t* v,
+                         const int64_t* offsets, int64_t n) {
     for (int64_t i = 0; i < d; ++i) acc[i] *= alpha;
-  }
-  static void accumulate(float* acc, int64_t d, float p, const uint16_t* v) {
-    for (int64_t i = 0; i < d; ++i) acc[i] = std::fma(p, bf16_to_f32(v[i]), acc[i]);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < d; ++i) acc[i] = std::fma(p[j], bf16_to_f32(v[offsets[j] + i]), acc[i]);
   }
 };
 
 #if defined(__x86_64__)
 struct Avx512Ops {
-  DITTO_AVX512 static float score(const float* q, const uint16_t* k, int64_t d, float*) {
-    return simd::dot_x16(q, k, d);
+  // Four keys at a time: four independent lane-chains hide the FMA latency; each key's chain is
+  // the same as dot_x16's.
+  DITTO_AVX512 static void scores(const float* q, const uint16_t* k, const int64_t* offsets, int64_t n,
+                                  int64_t d, float* p, float*) {
+    int64_t j = 0;
+    if (d % 16 == 0) {
+      for (; j + 4 <= n; j += 4) {
+        const uint16_t* k0 = k + offsets[j];
+        const uint16_t* k1 = k + offsets[j + 1];
+        const uint16_t* k2 = k + offsets[j + 2];
+        const uint16_t* k3 = k + offsets[j + 3];
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t i = 0; i < d; i += 16) {
+          const __m512 qv = _mm512_loadu_ps(q + i);
+          a0 = _mm512_fmadd_ps(qv, simd::load_bf16_x16(k0 + i), a0);
+          a1 = _mm512_fmadd_ps(qv, simd::load_bf16_x16(k1 + i), a1);
+          a2 = _mm512_fmadd_ps(qv, simd::load_bf16_x16(k2 + i), a2);
+          a3 = _mm512_fmadd_ps(qv, simd::load_bf16_x16(k3 + i), a3);
+        }
+        p[j] = simd::reduce_lanes_x16(a0);
+        p[j + 1] = simd::reduce_lanes_x16(a1);
+        p[j + 2] = simd::reduce_lanes_x16(a2);
+        p[j + 3] = simd::reduce_lanes_x16(a3);
+      }
+    }
+    for (; j < n; ++j) p[j] = simd::dot_x16(q, k + offsets[j], d);
   }
-  DITTO_AVX512 static void scale(float* acc, int64_t d, float alpha) {
-    const __m512 a = _mm512_set1_ps(alpha);
-    for (int64_t i = 0; i < d; i += 16) {
-      const __mmask16 m = simd::first_lanes_x16(d - i < 16 ? d - i : 16);
-      _mm512_mask_storeu_ps(acc + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc + i), a));
+  DITTO_AVX512 static void exp_shift(float* p, int64_t n, float m) {
+    const __m512 mv = _mm512_set1_ps(m);
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 mask = simd::first_lanes_x16(n - j < 16 ? n - j : 16);
+      _mm512_mask_storeu_ps(p + j, mask, simd::exp_x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, p + j), mv)));
     }
   }
-  DITTO_AVX512 static void accumulate(float* acc, int64_t d, float p, const uint16_t* v) {
-    const __m512 pv = _mm512_set1_ps(p);
-    for (int64_t i = 0; i < d; i += 16) {
-      const __mmask16 m = simd::first_lanes_x16(d - i < 16 ? d - i : 16);
-      const __m512 vv = simd::maskz_load_x16(m, v + i);
-      _mm512_mask_storeu_ps(acc + i, m, _mm512_fmadd_ps(pv, vv, _mm512_maskz_loadu_ps(m, acc + i)));
+  // acc stays in registers for up to 128 lanes at a time while the tile's keys stream past.
+  DITTO_AVX512 static void accumulate(float* acc, int64_t d, float alpha, const float* p,
+                                      const uint16_t* v, const int64_t* offsets, int64_t n) {
+    constexpr int kRegs = 8;
+    const __m512 av = _mm512_set1_ps(alpha);
+    for (int64_t i0 = 0; i0 < d; i0 += 16 * kRegs) {
+      __m512 a[kRegs];
+      __mmask16 mask[kRegs];
+      for (int r = 0; r < kRegs; ++r) {
+        const int64_t i = i0 + 16 * r;
+        mask[r] = simd::first_lanes_x16(i >= d ? 0 : (d - i < 16 ? d - i : 16));
+        a[r] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask[r], acc + i), av);
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const __m512 pv = _mm512_set1_ps(p[j]);
+        const uint16_t* vj = v + offsets[j] + i0;
+        for (int r = 0; r < kRegs; ++r)
+          a[r] = _mm512_fmadd_ps(pv, simd::maskz_load_x16(mask[r], vj + 16 * r), a[r]);
+      }
+      for (int r = 0; r < kRegs; ++r) _mm512_mask_storeu_ps(acc + i0 + 16 * r, mask[r], a[r]);
     }
   }
 };
 
 struct Avx2Ops {
-  DITTO_AVX2 static float score(const float* q, const uint16_t* k, int64_t d, float*) {
-    return simd::dot_x8x2(q, k, d);
+  DITTO_AVX2 static void scores(const float* q, const uint16_t* k, const int64_t* offsets, int64_t n,
+                                int64_t d, float* p, float*) {
+    for (int64_t j = 0; j < n; ++j) p[j] = simd::dot_x8x2(q, k + offsets[j], d);
   }
-  DITTO_AVX2 static void scale(float* acc, int64_t d, float alpha) {
-    const __m256 a = _mm256_set1_ps(alpha);
-    int64_t i = 0;
-    for (; i + 8 <= d; i += 8) _mm256_storeu_ps(acc + i, _mm256_mul_ps(_mm256_loadu_ps(acc + i), a));
-    for (; i < d; ++i) acc[i] *= alpha;
+  DITTO_AVX2 static void exp_shift(float* p, int64_t n, float m) {
+    const __m256 mv = _mm256_set1_ps(m);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(p + j, simd::exp_x8(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv)));
+    for (; j < n; ++j) p[j] = exp_f32(p[j] - m);
   }
-  DITTO_AVX2 static void accumulate(float* acc, int64_t d, float p, const uint16_t* v) {
-    const __m256 pv = _mm256_set1_ps(p);
-    int64_t i = 0;
-    for (; i + 8 <= d; i += 8)
-      _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(pv, simd::load_bf16_x8(v + i), _mm256_loadu_ps(acc + i)));
-    for (; i < d; ++i) acc[i] = std::fma(p, bf16_to_f32(v[i]), acc[i]);
+  DITTO_AVX2 static void accumulate(float* acc, int64_t d, float alpha, const float* p,
+                                    const uint16_t* v, const int64_t* offsets, int64_t n) {
+    const __m256 av = _mm256_set1_ps(alpha);
+    int64_t i0 = 0;
+    for (; i0 + 32 <= d; i0 += 32) {
+      __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + i0), av);
+      __m256 a1 = _mm256_mul_ps(_mm256_loadu_ps(acc + i0 + 8), av);
+      __m256 a2 = _mm256_mul_ps(_mm256_loadu_ps(acc + i0 + 16), av);
+      __m256 a3 = _mm256_mul_ps(_mm256_loadu_ps(acc + i0 + 24), av);
+      for (int64_t j = 0; j < n; ++j) {
+        const __m256 pv = _mm256_set1_ps(p[j]);
+        const uint16_t* vj = v + offsets[j] + i0;
+        a0 = _mm256_fmadd_ps(pv, simd::load_bf16_x8(vj), a0);
+        a1 = _mm256_fmadd_ps(pv, simd::load_bf16_x8(vj + 8), a1);
+        a2 = _mm256_fmadd_ps(pv, simd::load_bf16_x8(vj + 16), a2);
+        a3 = _mm256_fmadd_ps(pv, simd::load_bf16_x8(vj + 24), a3);
+      }
+      _mm256_storeu_ps(acc + i0, a0);
+      _mm256_storeu_ps(acc + i0 + 8, a1);
+      _mm256_storeu_ps(acc + i0 + 16, a2);
+      _mm256_storeu_ps(acc + i0 + 24, a3);
+    }
+    for (int64_t i = i0; i < d; ++i) acc[i] *= alpha;
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = i0; i < d; ++i) acc[i] = std::fma(p[j], bf16_to_f32(v[offsets[j] + i]), acc[i]);
   }
 };
 #endif
 
 // Attention of one query head at position `pos` over its sequence's cached keys 0..pos, in the
-// order the header states; Ops supplies the vector pieces (each reproduces PortableOps' bits).
+// order the header states; Ops supplies the vector pieces.
 template <typename Ops>
 void attend_one(const float* q, int64_t pos, const KeySlots& slots, const KvCacheLayer& cache,
                 const AttentionShape& s, int64_t kv_head, float* out,
@@ -119,21 +187,19 @@ void attend_one(const float* q, int64_t pos, const KeySlots& slots, const KvCach
   for (int64_t t0 = 0; t0 <= pos; t0 += kAttentionTile) {
     const int64_t n = std::min<int64_t>(kAttentionTile, pos + 1 - t0);
     for (int64_t j = 0; j < n; ++j) offsets[j] = slots.slot(t0 + j) * kv_dim + kv_head * d;
+    Ops::scores(q, cache.k, offsets, n, d, p, kf);
     float tile_max = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; ++j) {
-      p[j] = Ops::score(q, cache.k + offsets[j], d, kf) * s.scale;
+      p[j] = p[j] * s.scale;
       tile_max = p[j] > tile_max ? p[j] : tile_max;
     }
     const float m_new = tile_max > m ? tile_max : m;
     const float alpha = exp_f32(m - m_new);  // exp(−inf) = 0 on the first tile
+    Ops::exp_shift(p, n, m_new);
     float tile_sum = 0.0f;
-    for (int64_t j = 0; j < n; ++j) {
-      p[j] = exp_f32(p[j] - m_new);
-      tile_sum += p[j];
-    }
+    for (int64_t j = 0; j < n; ++j) tile_sum += p[j];
     l = l * alpha + tile_sum;
-    Ops::scale(acc, d, alpha);
-    for (int64_t j = 0; j < n; ++j) Ops::accumulate(acc, d, p[j], cache.v + offsets[j]);
+    Ops::accumulate(acc, d, alpha, p, cache.v, offsets, n);
     m = m_new;
   }
   for (int64_t i = 0; i < d; ++i) out[i] = acc[i] / l;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "core/error.h"
@@ -173,40 +174,57 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
   embedding(embed_tokens_, batch.token_ids.data(), num_tokens, h.data());
   rope_cos_sin(batch.positions.data(), num_tokens, inv_freq_, cos_sin.data());
 
+  // Token-wise work (norms, RoPE, KV writes, activations, residual adds) is split over tokens;
+  // each token's values are computed by one thread in the same order whatever the split.
+  auto for_tokens = [&](const std::function<void(int64_t t0, int64_t t1)>& fn) {
+    if (pool_ == nullptr || num_tokens == 1) return fn(0, num_tokens);
+    pool_->parallel_for(n, [&](size_t b, size_t e) { fn(static_cast<int64_t>(b), static_cast<int64_t>(e)); });
+  };
+
   for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
     const DecoderLayerWeights& l = layers_[static_cast<size_t>(li)];
-    // Attention block.
-    rms_norm(h.data(), num_tokens, hidden, hidden, l.input_layernorm.data(), eps, x.data(), hidden);
-    gemm(x.data(), num_tokens, hidden, l.qkv_proj, qkv.data(), qkv_dim, pool_);
-    add_bias(qkv.data(), num_tokens, qkv_dim, qkv_dim, l.qkv_bias);
-    for (int64_t t = 0; t < num_tokens; ++t) {
-      float* q = qkv.data() + t * qkv_dim;
-      float* k = q + q_dim;
-      if (c.has_qk_norm()) {
-        for (int64_t hh = 0; hh < c.num_attention_heads; ++hh)
-          rms_norm_row(q + hh * head_dim, head_dim, l.q_norm.data(), eps, q + hh * head_dim);
-        for (int64_t hh = 0; hh < c.num_key_value_heads; ++hh)
-          rms_norm_row(k + hh * head_dim, head_dim, l.k_norm.data(), eps, k + hh * head_dim);
-      }
-      rope_apply(q, c.num_attention_heads, head_dim, cos_sin.data() + t * head_dim);
-      rope_apply(k, c.num_key_value_heads, head_dim, cos_sin.data() + t * head_dim);
-    }
     KvCacheLayer kv = cache.layer(li);
-    write_kv(qkv.data() + q_dim, qkv_dim, qkv.data() + q_dim + kv_dim, qkv_dim, batch.slot_mapping.data(),
-             num_tokens, kv_dim, kv);
+    // Attention block.
+    for_tokens([&](int64_t t0, int64_t t1) {
+      rms_norm(h.data() + t0 * hidden, t1 - t0, hidden, hidden, l.input_layernorm.data(), eps,
+               x.data() + t0 * hidden, hidden);
+    });
+    gemm(x.data(), num_tokens, hidden, l.qkv_proj, qkv.data(), qkv_dim, pool_);
+    for_tokens([&](int64_t t0, int64_t t1) {
+      add_bias(qkv.data() + t0 * qkv_dim, t1 - t0, qkv_dim, qkv_dim, l.qkv_bias);
+      for (int64_t t = t0; t < t1; ++t) {
+        float* q = qkv.data() + t * qkv_dim;
+        float* k = q + q_dim;
+        if (c.has_qk_norm()) {
+          rms_norm(q, c.num_attention_heads, head_dim, head_dim, l.q_norm.data(), eps, q, head_dim);
+          rms_norm(k, c.num_key_value_heads, head_dim, head_dim, l.k_norm.data(), eps, k, head_dim);
+        }
+        rope_apply(q, c.num_attention_heads, head_dim, cos_sin.data() + t * head_dim);
+        rope_apply(k, c.num_key_value_heads, head_dim, cos_sin.data() + t * head_dim);
+      }
+      write_kv(qkv.data() + t0 * qkv_dim + q_dim, qkv_dim, qkv.data() + t0 * qkv_dim + q_dim + kv_dim,
+               qkv_dim, batch.slot_mapping.data() + t0, t1 - t0, kv_dim, kv);
+    });
     paged_attention(qkv.data(), qkv_dim, batch.positions.data(), batch.token_seq.data(), num_tokens,
                     batch.block_tables.data(), batch.max_blocks_per_seq, kv, shape, attn.data(), q_dim, pool_);
     gemm(attn.data(), num_tokens, q_dim, l.o_proj, delta.data(), hidden, pool_);
-    add_bias(delta.data(), num_tokens, hidden, hidden, l.o_bias);
-    add_residual(h.data(), delta.data(), h.size());
-    // MLP block (SwiGLU).
-    rms_norm(h.data(), num_tokens, hidden, hidden, l.post_attention_layernorm.data(), eps, x.data(), hidden);
+    // Residual add, then the MLP block (SwiGLU).
+    for_tokens([&](int64_t t0, int64_t t1) {
+      add_bias(delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.o_bias);
+      add_residual(h.data() + t0 * hidden, delta.data() + t0 * hidden, static_cast<size_t>((t1 - t0) * hidden));
+      rms_norm(h.data() + t0 * hidden, t1 - t0, hidden, hidden, l.post_attention_layernorm.data(), eps,
+               x.data() + t0 * hidden, hidden);
+    });
     gemm(x.data(), num_tokens, hidden, l.gate_up_proj, gate_up.data(), 2 * inter, pool_);
-    add_bias(gate_up.data(), num_tokens, 2 * inter, 2 * inter, l.gate_up_bias);
-    silu_mul(gate_up.data(), num_tokens, inter, 2 * inter, act.data(), inter);
+    for_tokens([&](int64_t t0, int64_t t1) {
+      add_bias(gate_up.data() + t0 * 2 * inter, t1 - t0, 2 * inter, 2 * inter, l.gate_up_bias);
+      silu_mul(gate_up.data() + t0 * 2 * inter, t1 - t0, inter, 2 * inter, act.data() + t0 * inter, inter);
+    });
     gemm(act.data(), num_tokens, inter, l.down_proj, delta.data(), hidden, pool_);
-    add_bias(delta.data(), num_tokens, hidden, hidden, l.down_bias);
-    add_residual(h.data(), delta.data(), h.size());
+    for_tokens([&](int64_t t0, int64_t t1) {
+      add_bias(delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.down_bias);
+      add_residual(h.data() + t0 * hidden, delta.data() + t0 * hidden, static_cast<size_t>((t1 - t0) * hidden));
+    });
   }
 
   // Final norm and LM head, only for the rows whose logits are wanted.

@@ -1,0 +1,78 @@
+"""The whole model gives the same bits on every kernel path: `ditto score` and `ditto generate`
+under DITTO_ISA=scalar, avx2 and avx512 (those this CPU runs) on a generated 2-layer qwen3-0.6b,
+compared as JSON text (shortest round-trip floats) and raw float32 log-probability rows."""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import run_ditto
+
+PATHS = ["scalar", "avx2", "avx512"]
+SEQ_A = ",".join(str((i * 7919) % 151643) for i in range(1, 80))  # 79 tokens: several attention tiles
+SEQ_B = "9707,11,1879,0,3"
+
+
+def run_isa(ditto_bin, isa, *args, check=True):
+    env = dict(os.environ, DITTO_ISA=isa)
+    proc = subprocess.run([ditto_bin, *map(str, args)], capture_output=True, text=True, timeout=900, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"DITTO_ISA={isa} ditto {' '.join(map(str, args))} failed:\n{proc.stderr}")
+    return proc
+
+
+def supported_paths(ditto_bin):
+    out = run_ditto(ditto_bin, "--version").stdout
+    best = re.search(r"cpu supports (\w+)", out).group(1)
+    return PATHS[: PATHS.index(best) + 1]
+
+
+@pytest.fixture(scope="module")
+def model(ditto_bin, tmp_path_factory):
+    out = tmp_path_factory.mktemp("qwen3isa") / "m"
+    run_ditto(ditto_bin, "make-test-model", "--preset", "qwen3-0.6b", "--num-hidden-layers", "2",
+              "--seed", "11", "--out", out)
+    return out
+
+
+def test_version_names_the_path(ditto_bin):
+    for isa in supported_paths(ditto_bin):
+        out = run_isa(ditto_bin, isa, "--version").stdout
+        assert f"isa {isa} " in out, out
+
+
+def test_score_bits_identical_on_every_path(ditto_bin, model, tmp_path):
+    paths = supported_paths(ditto_bin)
+    assert "scalar" in paths
+    results = {}
+    for isa in paths:
+        rows = tmp_path / f"{isa}.f32"
+        proc = run_isa(ditto_bin, isa, "score", "--model", model, "--json", "--threads", "2",
+                       "--token-ids", SEQ_A, "--token-ids", SEQ_B, "--logprobs-out", rows)
+        results[isa] = (proc.stdout, rows.read_bytes())
+    base_json, base_rows = results["scalar"]
+    assert len(base_json.splitlines()) == 78 + 4
+    assert len(base_rows) == (79 + 5) * 151936 * 4
+    for isa in paths[1:]:
+        assert results[isa][0] == base_json, f"score JSON differs on {isa}"
+        assert results[isa][1] == base_rows, f"log-probability rows differ on {isa}"
+
+
+def test_generate_identical_on_every_path(ditto_bin, model):
+    outs = {isa: run_isa(ditto_bin, isa, "generate", "--model", model, "--prompt-token-ids", SEQ_B,
+                         "--max-tokens", "12", "--ignore-eos", "--json").stdout
+            for isa in supported_paths(ditto_bin)}
+    first = outs["scalar"]
+    assert json.loads(first)
+    for isa, out in outs.items():
+        assert out == first, f"generate differs on {isa}"
+
+
+def test_unknown_isa_is_a_clear_error(ditto_bin, model):
+    proc = run_isa(ditto_bin, "sse9", "score", "--model", model, "--token-ids", SEQ_B, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: DITTO_ISA='sse9'"), proc.stderr
+    assert "scalar, avx2 or avx512" in proc.stderr
+    assert proc.stdout == ""
