@@ -263,5 +263,36 @@ TEST(IsaParityTest, PagedAttention) {
   }
 }
 
+TEST(IsaParityTest, WriteKvRoundsToBf16Identically) {
+  // Every 97th float32 bit pattern (4.4·10^7 values: ties, subnormals, ±inf, NaN payloads) through
+  // the KV write's f32 → bf16 rounding, compared as raw bf16 bits (NaN payloads included).
+  constexpr uint64_t kStride = 97;
+  constexpr int64_t kChunk = 1 << 20;
+  const int64_t kv_dim = 40;  // not a multiple of 16: exercises the tails
+  std::vector<float> src(static_cast<size_t>(kChunk));
+  for (uint64_t start = 0; start < (uint64_t{1} << 32); start += kStride * kChunk) {
+    int64_t n = 0;
+    for (uint64_t b = start; n < kChunk && b < (uint64_t{1} << 32); b += kStride, ++n)
+      src[static_cast<size_t>(n)] = std::bit_cast<float>(static_cast<uint32_t>(b));
+    const int64_t tokens = n / kv_dim;
+    std::vector<int64_t> slots(static_cast<size_t>(tokens));
+    for (int64_t t = 0; t < tokens; ++t) slots[t] = tokens - 1 - t;
+    auto run = [&] {
+      std::vector<uint16_t> k(static_cast<size_t>(tokens * kv_dim)), v(k.size());
+      write_kv(src.data(), kv_dim, src.data(), kv_dim, slots.data(), tokens, kv_dim, {k.data(), v.data(), tokens});
+      return k;
+    };
+    std::vector<uint16_t> want;
+    {
+      ScopedIsa s(Isa::kScalar);
+      want = run();
+    }
+    for (Isa isa : vector_paths()) {
+      ScopedIsa s(isa);
+      ASSERT_TRUE(run() == want) << "write_kv from bit pattern " << start << " on " << isa_name(isa);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ditto
