@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <string>
 
 #include "core/error.h"
@@ -162,14 +163,27 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
                              static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)))};
 
   const auto n = static_cast<size_t>(num_tokens);
-  std::vector<float> h(n * hidden);           // [num_tokens, hidden_size] residual stream
-  std::vector<float> x(n * hidden);           // [num_tokens, hidden_size] normed input
-  std::vector<float> qkv(n * qkv_dim);        // [num_tokens, q_dim + 2·kv_dim]
-  std::vector<float> attn(n * q_dim);         // [num_tokens, q_dim]
-  std::vector<float> gate_up(n * 2 * inter);  // [num_tokens, 2·intermediate_size]
-  std::vector<float> act(n * inter);          // [num_tokens, intermediate_size]
-  std::vector<float> delta(n * hidden);       // [num_tokens, hidden_size] a sublayer's output
-  std::vector<float> cos_sin(n * head_dim);   // [num_tokens, 2, head_dim / 2]
+  // Activations live in one arena reused across calls (it only grows), so a prefill does not pay
+  // for fresh zeroed pages on every step.
+  const size_t sizes[] = {n * hidden, n * hidden, n * qkv_dim, n * q_dim, n * 2 * inter, n * inter,
+                          n * hidden, n * head_dim};
+  size_t total = 0;
+  for (size_t sz : sizes) total += sz;
+  if (arena_.size() < total) arena_.resize(total);
+  float* next = arena_.data();
+  auto take = [&](size_t count) {
+    std::span<float> out(next, count);
+    next += count;
+    return out;
+  };
+  std::span<float> h = take(sizes[0]);        // [num_tokens, hidden_size] residual stream
+  std::span<float> x = take(sizes[1]);        // [num_tokens, hidden_size] normed input
+  std::span<float> qkv = take(sizes[2]);      // [num_tokens, q_dim + 2·kv_dim]
+  std::span<float> attn = take(sizes[3]);     // [num_tokens, q_dim]
+  std::span<float> gate_up = take(sizes[4]);  // [num_tokens, 2·intermediate_size]
+  std::span<float> act = take(sizes[5]);      // [num_tokens, intermediate_size]
+  std::span<float> delta = take(sizes[6]);    // [num_tokens, hidden_size] a sublayer's output
+  std::span<float> cos_sin = take(sizes[7]);  // [num_tokens, 2, head_dim / 2]
 
   embedding(embed_tokens_, batch.token_ids.data(), num_tokens, h.data());
   rope_cos_sin(batch.positions.data(), num_tokens, inv_freq_, cos_sin.data());

@@ -3,7 +3,8 @@
 // scaling, optional biases), so one forward pass serves both (Hugging Face modeling_qwen3.py,
 // modeling_llama.py). Weights are repacked once at load (kernels/packed_matrix.h).
 //
-// Thread-safety: forward() may not run concurrently on one instance (it uses the thread pool).
+// Thread-safety: forward() may not run concurrently on one instance (it uses the thread pool and
+// an activation arena owned by the instance).
 #pragma once
 
 #include <memory>
@@ -76,6 +77,7 @@ class CausalLM {
   std::vector<DecoderLayerWeights> layers_; // [num_hidden_layers]
   std::vector<float> norm_;                 // [hidden_size] f32 final RMSNorm
   PackedMatrix lm_head_;                    // [vocab_size, hidden_size]; empty when tied
+  mutable std::vector<float> arena_;        // forward()'s activations, reused across calls
 };
 
 }  // namespace ditto
