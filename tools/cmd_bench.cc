@@ -1,12 +1,143 @@
-// `ditto bench`: machine limits (read bandwidth, FMA peak) and model speed, as ratios.
+// `ditto bench`: the machine's limits and the model's speed, measured in the same run, and their
+// ratio. Decode at batch 1 streams every weight once per token, so its bound is
+// read bandwidth ÷ decode_weight_bytes(); decode_roofline_ratio says how close the engine gets.
+//
+// Methods (src/bench/): read bandwidth and FMA peak as machine_limits.h describes, each measured
+// right before and right after the phase it judges (FMA peak around prefill, bandwidth around
+// decode) and the better value kept, so that a limit comes from the same minutes of a shared
+// machine as its phase's fastest run; prefill and
+// decode as model_speed.h describes — after one warm-up run, up to --repeat timed runs per phase,
+// the fastest reported (a phase stops repeating once it has used 20 s, so slow kernels still
+// finish), the median beside it.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/machine_limits.h"
+#include "bench/model_speed.h"
 #include "commands.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
+#include "model/hub.h"
+#include "model_options.h"
 
 namespace ditto {
+namespace {
+
+struct BenchOptions {
+  ModelOptions model;
+  int64_t prompt_tokens = 512;
+  int64_t decode_tokens = 128;
+  uint64_t seed = 0;
+  int repeat = 3;
+  bool json = false;
+};
+
+constexpr int64_t kMaxTokens = int64_t{1} << 20;
+constexpr int kMaxRepeat = 100;
+
+// Flag errors before the (slow) load; the context-length check needs the config (ModelSpeedBench).
+void check_flags(const BenchOptions& o) {
+  auto in_range = [](const char* flag, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi)
+      throw_invalid_argument(std::string(flag) + " " + std::to_string(v) + " is out of range [" +
+                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  };
+  in_range("--prompt-tokens", o.prompt_tokens, 1, kMaxTokens);
+  in_range("--decode-tokens", o.decode_tokens, 1, kMaxTokens);
+  in_range("--repeat", o.repeat, 1, kMaxRepeat);
+}
+
+void run_bench(const BenchOptions& o) {
+  check_flags(o);
+  const std::string dir = resolve_model_path(o.model.model);
+  LoadedModel lm = load_model(o.model);
+  const CausalLM& model = *lm.model;
+  ThreadPool* pool = lm.pool.get();
+
+  ModelSpeedOptions so;
+  so.prompt_tokens = o.prompt_tokens;
+  so.decode_tokens = o.decode_tokens;
+  so.seed = o.seed;
+  so.block_size = o.model.block_size;
+  so.repeat.repetitions = o.repeat;
+  ModelSpeedBench bench(model, so);
+  // Each limit is measured right before and right after the phase it judges and the better value
+  // kept: the phase's fastest run catches the quietest moment of a shared machine, so should its
+  // limit.
+  double peak = measure_fma_peak(pool);  // FLOP/s
+  const RunTimes prefill = bench.time_prefill();
+  peak = std::max(peak, measure_fma_peak(pool));
+  ReadBandwidthMeter meter(pool);
+  double bandwidth = meter.measure();  // bytes/s
+  const RunTimes decode = bench.time_decode();
+  bandwidth = std::max(bandwidth, meter.measure());
+  const double prefill_tokens_per_s = o.prompt_tokens / prefill.best_seconds;
+  const double decode_tokens_per_s = o.decode_tokens / decode.best_seconds;
+
+  const int64_t weight_bytes = model.decode_weight_bytes();
+  const double roofline = bandwidth / static_cast<double>(weight_bytes);  // decode tokens/s bound
+  const double ratio = decode_tokens_per_s / roofline;
+  const std::string isa(isa_name(active_isa()));
+  if (o.json) {
+    const nlohmann::ordered_json j = {
+        {"model", dir},
+        {"isa", isa},
+        {"threads", pool->num_threads()},
+        {"num_hidden_layers", model.config().num_hidden_layers},
+        {"decode_weight_bytes", weight_bytes},
+        {"prompt_tokens", o.prompt_tokens},
+        {"decode_tokens", o.decode_tokens},
+        {"seed", o.seed},
+        {"read_bandwidth_gbps", bandwidth / 1e9},
+        {"fma_gflops", peak / 1e9},
+        {"prefill_tokens_per_s", prefill_tokens_per_s},
+        {"prefill_tokens_per_s_median", o.prompt_tokens / prefill.median_seconds},
+        {"prefill_runs", prefill.runs},
+        {"decode_tokens_per_s", decode_tokens_per_s},
+        {"decode_tokens_per_s_median", o.decode_tokens / decode.median_seconds},
+        {"decode_runs", decode.runs},
+        {"decode_roofline_tokens_per_s", roofline},
+        {"decode_roofline_ratio", ratio},
+    };
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return;
+  }
+  std::printf("model            %s (%lld layers, %.1f MB of weights per decode step)\n", dir.c_str(),
+              static_cast<long long>(model.config().num_hidden_layers), weight_bytes / 1e6);
+  std::printf("isa, threads     %s, %d\n", isa.c_str(), pool->num_threads());
+  std::printf("read bandwidth   %10.2f GB/s\n", bandwidth / 1e9);
+  std::printf("fma peak         %10.2f GFLOP/s\n", peak / 1e9);
+  std::printf("prefill          %10.2f tokens/s   (%lld-token prompt; best of %d, median %.2f)\n",
+              prefill_tokens_per_s, static_cast<long long>(o.prompt_tokens), prefill.runs,
+              o.prompt_tokens / prefill.median_seconds);
+  std::printf("decode           %10.2f tokens/s   (%lld steps at batch 1; best of %d, median %.2f)\n",
+              decode_tokens_per_s, static_cast<long long>(o.decode_tokens), decode.runs,
+              o.decode_tokens / decode.median_seconds);
+  std::printf("decode roofline  %10.2f tokens/s   (read bandwidth / decode weight bytes)\n", roofline);
+  std::printf("decode / roofline %9.3f\n", ratio);
+}
+
+}  // namespace
 
 void add_bench_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("bench", "Measure the machine's limits and the model's speed");
-  cmd->callback([] { throw_error(ErrorCode::kInternal, "bench: not implemented yet"); });
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Measure the machine's limits (read bandwidth, FMA peak) and the model's prefill and decode "
+      "speed in one run; prints decode speed as a ratio to the bandwidth roofline");
+  add_model_options(cmd, o->model);
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "Tokens of the random prompt (prefilled in steps of 512)")
+      ->capture_default_str();
+  cmd->add_option("--decode-tokens", o->decode_tokens, "Greedy decode steps at batch 1")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the random prompt")->capture_default_str();
+  cmd->add_option("--repeat", o->repeat, "Timed runs per phase after one warm-up (the fastest is reported)")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "One JSON object instead of the table");
+  cmd->callback([o] { run_bench(*o); });
 }
 
 }  // namespace ditto

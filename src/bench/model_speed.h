@@ -1,0 +1,62 @@
+// Prefill and decode speed of a model at batch size 1, the way `ditto generate` drives it:
+// a seeded random prompt prefilled in steps of at most kPrefillStepTokens tokens, then greedy
+// decode steps of one token each, through ModelRunner over a paged KV cache.
+// Thread-safety: uses the model's thread pool; not concurrently with other work on that model.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/timing.h"
+#include "engine/model_runner.h"
+#include "model/causal_lm.h"
+
+namespace ditto {
+
+// The most tokens one prefill step runs (as `ditto generate` does).
+inline constexpr int64_t kPrefillStepTokens = 512;
+
+struct ModelSpeedOptions {
+  int64_t prompt_tokens = 512;
+  int64_t decode_tokens = 128;
+  uint64_t seed = 0;        // of the random prompt
+  int64_t block_size = 16;  // KV cache block, tokens
+  // Applied to each phase separately. The prefill warm-up is a full prefill (it also fills the KV
+  // cache the decode runs read); the decode warm-up is a full run of decode_tokens steps.
+  RepeatPolicy repeat{.warmups = 1, .repetitions = 3, .budget_seconds = 20};
+};
+
+// `num_tokens` token ids uniform in [0, vocab_size), a pure function of (seed, index): Philox4x32-10
+// keyed by the seed, one 32-bit word per token reduced modulo vocab_size.
+std::vector<int32_t> random_prompt(int64_t num_tokens, int64_t vocab_size, uint64_t seed);
+
+// Times the two phases separately, so a caller can measure the machine limit each is judged by
+// right before it. Every timed prefill reruns the same prompt into the same KV blocks, and every
+// timed decode restarts at position prompt_tokens and regenerates the same greedy tokens (the model
+// is deterministic), so repetitions measure identical work.
+class ModelSpeedBench {
+ public:
+  // Allocates a KV cache for prompt_tokens + decode_tokens positions. Throws
+  // Error(kInvalidArgument) if prompt_tokens or decode_tokens is under 1 or together they exceed
+  // the model's max_position_embeddings.
+  ModelSpeedBench(const CausalLM& model, const ModelSpeedOptions& options);
+
+  // One prefill of prompt_tokens tokens. Tokens/s = prompt_tokens ÷ seconds.
+  RunTimes time_prefill();
+  // decode_tokens greedy steps at batch 1 after the prompt; requires time_prefill() first.
+  // Tokens/s = decode_tokens ÷ seconds.
+  RunTimes time_decode();
+
+ private:
+  void prefill();
+  void decode();
+
+  const CausalLM& model_;
+  ModelSpeedOptions options_;
+  std::vector<int32_t> prompt_;  // [prompt_tokens]
+  ModelRunner runner_;
+  std::vector<int32_t> blocks_;  // the sequence's block table
+  int32_t first_token_ = -1;     // greedy token after the prompt: decode's first input
+};
+
+}  // namespace ditto
