@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# llama.cpp beside ditto: builds llama.cpp from the source bundled in the npm package
+# node-llama-cpp@3.21.1, writes a ditto model directory as GGUF with `ditto export-gguf`, then
+# benchmarks it with llama-bench or checks the GGUF against ditto (see bench/llama_cpp.md).
+#
+#   bench/llama_cpp.sh build               fetch and build llama.cpp only
+#   bench/llama_cpp.sh bench MODEL_DIR     llama-bench -p 512 -n 128: prefill/decode tokens/s as JSON
+#   bench/llama_cpp.sh validate MODEL_DIR  next-token log-probabilities and tokenization vs ditto
+#
+# Environment: DITTO_BENCH_CACHE (llama.cpp source, build and GGUF files; default
+# ~/.cache/ditto-bench), BUILD_DIR (ditto's build, default build), THREADS (llama-bench -t,
+# default 2), REPETITIONS (llama-bench -r, default 5), JOBS (compile jobs, default 2).
+# Every step is skipped when its output is already there; nothing is written inside the repo
+# except ditto's own build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+
+NODE_LLAMA_CPP_VERSION=3.21.1
+CACHE=${DITTO_BENCH_CACHE:-$HOME/.cache/ditto-bench}
+BUILD_DIR=${BUILD_DIR:-build}
+THREADS=${THREADS:-2}
+REPETITIONS=${REPETITIONS:-5}
+JOBS=${JOBS:-2}
+PYTHON=/usr/bin/python3  # has numpy (validate)
+
+LLAMA=$CACHE/llama.cpp-node-llama-cpp-$NODE_LLAMA_CPP_VERSION
+LLAMA_SRC=$LLAMA/src
+LLAMA_BUILD=$LLAMA/build
+LLAMA_BIN=$LLAMA_BUILD/bin
+PROBE=$LLAMA_BIN/llama_cpp_probe
+
+log() { echo "llama_cpp.sh: $*" >&2; }
+die() { echo "error: llama_cpp.sh: $*" >&2; exit 1; }
+usage() { sed -n '6,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+# The llama.cpp source: node-llama-cpp's tarball (npm pack: no install scripts run) holds
+# llama/gitRelease.bundle, a git bundle of the llama.cpp release it was built against.
+fetch_llama_cpp() {
+  if [[ -f $LLAMA_SRC/CMakeLists.txt ]]; then return; fi
+  command -v npm >/dev/null || die "npm is needed to fetch node-llama-cpp (apt-get install npm)"
+  command -v git >/dev/null || die "git is needed to clone llama.cpp's bundle"
+  local npm_dir=$LLAMA/npm
+  mkdir -p "$npm_dir"
+  local tgz=$npm_dir/node-llama-cpp-$NODE_LLAMA_CPP_VERSION.tgz
+  if [[ ! -f $tgz ]]; then
+    log "fetching node-llama-cpp@$NODE_LLAMA_CPP_VERSION (npm pack) into $npm_dir"
+    (cd "$npm_dir" && npm pack --silent "node-llama-cpp@$NODE_LLAMA_CPP_VERSION" >/dev/null) ||
+      die "npm pack node-llama-cpp@$NODE_LLAMA_CPP_VERSION failed (network? npm registry?)"
+  fi
+  tar -xzf "$tgz" -C "$npm_dir" package/llama/gitRelease.bundle ||
+    die "$tgz has no package/llama/gitRelease.bundle"
+  log "cloning llama.cpp from the bundle into $LLAMA_SRC"
+  rm -rf "$LLAMA_SRC.partial"
+  git clone --quiet "$npm_dir/package/llama/gitRelease.bundle" "$LLAMA_SRC.partial" 2>/dev/null ||
+    die "git clone of $npm_dir/package/llama/gitRelease.bundle failed"
+  mv "$LLAMA_SRC.partial" "$LLAMA_SRC"
+}
+
+build_llama_cpp() {
+  fetch_llama_cpp
+  if [[ -x $LLAMA_BIN/llama-bench && -x $LLAMA_BIN/llama-server ]]; then
+    log "llama.cpp already built in $LLAMA_BIN"
+  else
+    command -v cmake >/dev/null || die "cmake is needed to build llama.cpp"
+    log "configuring llama.cpp (Release, GGML_NATIVE=ON) in $LLAMA_BUILD"
+    cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+      -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+      >"$LLAMA/configure.log" 2>&1 || die "cmake configure failed; see $LLAMA/configure.log"
+    log "building llama-bench, llama-server, llama-tokenize with -j$JOBS (about 6-9 minutes on 2 cores)"
+    cmake --build "$LLAMA_BUILD" -j"$JOBS" --target llama-bench llama-server llama-tokenize \
+      >"$LLAMA/build.log" 2>&1 || die "llama.cpp build failed; see $LLAMA/build.log"
+  fi
+  # The probe (libllama's C API) is ours: rebuilt when its source is newer.
+  if [[ ! -x $PROBE || $REPO/bench/llama_cpp_probe.cc -nt $PROBE ]]; then
+    log "building $PROBE"
+    g++ -std=c++17 -O2 "$REPO/bench/llama_cpp_probe.cc" -I"$LLAMA_SRC/include" \
+      -I"$LLAMA_SRC/ggml/include" -L"$LLAMA_BIN" -lllama -lggml -lggml-base \
+      -Wl,-rpath,"$LLAMA_BIN" -o "$PROBE" || die "building the probe failed"
+  fi
+}
+
+build_ditto() {
+  if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
+    cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  fi
+  cmake --build "$BUILD_DIR" -j"$JOBS" --target ditto >/dev/null || die "building ditto failed"
+  DITTO=$REPO/$BUILD_DIR/tools/ditto
+}
+
+# Writes $GGUF for model directory $1, unless a GGUF newer than every file of it exists.
+export_gguf() {
+  local model=$1
+  [[ -f $model/config.json ]] || die "$model is not a model directory (no config.json)"
+  local abs; abs=$(cd "$model" && pwd)
+  mkdir -p "$CACHE/gguf"
+  GGUF=$CACHE/gguf/$(basename "$abs")-$(printf %s "$abs" | sha1sum | cut -c1-8).gguf
+  if [[ -f $GGUF && -z $(find "$abs" -newer "$GGUF" -type f -print -quit) ]]; then
+    log "using $GGUF (newer than $abs)"
+    return
+  fi
+  log "exporting $abs to $GGUF"
+  "$DITTO" export-gguf --model "$abs" --output "$GGUF" >&2
+}
+
+cmd_bench() {
+  local model=$1
+  build_llama_cpp
+  build_ditto
+  export_gguf "$model"
+  log "llama-bench -p 512 -n 128 -t $THREADS -r $REPETITIONS (minutes for a 0.6B model on 2 cores)"
+  local out; out=$("$LLAMA_BIN/llama-bench" -m "$GGUF" -p 512 -n 128 -t "$THREADS" \
+    -r "$REPETITIONS" -o json 2>"$LLAMA/llama-bench.log") ||
+    die "llama-bench failed; see $LLAMA/llama-bench.log"
+  local commit; commit=$(git -C "$LLAMA_SRC" rev-parse --short HEAD)
+  LLAMA_BENCH_JSON=$out "$PYTHON" - "$model" "$GGUF" "$THREADS" "$commit" <<'EOF'
+import json, os, statistics, sys
+model, gguf, threads, commit = sys.argv[1:]
+runs = json.loads(os.environ["LLAMA_BENCH_JSON"])
+prefill = next(r for r in runs if r["n_prompt"] > 0 and r["n_gen"] == 0)
+decode = next(r for r in runs if r["n_gen"] > 0 and r["n_prompt"] == 0)
+# The median beside llama-bench's mean: on a shared machine one slow repetition moves the mean.
+print(json.dumps({
+    "model": model, "gguf": gguf, "engine": "llama.cpp (node-llama-cpp 3.21.1, " + commit + ")",
+    "cpu": prefill.get("cpu_info"), "threads": int(threads), "type": prefill.get("model_type"),
+    "prefill_tokens": prefill["n_prompt"], "prefill_tokens_per_s": round(prefill["avg_ts"], 2),
+    "prefill_median": round(statistics.median(prefill["samples_ts"]), 2),
+    "prefill_stddev": round(prefill["stddev_ts"], 2),
+    "decode_tokens": decode["n_gen"], "decode_tokens_per_s": round(decode["avg_ts"], 2),
+    "decode_median": round(statistics.median(decode["samples_ts"]), 2),
+    "decode_stddev": round(decode["stddev_ts"], 2), "repetitions": len(prefill["samples_ts"]),
+}))
+EOF
+}
+
+cmd_validate() {
+  local model=$1
+  build_llama_cpp
+  build_ditto
+  export_gguf "$model"
+  WORK=$(mktemp -d)
+  trap 'rm -rf "$WORK"' EXIT
+  local work=$WORK
+  # Logprobs: the same ids through both engines; ids from ditto's tokenizer on a fixed text.
+  local text='The capital of France is Paris. It is known for the Eiffel Tower, museums such as the Louvre, and its cafés; 2 + 2 = 4.'
+  local ids
+  ids=$("$PYTHON" -c 'import json,sys; print(json.dumps({"text": sys.argv[1]}))' "$text" |
+    "$DITTO" tokenize --model "$model" --input - |
+    "$PYTHON" -c 'import json,sys; print(",".join(map(str, json.load(sys.stdin)["ids"])))')
+  log "scoring $(tr ',' '\n' <<<"$ids" | wc -l) tokens with ditto and llama.cpp"
+  "$DITTO" score --model "$model" --token-ids "$ids" --json --logprobs-out "$work/ditto.f32" >/dev/null
+  "$PROBE" score "$GGUF" "$ids" "$work/llama.f32" >/dev/null
+  # Tokenization: ditto's tokenizer parity corpus through both.
+  cat tests/tokenizer/corpus/*.jsonl >"$work/corpus.jsonl"
+  "$DITTO" tokenize --model "$model" --input "$work/corpus.jsonl" >"$work/ditto.ids"
+  "$PROBE" tokenize "$GGUF" <"$work/corpus.jsonl" >"$work/llama.ids"
+  "$PYTHON" bench/llama_cpp_compare.py --model "$model" --gguf "$GGUF" \
+    --ditto-rows "$work/ditto.f32" --llama-rows "$work/llama.f32" \
+    --corpus "$work/corpus.jsonl" --ditto-ids "$work/ditto.ids" --llama-ids "$work/llama.ids"
+}
+
+case ${1:-} in
+  build) [[ $# -eq 1 ]] || usage; build_llama_cpp; log "binaries in $LLAMA_BIN" ;;
+  bench) [[ $# -eq 2 ]] || usage; cmd_bench "$2" ;;
+  validate) [[ $# -eq 2 ]] || usage; cmd_validate "$2" ;;
+  *) usage ;;
+esac

@@ -1,0 +1,141 @@
+// llama_cpp_probe: the few llama.cpp numbers bench/llama_cpp.sh compares with ditto's, through
+// libllama's C API. Built by that script against its llama.cpp build, never by ditto's CMake.
+//
+//   llama_cpp_probe tokenize MODEL.gguf < texts.jsonl    # {"text": ...} lines -> {"ids": [...]} lines
+//   llama_cpp_probe score MODEL.gguf IDS ROWS.f32        # like `ditto score --token-ids IDS --json
+//                                                        #   --logprobs-out ROWS.f32`
+//
+// tokenize: special tokens parsed and BOS added as the model's tokenizer.ggml.add_bos_token says
+// (what Hugging Face's encode(text) does). score: one llama_decode of every id with logits for
+// all positions (n_ctx = n_batch = n_ubatch = len(IDS), one thread, KV cache as llama.cpp's
+// default f16); ROWS.f32 is [len(IDS), n_vocab] little-endian float32 log-softmax (computed in
+// double), row i the distribution after ids 0..i; stdout has one JSON line per position p >= 1:
+// position, token_id, logprob, top_token_id, top_logprob.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "llama.h"
+
+namespace {
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "error: llama_cpp_probe: %s\n", message.c_str());
+  std::exit(1);
+}
+
+void quiet_log(ggml_log_level level, const char* text, void*) {
+  if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+}
+
+llama_model* load(const char* path, bool vocab_only) {
+  llama_model_params mp = llama_model_default_params();
+  mp.vocab_only = vocab_only;
+  llama_model* model = llama_model_load_from_file(path, mp);
+  if (model == nullptr) die(std::string("cannot load ") + path);
+  return model;
+}
+
+std::vector<llama_token> tokenize(const llama_vocab* vocab, const std::string& text) {
+  const bool add_bos = llama_vocab_get_add_bos(vocab);
+  std::vector<llama_token> ids(text.size() + 8);
+  int n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), ids.data(),
+                         static_cast<int32_t>(ids.size()), add_bos, /*parse_special=*/true);
+  if (n < 0) {
+    ids.resize(static_cast<size_t>(-n));
+    n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), ids.data(),
+                       static_cast<int32_t>(ids.size()), add_bos, true);
+  }
+  if (n < 0) die("tokenize failed");
+  ids.resize(static_cast<size_t>(n));
+  return ids;
+}
+
+int run_tokenize(const char* model_path) {
+  llama_model* model = load(model_path, /*vocab_only=*/true);
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    const std::vector<llama_token> ids = tokenize(vocab, j.at("text").get<std::string>());
+    std::cout << nlohmann::json{{"ids", ids}}.dump() << '\n';
+  }
+  llama_model_free(model);
+  return 0;
+}
+
+int run_score(const char* model_path, const std::string& ids_text, const char* rows_path) {
+  std::vector<llama_token> ids;
+  for (size_t start = 0; start <= ids_text.size();) {
+    const size_t comma = ids_text.find(',', start);
+    ids.push_back(std::stoi(ids_text.substr(start, comma - start)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  const uint32_t n = static_cast<uint32_t>(ids.size());
+  llama_model* model = load(model_path, false);
+  const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = cp.n_batch = cp.n_ubatch = n;
+  cp.n_seq_max = 1;
+  cp.n_threads = cp.n_threads_batch = 1;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (ctx == nullptr) die("cannot create a context");
+  llama_batch batch = llama_batch_init(static_cast<int32_t>(n), 0, 1);
+  for (uint32_t i = 0; i < n; ++i) {
+    batch.token[i] = ids[i];
+    batch.pos[i] = static_cast<llama_pos>(i);
+    batch.n_seq_id[i] = 1;
+    batch.seq_id[i][0] = 0;
+    batch.logits[i] = 1;
+  }
+  batch.n_tokens = static_cast<int32_t>(n);
+  if (llama_decode(ctx, batch) != 0) die("llama_decode failed");
+  std::ofstream rows(rows_path, std::ios::binary);
+  std::vector<float> row(static_cast<size_t>(n_vocab));
+  for (uint32_t i = 0; i < n; ++i) {
+    const float* logits = llama_get_logits_ith(ctx, static_cast<int32_t>(i));
+    double max = logits[0];
+    for (int32_t v = 1; v < n_vocab; ++v) max = std::max(max, static_cast<double>(logits[v]));
+    double sum = 0;
+    for (int32_t v = 0; v < n_vocab; ++v) sum += std::exp(logits[v] - max);
+    const double lse = max + std::log(sum);
+    int32_t top = 0;
+    for (int32_t v = 0; v < n_vocab; ++v) {
+      row[v] = static_cast<float>(logits[v] - lse);
+      if (row[v] > row[top]) top = v;
+    }
+    rows.write(reinterpret_cast<const char*>(row.data()), static_cast<std::streamsize>(row.size() * 4));
+    if (i + 1 < n) {
+      std::cout << nlohmann::json{{"position", i + 1}, {"token_id", ids[i + 1]},
+                                  {"logprob", row[ids[i + 1]]}, {"top_token_id", top},
+                                  {"top_logprob", row[top]}}.dump()
+                << '\n';
+    }
+  }
+  if (!rows) die(std::string("cannot write ") + rows_path);
+  llama_batch_free(batch);
+  llama_free(ctx);
+  llama_model_free(model);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  llama_log_set(quiet_log, nullptr);
+  llama_backend_init();
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "tokenize" && argc == 3) return run_tokenize(argv[2]);
+  if (mode == "score" && argc == 5) return run_score(argv[2], argv[3], argv[4]);
+  std::fprintf(stderr, "usage: %s tokenize MODEL.gguf < texts.jsonl\n"
+                       "       %s score MODEL.gguf ID,ID,... ROWS.f32\n", argv[0], argv[0]);
+  return 2;
+}
