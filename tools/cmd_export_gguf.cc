@@ -93,8 +93,13 @@ bool truthy(const json& j) {
   return j != 0;
 }
 
-json value_or_null(const json& obj, const std::string& key) {
-  return obj.is_object() && obj.contains(key) ? obj[key] : json();
+// obj[key], or null when obj is not an object or lacks the key (a reference: no copy of the
+// tokenizer's megabytes).
+const json& value_or_null(const json& obj, const std::string& key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  const auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
 }
 
 // An insertion-ordered map, as the converter's Python dicts are.
@@ -127,8 +132,8 @@ struct GgufVocab {
 };
 
 bool looks_special(const std::string& t) {  // TextModel.does_token_look_special
-  auto wrapped = [&](const std::string& open, const std::string& close) {
-    return t.size() >= open.size() + close.size() - 1 && t.rfind(open, 0) == 0 &&
+  auto wrapped = [&](const std::string& open, const std::string& close) {  // may overlap, as in Python
+    return t.rfind(open, 0) == 0 && t.size() >= close.size() &&
            t.compare(t.size() - close.size(), close.size(), close) == 0;
   };
   return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
@@ -233,7 +238,7 @@ GgufVocab read_vocab(const std::string& dir, const json& config, int64_t vocab_s
   const json tok = read_json(tok_path);
   json tc = read_json_if_present(dir + "/tokenizer_config.json").value_or(json::object());
   if (!tc.is_object()) throw_invalid_argument(dir + "/tokenizer_config.json: not a JSON object");
-  const json model = value_or_null(tok, "model");
+  const json& model = value_or_null(tok, "model");
   if (value_or_null(model, "type") != "BPE" || !value_or_null(model, "vocab").is_object()) {
     throw_invalid_argument(tok_path + ": model is not a BPE model with a vocab (export-gguf writes "
                            "byte-level BPE tokenizers only)");
@@ -326,8 +331,8 @@ GgufVocab read_vocab(const std::string& dir, const json& config, int64_t vocab_s
     for (const std::string& type : types) {
       const json add = value_or_null(tc, "add_" + type + "_token");
       if (add.is_boolean()) v.add_special.set(type, add.get<bool>());
-      json entry = value_or_null(tc, type + "_token");
-      if (entry.is_object()) entry = value_or_null(entry, "content");
+      const json& raw = value_or_null(tc, type + "_token");  // "<s>" or {"content": "<s>", ...}
+      const json& entry = raw.is_object() ? value_or_null(raw, "content") : raw;
       if (!entry.is_string()) continue;
       for (const json& a : value_or_null(tok, "added_tokens")) {
         if (a.value("content", "") == entry.get<std::string>()) {
