@@ -18,10 +18,11 @@
 //              (it also pays exp and the softmax). Rotated over copies like small GEMVs.
 // Timing: one warm-up pass, then up to 10 timed passes, the fastest reported; a row stops
 // repeating after 3 s (bench/timing.h), so the scalar path still finishes.
-// The limits: src/bench/machine_limits.h, on the same thread pool; the one a row is judged by is
-// measured right before and right after the row and the better value kept, so that it comes from
-// the same minutes of a shared machine as the row's fastest run. Prints one line per row, or with
-// --json one JSON array of row objects.
+// The limits: src/bench/machine_limits.h, on the same thread pool. The one a row is judged by is
+// the best of a full measurement right before the row, one limit pass before each of the row's
+// passes, and a full measurement right after, so that it samples the same moments of a shared
+// machine as the row's fastest pass. Prints one line per row, or with --json one JSON array of
+// row objects.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -69,7 +70,7 @@ struct Row {
   RunTimes times;
   bool bandwidth_bound = true;  // judged by read bandwidth (bytes/s), else by FMA peak (FLOP/s)
   double achieved = 0;          // bytes/s or FLOP/s
-  double limit = 0;             // the limit, measured around the row (bracketed): bytes/s or FLOP/s
+  double limit = 0;             // the limit, measured around and between the row's passes: bytes/s or FLOP/s
   double ratio = 0;             // achieved / limit
   std::optional<double> target;
 };
@@ -144,13 +145,19 @@ int copies_for(int64_t bytes) {
   return static_cast<int>(std::max<int64_t>(1, (kWorkingSetBytes + bytes - 1) / bytes));
 }
 
-// Times a row between two measurements of its limit and keeps the better one in *limit: the
-// kernel's fastest run catches the quietest moment of a noisy machine, so its limit should too.
-RunTimes bracketed(double* limit, const std::function<double()>& measure_limit,
-                   const std::function<RunTimes()>& time_row) {
-  const double before = measure_limit();
-  const RunTimes times = time_row();
-  *limit = std::max(before, measure_limit());
+struct Meters {
+  ReadBandwidthMeter bandwidth;
+  FmaPeakMeter fma;
+};
+
+// Times a row's passes under kRowPolicy and sets *limit to the best of a full measurement of the
+// limit before the row, one limit pass before each of the row's passes, and a full measurement
+// after: the row's fastest pass catches the quietest moment of a noisy machine, so must its limit.
+template <typename Meter>
+RunTimes judged_by(Meter& meter, double* limit, const std::function<void()>& row_pass) {
+  double best = meter.measure();
+  const RunTimes times = time_runs(row_pass, kRowPolicy, [&] { best = std::max(best, meter.pass()); });
+  *limit = std::max(best, meter.measure());
   return times;
 }
 
@@ -158,7 +165,7 @@ RunTimes bracketed(double* limit, const std::function<double()>& measure_limit,
 // GEMV and GEMM rows of one matrix. The weight is built once; the GEMV's extra copies only while
 // its row runs.
 void matrix_rows(const std::string& model, const MatrixShape& s, bool gemv, bool gemm_rows, ThreadPool* pool,
-                 ReadBandwidthMeter& bandwidth, std::vector<Row>& rows) {
+                 Meters& meters, std::vector<Row>& rows) {
   std::vector<PackedMatrix> copies;
   copies.push_back(random_packed(s, static_cast<uint64_t>(s.n * 31 + s.k), pool));
   const auto bytes = static_cast<int64_t>(copies[0].data.size());
@@ -168,10 +175,8 @@ void matrix_rows(const std::string& model, const MatrixShape& s, bool gemv, bool
     const std::vector<float> x = random_f32(s.k, 1);
     std::vector<float> y(static_cast<size_t>(s.n));
     Row r = make_row("gemv", model, s.name, 1, s.n, s.k, num_copies);
-    r.times = bracketed(&r.limit, [&] { return bandwidth.measure(); }, [&] {
-      return time_runs([&] {
-        for (const PackedMatrix& w : copies) gemm(x.data(), 1, s.k, w, y.data(), s.n, pool);
-      }, kRowPolicy);
+    r.times = judged_by(meters.bandwidth, &r.limit, [&] {
+      for (const PackedMatrix& w : copies) gemm(x.data(), 1, s.k, w, y.data(), s.n, pool);
     });
     r.achieved = static_cast<double>(bytes) * num_copies / r.times.best_seconds;
     r.ratio = r.achieved / r.limit;
@@ -184,9 +189,8 @@ void matrix_rows(const std::string& model, const MatrixShape& s, bool gemv, bool
     std::vector<float> y(static_cast<size_t>(kPrefillRows * s.n));
     Row r = make_row("gemm", model, s.name, kPrefillRows, s.n, s.k, 1);
     r.bandwidth_bound = false;
-    r.times = bracketed(&r.limit, [&] { return measure_fma_peak(pool); }, [&] {
-      return time_runs([&] { gemm(x.data(), kPrefillRows, s.k, copies[0], y.data(), s.n, pool); }, kRowPolicy);
-    });
+    r.times = judged_by(meters.fma, &r.limit,
+                        [&] { gemm(x.data(), kPrefillRows, s.k, copies[0], y.data(), s.n, pool); });
     r.achieved = 2.0 * static_cast<double>(kPrefillRows) * static_cast<double>(s.n) * static_cast<double>(s.k) /
                  r.times.best_seconds;
     r.ratio = r.achieved / r.limit;
@@ -197,7 +201,7 @@ void matrix_rows(const std::string& model, const MatrixShape& s, bool gemv, bool
 
 // Decode attention of one token over kAttentionContext cached positions, rotated over copies of the
 // cache (one per "layer") until they exceed kWorkingSetBytes.
-Row attention_row(const std::string& model, const ModelConfig& c, ThreadPool* pool, ReadBandwidthMeter& bandwidth) {
+Row attention_row(const std::string& model, const ModelConfig& c, ThreadPool* pool, Meters& meters) {
   const int64_t kv_dim = c.num_key_value_heads * c.head_dim;
   const int64_t q_dim = c.num_attention_heads * c.head_dim;
   const int64_t num_blocks = (kAttentionContext + kAttentionBlockSize - 1) / kAttentionBlockSize;
@@ -218,14 +222,12 @@ Row attention_row(const std::string& model, const ModelConfig& c, ThreadPool* po
                              1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   Row r = make_row("attention", model, "decode@" + std::to_string(kAttentionContext), 1, c.num_attention_heads,
                    c.head_dim, num_copies);
-  r.times = bracketed(&r.limit, [&] { return bandwidth.measure(); }, [&] {
-    return time_runs([&] {
-      for (int i = 0; i < num_copies; ++i) {
-        const KvCacheLayer cache{k[i].data(), v[i].data(), slots};
-        paged_attention(q.data(), q_dim, &position, &token_seq, 1, block_table.data(), num_blocks, cache, shape,
-                        out.data(), q_dim, pool);
-      }
-    }, kRowPolicy);
+  r.times = judged_by(meters.bandwidth, &r.limit, [&] {
+    for (int i = 0; i < num_copies; ++i) {
+      const KvCacheLayer cache{k[i].data(), v[i].data(), slots};
+      paged_attention(q.data(), q_dim, &position, &token_seq, 1, block_table.data(), num_blocks, cache, shape,
+                      out.data(), q_dim, pool);
+    }
   });
   r.achieved = static_cast<double>(bytes) * num_copies / r.times.best_seconds;
   r.ratio = r.achieved / r.limit;
@@ -308,7 +310,7 @@ int run(int argc, char** argv) {
   for (const std::string& p : split_list(models)) configs.emplace_back(p, preset_model_config(p));
 
   ThreadPool pool(threads);
-  ReadBandwidthMeter bandwidth(&pool);
+  Meters meters{ReadBandwidthMeter(&pool), FmaPeakMeter(&pool)};
   if (!json) std::printf("isa %s, %d threads\n", std::string(isa_name(active_isa())).c_str(), threads);
   std::vector<Row> rows;
   const auto emit = [&](size_t from) {
@@ -319,11 +321,11 @@ int run(int argc, char** argv) {
   for (const auto& [name, config] : configs) {
     for (const MatrixShape& s : matrix_shapes(config)) {
       const size_t from = rows.size();
-      matrix_rows(name, s, wants("gemv"), wants("gemm"), &pool, bandwidth, rows);
+      matrix_rows(name, s, wants("gemv"), wants("gemm"), &pool, meters, rows);
       emit(from);
     }
     if (wants("attention")) {
-      rows.push_back(attention_row(name, config, &pool, bandwidth));
+      rows.push_back(attention_row(name, config, &pool, meters));
       emit(rows.size() - 1);
     }
   }

@@ -2,13 +2,13 @@
 // ratio. Decode at batch 1 streams every weight once per token, so its bound is
 // read bandwidth ÷ decode_weight_bytes(); decode_roofline_ratio says how close the engine gets.
 //
-// Methods (src/bench/): read bandwidth and FMA peak as machine_limits.h describes, each measured
-// right before and right after the phase it judges (FMA peak around prefill, bandwidth around
-// decode) and the better value kept, so that a limit comes from the same minutes of a shared
-// machine as its phase's fastest run; prefill and
-// decode as model_speed.h describes — after one warm-up run, up to --repeat timed runs per phase,
-// the fastest reported (a phase stops repeating once it has used 20 s, so slow kernels still
-// finish), the median beside it.
+// Methods (src/bench/): read bandwidth and FMA peak as machine_limits.h describes, each the best
+// of a measurement right before the phase it judges, one pass before each of its runs and a
+// measurement right after (FMA peak with prefill, bandwidth with decode), so that a limit samples
+// the same moments of a shared machine as its phase's fastest run. Prefill and decode as
+// model_speed.h describes: after one warm-up run, up to --repeat timed runs per phase, the fastest
+// reported (a phase stops repeating once it has used 20 s, so slow kernels still finish), the
+// median beside it.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -65,15 +65,16 @@ void run_bench(const BenchOptions& o) {
   so.block_size = o.model.block_size;
   so.repeat.repetitions = o.repeat;
   ModelSpeedBench bench(model, so);
-  // Each limit is measured right before and right after the phase it judges and the better value
-  // kept: the phase's fastest run catches the quietest moment of a shared machine, so should its
-  // limit.
-  double peak = measure_fma_peak(pool);  // FLOP/s
-  const RunTimes prefill = bench.time_prefill();
-  peak = std::max(peak, measure_fma_peak(pool));
+  // Each limit is the best of a full measurement right before the phase it judges, one pass before
+  // each of the phase's runs and a full measurement right after: the phase's fastest run catches
+  // the quietest moment of a shared machine, so must its limit.
+  FmaPeakMeter fma(pool);
+  double peak = fma.measure();  // FLOP/s
+  const RunTimes prefill = bench.time_prefill([&] { peak = std::max(peak, fma.pass()); });
+  peak = std::max(peak, fma.measure());
   ReadBandwidthMeter meter(pool);
   double bandwidth = meter.measure();  // bytes/s
-  const RunTimes decode = bench.time_decode();
+  const RunTimes decode = bench.time_decode([&] { bandwidth = std::max(bandwidth, meter.pass()); });
   bandwidth = std::max(bandwidth, meter.measure());
   const double prefill_tokens_per_s = o.prompt_tokens / prefill.best_seconds;
   const double decode_tokens_per_s = o.decode_tokens / decode.best_seconds;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/cpu_features.h"
 #include "core/thread_pool.h"
 
 namespace ditto {
@@ -41,8 +42,11 @@ class ReadBandwidthMeter {
   // 4 KiB per thread, Error(kResourceExhausted) if the buffer cannot be allocated.
   explicit ReadBandwidthMeter(ThreadPool* pool, int64_t buffer_bytes = kReadBandwidthBufferBytes,
                               int64_t pass_bytes = kReadBandwidthPassBytes);
-  // Bytes/s, measured anew on each call (under the active_isa() of the call).
+  // Bytes/s: the fastest of 64 passes after one round of warm-up passes (under the active_isa()
+  // of the call).
   double measure();
+  // Bytes/s of one pass over the next window, for interleaving with a kernel's own passes.
+  double pass();
 
  private:
   struct FreeDeleter {
@@ -53,6 +57,7 @@ class ReadBandwidthMeter {
   ThreadPool* pool_;
   int64_t part_bytes_ = 0;   // one thread's share of a pass
   int64_t num_windows_ = 0;  // passes' worth of buffer
+  int64_t next_window_ = 0;
   std::unique_ptr<uint8_t, FreeDeleter> buffer_;  // [num_windows, threads, part_bytes]
 };
 
@@ -69,6 +74,22 @@ double measure_read_bandwidth(ThreadPool* pool, int64_t buffer_bytes = kReadBand
 // calibrated so one pass takes about 5 ms on one thread (short, like a GEMM pass, for the reason
 // given above); FLOP/s = 2 · lanes · accumulators · iterations · threads ÷ wall time of the
 // fastest of 20 passes after 1 warm-up pass.
+class FmaPeakMeter {
+ public:
+  // Calibrates the pass length for active_isa() now; every pass runs that path.
+  explicit FmaPeakMeter(ThreadPool* pool);
+  // FLOP/s: the fastest of 20 passes after 1 warm-up pass.
+  double measure();
+  // FLOP/s of one pass, for interleaving with a kernel's own passes.
+  double pass();
+
+ private:
+  ThreadPool* pool_;
+  Isa isa_;
+  int64_t iterations_ = 0;  // of the FMA loop, per thread and pass
+};
+
+// One FmaPeakMeter(pool).measure().
 double measure_fma_peak(ThreadPool* pool);
 
 }  // namespace ditto

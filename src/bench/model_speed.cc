@@ -69,8 +69,12 @@ void ModelSpeedBench::decode() {
   }
 }
 
-RunTimes ModelSpeedBench::time_prefill() { return time_runs([this] { prefill(); }, options_.repeat); }
+RunTimes ModelSpeedBench::time_prefill(const std::function<void()>& before_each) {
+  return time_runs([this] { prefill(); }, options_.repeat, before_each);
+}
 
-RunTimes ModelSpeedBench::time_decode() { return time_runs([this] { decode(); }, options_.repeat); }
+RunTimes ModelSpeedBench::time_decode(const std::function<void()>& before_each) {
+  return time_runs([this] { decode(); }, options_.repeat, before_each);
+}
 
 }  // namespace ditto

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "bench/timing.h"
@@ -41,11 +42,12 @@ class ModelSpeedBench {
   // the model's max_position_embeddings.
   ModelSpeedBench(const CausalLM& model, const ModelSpeedOptions& options);
 
-  // One prefill of prompt_tokens tokens. Tokens/s = prompt_tokens ÷ seconds.
-  RunTimes time_prefill();
+  // One prefill of prompt_tokens tokens. Tokens/s = prompt_tokens ÷ seconds. before_each: as in
+  // time_runs (e.g. one pass of the limit the phase is judged by).
+  RunTimes time_prefill(const std::function<void()>& before_each = nullptr);
   // decode_tokens greedy steps at batch 1 after the prompt; requires time_prefill() first.
   // Tokens/s = decode_tokens ÷ seconds.
-  RunTimes time_decode();
+  RunTimes time_decode(const std::function<void()>& before_each = nullptr);
 
  private:
   void prefill();

@@ -5,20 +5,24 @@
 
 namespace ditto {
 
-RunTimes time_runs(const std::function<void()>& fn, const RepeatPolicy& policy) {
+RunTimes time_runs(const std::function<void()>& fn, const RepeatPolicy& policy,
+                   const std::function<void()>& before_each) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   std::vector<double> times;
   for (int i = 0; i < policy.warmups; ++i) {
+    if (before_each) before_each();
     const Clock::time_point t0 = Clock::now();
     fn();
+    const double seconds = seconds_since(t0);
     if (seconds_since(start) >= policy.budget_seconds) {
-      times.push_back(seconds_since(t0));  // too slow to repeat: the warm-up is the measurement
+      times.push_back(seconds);  // too slow to repeat: the warm-up is the measurement
       break;
     }
   }
   if (times.empty()) {
     for (int i = 0; i < std::max(policy.repetitions, 1); ++i) {
+      if (before_each) before_each();
       const Clock::time_point t0 = Clock::now();
       fn();
       times.push_back(seconds_since(t0));

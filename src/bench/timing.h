@@ -28,8 +28,11 @@ struct RunTimes {
   int runs = 0;               // timed calls
 };
 
-// Times fn under `policy`. Rethrows what fn throws.
-RunTimes time_runs(const std::function<void()>& fn, const RepeatPolicy& policy);
+// Times fn under `policy`. `before_each` (if set) runs before every call of fn, warm-ups included,
+// untimed but counted against the budget: e.g. one pass of the limit fn is judged by, so that
+// limit and fn sample the same moments of a noisy machine. Rethrows what either throws.
+RunTimes time_runs(const std::function<void()>& fn, const RepeatPolicy& policy,
+                   const std::function<void()>& before_each = nullptr);
 
 // Seconds elapsed since t0 on the steady clock.
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
