@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/huge_page_allocator.h"
 #include "core/thread_pool.h"
 
 namespace ditto {
@@ -28,7 +29,7 @@ struct PackedMatrix {
   int64_t n = 0;          // output features (rows of W)
   int64_t k = 0;          // input features (columns of W)
   DType dtype = DType::kBF16;
-  std::vector<uint8_t> data;  // [ceil(n/16), k, 16] dtype
+  std::vector<uint8_t, HugePageAllocator<uint8_t>> data;  // [ceil(n/16), k, 16] dtype
 
   int64_t num_panels() const { return (n + kPanelWidth - 1) / kPanelWidth; }
   // Element W[row, col] as float32 (exact). Used by the embedding lookup on tied weights.

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/huge_page_allocator.h"
+
 #include "kernels/attention.h"
 #include "model/config.h"
 
@@ -29,7 +31,7 @@ class KvCache {
   int64_t num_blocks_;
   int64_t block_size_;
   int64_t kv_dim_;             // num_key_value_heads · head_dim
-  std::vector<uint16_t> data_; // [num_layers, 2 (K, V), num_blocks · block_size, kv_dim] bf16
+  std::vector<uint16_t, HugePageAllocator<uint16_t>> data_; // [num_layers, 2 (K, V), num_blocks · block_size, kv_dim] bf16
 };
 
 }  // namespace ditto
