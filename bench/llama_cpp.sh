@@ -6,6 +6,7 @@
 #   bench/llama_cpp.sh build               fetch and build llama.cpp only
 #   bench/llama_cpp.sh bench MODEL_DIR     llama-bench -p 512 -n 128: prefill/decode tokens/s as JSON
 #   bench/llama_cpp.sh validate MODEL_DIR  next-token log-probabilities and tokenization vs ditto
+#   bench/llama_cpp.sh compare MODEL_DIR   ditto bench, llama-bench, ditto bench again: ditto ÷ llama.cpp
 #
 # Environment: DITTO_BENCH_CACHE (llama.cpp source, build and GGUF files; default
 # ~/.cache/ditto-bench), BUILD_DIR (ditto's build, default build), THREADS (llama-bench -t,
@@ -32,7 +33,7 @@ PROBE=$LLAMA_BIN/llama_cpp_probe
 
 log() { echo "llama_cpp.sh: $*" >&2; }
 die() { echo "error: llama_cpp.sh: $*" >&2; exit 1; }
-usage() { sed -n '6,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '6,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # The llama.cpp source: node-llama-cpp's tarball (npm pack: no install scripts run) holds
 # llama/gitRelease.bundle, a git bundle of the llama.cpp release it was built against.
@@ -134,6 +135,41 @@ print(json.dumps({
 EOF
 }
 
+# ditto ÷ llama.cpp, measured in one run on the same weights and thread count. ditto runs before
+# and after llama-bench so a change in the machine's load shows up as a gap between its two runs.
+cmd_compare() {
+  local model=$1
+  build_llama_cpp
+  build_ditto
+  local d1 d2 l
+  log "ditto bench (1/2)"
+  d1=$("$REPO/$BUILD_DIR/tools/ditto" bench --model "$model" --threads "$THREADS" --json)
+  l=$(cmd_bench "$model")
+  log "ditto bench (2/2)"
+  d2=$("$REPO/$BUILD_DIR/tools/ditto" bench --model "$model" --threads "$THREADS" --json)
+  DITTO1=$d1 DITTO2=$d2 LLAMA=$l "$PYTHON" - <<'EOF'
+import json, os
+d = [json.loads(os.environ["DITTO1"]), json.loads(os.environ["DITTO2"])]
+l = json.loads(os.environ["LLAMA"])
+def mean(key):
+    return sum(r[key] for r in d) / len(d)
+prefill = mean("prefill_tokens_per_s_median")
+decode = mean("decode_tokens_per_s_median")
+print(json.dumps({
+    "model": d[0]["model"], "threads": d[0]["threads"], "isa": d[0]["isa"],
+    "read_bandwidth_gbps": [round(r["read_bandwidth_gbps"], 1) for r in d],
+    "fma_gflops": [round(r["fma_gflops"], 1) for r in d],
+    "ditto_prefill_tokens_per_s": [round(r["prefill_tokens_per_s_median"], 1) for r in d],
+    "ditto_decode_tokens_per_s": [round(r["decode_tokens_per_s_median"], 2) for r in d],
+    "ditto_decode_roofline_ratio": [round(r["decode_roofline_ratio"], 3) for r in d],
+    "llama_cpp_prefill_tokens_per_s": l["prefill_median"],
+    "llama_cpp_decode_tokens_per_s": l["decode_median"],
+    "prefill_ratio": round(prefill / l["prefill_median"], 3),
+    "decode_ratio": round(decode / l["decode_median"], 3),
+}))
+EOF
+}
+
 cmd_validate() {
   local model=$1
   build_llama_cpp
@@ -164,5 +200,6 @@ case ${1:-} in
   build) [[ $# -eq 1 ]] || usage; build_llama_cpp; log "binaries in $LLAMA_BIN" ;;
   bench) [[ $# -eq 2 ]] || usage; cmd_bench "$2" ;;
   validate) [[ $# -eq 2 ]] || usage; cmd_validate "$2" ;;
+  compare) [[ $# -eq 2 ]] || usage; cmd_compare "$2" ;;
   *) usage ;;
 esac

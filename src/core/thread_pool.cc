@@ -112,6 +112,24 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
   if (error_) std::rethrow_exception(error_);
 }
 
+void ThreadPool::parallel_for_dynamic(size_t n, size_t grain,
+                                      const std::function<void(size_t, size_t)>& fn) {
+  if (n == 0) return;
+  grain = std::max<size_t>(grain, 1);
+  if (num_threads_ == 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  parallel_for(static_cast<size_t>(num_threads_), [&](size_t, size_t) {
+    for (;;) {
+      const size_t begin = next.fetch_add(grain, std::memory_order_relaxed);
+      if (begin >= n) return;
+      fn(begin, std::min(n, begin + grain));
+    }
+  });
+}
+
 int default_num_threads() {
   if (const char* env = std::getenv("DITTO_NUM_THREADS")) {
     char* end = nullptr;

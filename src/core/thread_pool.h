@@ -34,6 +34,11 @@ class ThreadPool {
   // (fewer when n is small), and returns when all are done. Rethrows the first exception.
   void parallel_for(size_t n, const std::function<void(size_t begin, size_t end)>& fn);
 
+  // Like parallel_for, but threads take chunks of `grain` indices from a shared counter until
+  // none are left, so a thread slowed by other load does not hold the others up. Which thread
+  // runs an index still never changes what is computed for it.
+  void parallel_for_dynamic(size_t n, size_t grain, const std::function<void(size_t begin, size_t end)>& fn);
+
  private:
   void worker_loop(int index);
   void stop_workers();

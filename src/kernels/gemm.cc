@@ -244,7 +244,10 @@ void gemm_simd(const Shapes& shapes, const float* x, int64_t m, int64_t ldx, con
   if (pool == nullptr) {
     run(0, static_cast<size_t>(num_groups));
   } else {
-    pool->parallel_for(static_cast<size_t>(num_groups), run);
+    // Chunks of about 256 KiB of weights (at least one group), handed out dynamically.
+    const size_t group_bytes = static_cast<size_t>(group) * panel_bytes;
+    const size_t grain = std::max<size_t>(1, (size_t{256} << 10) / std::max<size_t>(group_bytes, 1));
+    pool->parallel_for_dynamic(static_cast<size_t>(num_groups), grain, run);
   }
 }
 
