@@ -36,7 +36,8 @@ class ThreadPool {
 
   // Like parallel_for, but threads take chunks of `grain` indices from a shared counter until
   // none are left, so a thread slowed by other load does not hold the others up. Which thread
-  // runs an index still never changes what is computed for it.
+  // runs an index still never changes what is computed for it. With one thread, or n ≤ grain,
+  // fn is called once with [0, n).
   void parallel_for_dynamic(size_t n, size_t grain, const std::function<void(size_t begin, size_t end)>& fn);
 
  private:
