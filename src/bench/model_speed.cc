@@ -59,11 +59,15 @@ void ModelSpeedBench::prefill() {
 }
 
 void ModelSpeedBench::decode() {
-  DITTO_CHECK(first_token_ >= 0) << "time_decode() before time_prefill()";
-  int32_t token = first_token_;
+  int32_t token = prompt_[0];
+  int64_t start = 0;
+  if (options_.decode_after_prompt) {
+    DITTO_CHECK(first_token_ >= 0) << "time_decode() before time_prefill()";
+    token = first_token_;
+    start = options_.prompt_tokens;
+  }
   for (int64_t t = 0; t < options_.decode_tokens; ++t) {
-    const SequenceStep step{std::span<const int32_t>(&token, 1), static_cast<int32_t>(options_.prompt_tokens + t),
-                            blocks_, false};
+    const SequenceStep step{std::span<const int32_t>(&token, 1), static_cast<int32_t>(start + t), blocks_, false};
     const std::vector<float> logits = runner_.step(std::span<const SequenceStep>(&step, 1));
     token = static_cast<int32_t>(argmax_row(logits.data(), model_.config().vocab_size));
   }

@@ -22,6 +22,10 @@ struct ModelSpeedOptions {
   int64_t decode_tokens = 128;
   uint64_t seed = 0;        // of the random prompt
   int64_t block_size = 16;  // KV cache block, tokens
+  // Where decode starts: false (default) from an empty context, the first prompt token at position
+  // 0, as llama-bench's tg test does; true right after the prompt (positions prompt_tokens…),
+  // which adds the attention over the prompt to every step.
+  bool decode_after_prompt = false;
   // Applied to each phase separately. The prefill warm-up is a full prefill (it also fills the KV
   // cache the decode runs read); the decode warm-up is a full run of decode_tokens steps.
   RepeatPolicy repeat{.warmups = 1, .repetitions = 3, .budget_seconds = 20};
@@ -45,7 +49,8 @@ class ModelSpeedBench {
   // One prefill of prompt_tokens tokens. Tokens/s = prompt_tokens ÷ seconds. before_each: as in
   // time_runs (e.g. one pass of the limit the phase is judged by).
   RunTimes time_prefill(const std::function<void()>& before_each = nullptr);
-  // decode_tokens greedy steps at batch 1 after the prompt; requires time_prefill() first.
+  // decode_tokens greedy steps at batch 1, from position 0 or after the prompt
+  // (decode_after_prompt; then time_prefill() must have run first).
   // Tokens/s = decode_tokens ÷ seconds.
   RunTimes time_decode(const std::function<void()>& before_each = nullptr);
 
