@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "generate_jsonl.h"
 #include "json_input.h"
 #include "core/error.h"
 #include "engine/model_runner.h"
@@ -33,7 +34,32 @@ struct GenerateOptions {
   bool ignore_eos = false;
   bool skip_special_tokens = true;
   bool json = false;
+  // Engine mode: JSON lines in and out, any sampling parameters, continuous batching.
+  std::string prompts_file;
+  std::string output = "-";
+  std::string kv_cache_memory = "2GiB";
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_num_seqs = 256;
+  bool no_prefix_caching = false;
 };
+
+// "2GiB", "512MiB", "1.5GB", "1000000" (bytes). Throws Error(kInvalidArgument) naming the flag.
+int64_t parse_bytes(const std::string& text, const std::string& flag) {
+  size_t end = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &end);
+  } catch (const std::exception&) {
+    throw_invalid_argument(flag + ": expected a size such as 2GiB or 512MB, got '" + text + "'");
+  }
+  const std::string unit = text.substr(end);
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},         {"B", 1},          {"KB", 1e3},        {"MB", 1e6},        {"GB", 1e9},
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+  for (const auto& [name, scale] : kUnits)
+    if (unit == name && value > 0 && value * scale < 9.0e18) return static_cast<int64_t>(value * scale);
+  throw_invalid_argument(flag + ": expected a positive size such as 2GiB or 512MB, got '" + text + "'");
+}
 
 struct Sequence {
   std::vector<int32_t> tokens;  // prompt followed by generated tokens
@@ -87,6 +113,20 @@ std::vector<std::vector<int32_t>> prompt_ids(const GenerateOptions& o, const std
 }
 
 void run_generate(const GenerateOptions& o) {
+  if (!o.prompts_file.empty()) {
+    if (!o.prompt_token_ids.empty() || !o.prompts.empty() || !o.chats.empty())
+      throw_invalid_argument("--prompts reads every request from a JSON-lines file; do not combine it with "
+                             "--prompt, --prompt-token-ids or --chat");
+    LLMOptions lo;
+    lo.model = o.model.model;
+    lo.threads = o.model.threads;
+    lo.block_size = o.model.block_size;
+    lo.kv_cache_memory = parse_bytes(o.kv_cache_memory, "--kv-cache-memory");
+    lo.max_num_batched_tokens = o.max_num_batched_tokens;
+    lo.max_num_seqs = o.max_num_seqs;
+    lo.enable_prefix_caching = !o.no_prefix_caching;
+    return run_generate_jsonl(lo, {o.prompts_file, o.output});
+  }
   const std::string dir = resolve_model_path(o.model.model);
   // Token-id prompts need no tokenizer (a model directory may lack tokenizer.json).
   std::unique_ptr<Tokenizer> tokenizer;
@@ -212,6 +252,20 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the model's end-of-sequence tokens");
   cmd->add_flag("!--no-skip-special-tokens", o->skip_special_tokens, "Keep special tokens in the output text");
   cmd->add_flag("--json", o->json, "One JSON object per prompt: prompt_index, token_ids, text, finish_reason");
+  cmd->add_option("--prompts", o->prompts_file,
+                  "JSON-lines file of requests ('-': stdin): each line a prompt (\"prompt\", \"prompt_token_ids\" "
+                  "or \"messages\") and any sampling parameter by vLLM's name (temperature, top_p, seed, n, stop, "
+                  "logprobs, ...). Runs the batching engine; writes one RequestOutput per line");
+  cmd->add_option("--output", o->output, "Where --prompts writes its JSON lines ('-': stdout)")->capture_default_str();
+  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache size for --prompts, e.g. 2GiB or 512MB")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step (--prompts)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->capture_default_str();
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences running at once (--prompts)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Recompute shared prompt prefixes (--prompts)");
   cmd->callback([o] { run_generate(*o); });
 }
 

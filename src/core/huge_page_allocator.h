@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <utility>
 
 #include <sys/mman.h>
 
@@ -41,6 +42,18 @@ struct HugePageAllocator {
     } else {
       std::free(p);
     }
+  }
+
+  // Default-initialises (no zero fill for trivial types): a KV cache of gigabytes is not touched
+  // until used, so it costs neither page faults nor resident memory up front. Explicit values
+  // (resize(n, v), assign(n, v)) still fill.
+  template <typename U>
+  void construct(U* p) noexcept(noexcept(::new (static_cast<void*>(p)) U)) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
 
   template <typename U>

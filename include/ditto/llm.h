@@ -1,0 +1,90 @@
+// ditto's offline API, shaped like vLLM's (`LLM(model=...).generate(prompts, sampling_params)`):
+//
+//   ditto::LLM llm({.model = "Qwen/Qwen3-8B"});
+//   ditto::SamplingParams p;
+//   p.temperature = 0.7f; p.max_tokens = 100; p.seed = 42;
+//   for (const ditto::RequestOutput& out : llm.generate({"The future of AI is"}, p))
+//     std::cout << out.outputs[0].text << "\n";
+//
+// Every output is the same bits whatever else is in the batch (docs/INVARIANCE.md).
+// Thread-safety: an LLM is used from one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request_output.h"
+#include "engine/sampling_params.h"
+
+namespace ditto {
+
+class CausalLM;
+class ChatTemplate;
+class Engine;
+class ThreadPool;
+class Tokenizer;
+
+struct LLMOptions {
+  std::string model;                          // a directory or a hub id in the local HF cache
+  int threads = 0;                            // 0: $DITTO_NUM_THREADS or all cores
+  int64_t block_size = 16;                    // KV cache block, tokens
+  int64_t kv_cache_memory = int64_t{2} << 30;  // bytes of bf16 KV cache
+  int64_t max_num_batched_tokens = 2048;      // tokens per engine step
+  int64_t max_num_seqs = 256;                 // sequences running at once
+  bool enable_prefix_caching = true;
+};
+
+// One prompt: exactly one of text, token ids, or chat messages (rendered with the model's chat
+// template, with add_generation_prompt; chat_template_kwargs such as enable_thinking).
+struct PromptInput {
+  std::optional<std::string> text;
+  std::optional<std::vector<int32_t>> token_ids;
+  std::optional<nlohmann::ordered_json> messages;
+  nlohmann::ordered_json tools = nullptr;
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+};
+
+// A request that could not run carries its error; the others of the batch complete.
+struct GenerateResult {
+  RequestOutput output;
+  std::optional<std::string> error;
+};
+
+class LLM {
+ public:
+  // Loads the model, tokenizer and chat template. Throws Error naming the file/field at fault.
+  explicit LLM(const LLMOptions& options);
+  ~LLM();
+  LLM(const LLM&) = delete;
+  LLM& operator=(const LLM&) = delete;
+
+  // Runs every prompt with its parameters (params.size() == 1: shared) and returns the results
+  // in input order, request ids "0", "1", .... A bad prompt or parameter becomes that result's
+  // error; the rest still run. `progress` prints a progress bar to stderr (when it is a terminal).
+  std::vector<GenerateResult> generate(const std::vector<PromptInput>& prompts,
+                                       const std::vector<SamplingParams>& params, bool progress = false);
+
+  // Text prompts, one shared SamplingParams. Throws Error for the first bad request.
+  std::vector<RequestOutput> generate(const std::vector<std::string>& prompts, const SamplingParams& params);
+
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const CausalLM& model() const { return *model_; }
+
+ private:
+  std::vector<int32_t> encode(const PromptInput& p) const;
+
+  LLMOptions options_;
+  std::string model_dir_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<CausalLM> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> chat_template_;  // null when the model has none
+  std::vector<int32_t> eos_token_ids_;
+};
+
+}  // namespace ditto

@@ -1,0 +1,83 @@
+// The engine loop: requests in, one scheduler step at a time through the model, sampled tokens
+// out. Every request is answered exactly as if it were alone: the scheduler only decides *when* a
+// token is computed, never *how* (kernels are batch-invariant; K/V depend only on the tokens;
+// sampling depends only on (seed, choice, position)).
+// Thread-safety: none; one thread drives an Engine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/kv_cache_manager.h"
+#include "engine/model_runner.h"
+#include "engine/request_output.h"
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "model/causal_lm.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ditto {
+
+struct EngineConfig {
+  int64_t block_size = 16;             // KV cache block, tokens
+  int64_t num_kv_blocks = 0;           // KV cache size in blocks (see kv_blocks_for_memory)
+  bool enable_prefix_caching = true;
+  SchedulerConfig scheduler;
+};
+
+// Blocks of `block_size` tokens that fit in `bytes` of bf16 KV cache for `config`.
+int64_t kv_blocks_for_memory(const ModelConfig& config, int64_t block_size, int64_t bytes);
+
+class Engine {
+ public:
+  // tokenizer may be null (then outputs carry ids only and stop strings are refused).
+  // eos_token_ids: generation_config.json's / tokenizer_config.json's.
+  // Throws Error(kInvalidArgument) for a bad configuration (no KV blocks, bad limits).
+  Engine(const CausalLM& model, const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids,
+         const EngineConfig& config);
+  ~Engine();
+
+  // Queues a request. Throws Error(kInvalidArgument) naming what is wrong — empty prompt, a
+  // token id outside the vocabulary, a prompt that leaves no room in the model's context, a
+  // request that cannot fit in the KV cache even alone, a sampling parameter out of range —
+  // and queues nothing in that case. Messages do not repeat request_id: the caller adds it.
+  void add_request(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
+                   const SamplingParams& params, const std::string& prompt_text = "");
+
+  // Runs one step. Returns the requests that finished in it.
+  std::vector<RequestOutput> step();
+
+  // Stops a request; its blocks are freed and it is returned by the next step() with
+  // finish_reason "abort". Unknown or finished: no-op.
+  void abort(const std::string& request_id);
+
+  bool has_unfinished() const { return num_unfinished_ > 0; }
+  const Scheduler& scheduler() const { return scheduler_; }
+  const KvCacheManager& kv_cache() const { return kv_; }
+
+ private:
+  struct Request;
+  void finish_sequence(Sequence& seq, FinishReason reason);
+  void process_row(Sequence& seq, const float* logits);
+
+  const CausalLM& model_;
+  const Tokenizer* tokenizer_;
+  std::vector<int32_t> eos_token_ids_;
+  EngineConfig config_;
+  KvCacheManager kv_;
+  ModelRunner runner_;
+  Scheduler scheduler_;
+  Sampler sampler_;
+  std::vector<std::unique_ptr<Request>> requests_;
+  std::vector<std::unique_ptr<Sequence>> sequences_;
+  int64_t next_arrival_ = 0;
+  int64_t num_unfinished_ = 0;
+  std::vector<size_t> aborted_;  // request indices aborted since the last step
+};
+
+}  // namespace ditto

@@ -1,0 +1,180 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "kernels/softmax.h"
+
+namespace ditto {
+namespace {
+
+constexpr uint32_t kSamplingTag = 0x534d504cu;  // "SMPL": keeps these draws apart from other uses of a seed
+
+// Count of each token in `ids` as sorted (token, count) pairs.
+std::vector<std::pair<int32_t, int64_t>> counts(std::span<const int32_t> ids) {
+  std::vector<int32_t> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::pair<int32_t, int64_t>> out;
+  for (int32_t id : sorted) {
+    if (!out.empty() && out.back().first == id) {
+      ++out.back().second;
+    } else {
+      out.emplace_back(id, 1);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+double sampling_uniform(uint64_t seed, int64_t choice, int64_t t) {
+  const auto r = philox4x32_10({static_cast<uint32_t>(t), static_cast<uint32_t>(static_cast<uint64_t>(t) >> 32),
+                                static_cast<uint32_t>(choice), kSamplingTag},
+                               {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+  const uint64_t bits = ((uint64_t{r[0]} << 32) | r[1]) >> 11;  // 53 bits
+  return static_cast<double>(bits) * 0x1p-53;
+}
+
+void Sampler::raw_logprobs(std::span<const float> logits) {
+  if (logits.empty()) throw_invalid_argument("sampler: empty logits row");
+  logprobs_.resize(logits.size());
+  log_softmax_row(logits.data(), static_cast<int64_t>(logits.size()), logprobs_.data());
+}
+
+TokenLogprob Sampler::entry(int32_t token_id) const {
+  const float lp = logprobs_[static_cast<size_t>(token_id)];
+  int64_t greater = 0;
+  for (float x : logprobs_) greater += x > lp;
+  return {token_id, lp, greater + 1};
+}
+
+std::vector<TokenLogprob> Sampler::top(int64_t n) {
+  const auto vocab = static_cast<int64_t>(logprobs_.size());
+  n = std::min(n, vocab);
+  std::vector<TokenLogprob> out;
+  if (n <= 0) return out;
+  ids_.resize(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i) ids_[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  // (logprob desc, id asc): a total order, so the result is unique. NaN sorts last.
+  auto before = [&](int32_t a, int32_t b) {
+    const float la = logprobs_[static_cast<size_t>(a)], lb = logprobs_[static_cast<size_t>(b)];
+    const bool na = la != la, nb = lb != lb;
+    if (na != nb) return nb;
+    if (!na && la != lb) return la > lb;
+    return a < b;
+  };
+  std::partial_sort(ids_.begin(), ids_.begin() + n, ids_.end(), before);
+  int64_t rank = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t id = ids_[static_cast<size_t>(i)];
+    if (i > 0 && logprobs_[static_cast<size_t>(id)] < out.back().logprob) rank = i + 1;
+    out.push_back({id, logprobs_[static_cast<size_t>(id)], rank});
+  }
+  return out;
+}
+
+SampledToken Sampler::score(std::span<const float> logits, int32_t token_id, int64_t top_n) {
+  raw_logprobs(logits);
+  if (token_id < 0 || static_cast<size_t>(token_id) >= logits.size())
+    throw_invalid_argument("token id " + std::to_string(token_id) + " is outside the vocabulary [0, " +
+                           std::to_string(logits.size()) + ")");
+  return {entry(token_id), top(top_n)};
+}
+
+SampledToken Sampler::sample(const SamplerInput& in, const SamplingParams& p) {
+  raw_logprobs(in.logits);
+  const auto vocab = static_cast<int64_t>(in.logits.size());
+  work_.assign(in.logits.begin(), in.logits.end());
+  const auto t = static_cast<int64_t>(in.output_token_ids.size());
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+  // 2. min_tokens: no stopping token yet.
+  if (t < p.min_tokens) {
+    if (!p.ignore_eos)
+      for (int32_t id : in.eos_token_ids)
+        if (id >= 0 && id < vocab) work_[static_cast<size_t>(id)] = kNegInf;
+    for (int32_t id : p.stop_token_ids)
+      if (id >= 0 && id < vocab) work_[static_cast<size_t>(id)] = kNegInf;
+  }
+  // 3. Penalties, each token once, in ascending id order.
+  if (p.repetition_penalty != 1.0f) {
+    std::vector<int32_t> seen(in.prompt_token_ids.begin(), in.prompt_token_ids.end());
+    seen.insert(seen.end(), in.output_token_ids.begin(), in.output_token_ids.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t id : seen) {
+      if (id < 0 || id >= vocab) continue;
+      float& x = work_[static_cast<size_t>(id)];
+      x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;
+    }
+  }
+  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+    for (const auto& [id, count] : counts(in.output_token_ids)) {
+      if (id < 0 || id >= vocab) continue;
+      float& x = work_[static_cast<size_t>(id)];
+      x = x - p.frequency_penalty * static_cast<float>(count);
+      x = x - p.presence_penalty;
+    }
+  }
+
+  int32_t chosen = 0;
+  if (p.greedy()) {
+    chosen = static_cast<int32_t>(argmax_row(work_.data(), vocab));
+  } else {
+    // 4. Temperature, softmax, filters, draw.
+    for (float& x : work_) x = x / p.temperature;
+    softmax_row(work_.data(), vocab, work_.data());
+    const float* prob = work_.data();
+    ids_.clear();
+    float p_max = 0.0f;
+    for (int64_t i = 0; i < vocab; ++i) p_max = prob[i] > p_max ? prob[i] : p_max;
+    const float min_keep = p.min_p * p_max;
+    for (int64_t i = 0; i < vocab; ++i)
+      if (prob[i] > 0.0f && prob[i] >= min_keep) ids_.push_back(static_cast<int32_t>(i));
+    const bool sorted_filter = p.top_k_enabled() || p.top_p < 1.0f;
+    if (sorted_filter) {
+      auto before = [&](int32_t a, int32_t b) { return prob[a] != prob[b] ? prob[a] > prob[b] : a < b; };
+      if (p.top_k_enabled() && p.top_k < static_cast<int64_t>(ids_.size())) {
+        std::partial_sort(ids_.begin(), ids_.begin() + p.top_k, ids_.end(), before);
+        ids_.resize(static_cast<size_t>(p.top_k));
+      } else {
+        std::sort(ids_.begin(), ids_.end(), before);
+      }
+      if (p.top_p < 1.0f) {
+        double total = 0.0;
+        for (int32_t id : ids_) total += prob[id];
+        double cum = 0.0;
+        size_t keep = 0;
+        while (keep < ids_.size()) {
+          cum += prob[ids_[keep++]];
+          if (cum >= static_cast<double>(p.top_p) * total) break;
+        }
+        ids_.resize(keep);
+      }
+    }
+    if (ids_.empty()) {  // every probability underflowed or NaN: fall back to the best logit
+      chosen = static_cast<int32_t>(argmax_row(in.logits.data(), vocab));
+    } else {
+      double total = 0.0;
+      for (int32_t id : ids_) total += prob[id];
+      const double target = sampling_uniform(in.seed, in.choice, t) * total;
+      double cum = 0.0;
+      chosen = ids_.back();
+      for (int32_t id : ids_) {
+        cum += prob[id];
+        if (cum > target) {
+          chosen = id;
+          break;
+        }
+      }
+    }
+  }
+  SampledToken out{entry(chosen), {}};
+  if (p.logprobs) out.top_logprobs = top(*p.logprobs);
+  return out;
+}
+
+}  // namespace ditto

@@ -1,0 +1,68 @@
+// Turns one row of logits into the next token of one choice of one request, as a pure function of
+// (logits, parameters, the tokens so far, seed, choice index i, output position t): no state is
+// carried between calls, so the token never depends on batch, order or timing.
+//
+// Order of operations (vLLM's, vllm/v1/sample):
+//   1. logprobs of the raw logits (canonical log_softmax): what `logprobs` reports;
+//   2. before min_tokens outputs, EOS (unless ignore_eos) and stop_token_ids are masked to −inf;
+//   3. penalties: repetition (prompt and output tokens: logit/r if logit > 0 else logit·r), then
+//      frequency (− f·count in the output), then presence (− p if in the output);
+//   4. temperature 0: argmax, ties to the lowest id. Otherwise logits / temperature, canonical
+//      softmax, then min_p (keep p ≥ min_p·p_max), top_k, top_p over the candidates sorted by
+//      (probability desc, token id asc), and an inverse-CDF draw with u ∈ [0, 1) from
+//      Philox4x32-10(counter = (t, i, tag), key = seed) — over that sorted order when a filter is
+//      on, over ascending token ids otherwise; the cumulative sum is a sequential double sum.
+// Thread-safety: a Sampler holds scratch buffers; use one per thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace ditto {
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;  // raw model log-probability (before penalties, temperature, filters)
+  int64_t rank = 0;      // 1 + number of tokens with a strictly larger logprob
+};
+
+struct SampledToken {
+  TokenLogprob token;                      // the chosen token
+  std::vector<TokenLogprob> top_logprobs;  // params.logprobs entries, (logprob desc, id asc)
+};
+
+struct SamplerInput {
+  std::span<const float> logits;               // [vocab_size] f32, the model's raw logits
+  std::span<const int32_t> prompt_token_ids;   // for the repetition penalty
+  std::span<const int32_t> output_token_ids;   // this choice's tokens so far; t = its size
+  std::span<const int32_t> eos_token_ids;      // masked before min_tokens unless ignore_eos
+  uint64_t seed = 0;
+  int64_t choice = 0;                          // i in [0, n)
+};
+
+// The uniform number in [0, 1) for (seed, choice, t): 53 bits of Philox4x32-10.
+double sampling_uniform(uint64_t seed, int64_t choice, int64_t t);
+
+class Sampler {
+ public:
+  // Throws Error(kInvalidArgument) if logits is empty. Params must be validated beforehand.
+  SampledToken sample(const SamplerInput& in, const SamplingParams& params);
+
+  // The raw logprob entry of `token_id` under `logits`, and the top `top_n` entries
+  // (prompt_logprobs, and re-scoring). Throws Error(kInvalidArgument) for a token outside the row.
+  SampledToken score(std::span<const float> logits, int32_t token_id, int64_t top_n);
+
+ private:
+  void raw_logprobs(std::span<const float> logits);
+  TokenLogprob entry(int32_t token_id) const;
+  std::vector<TokenLogprob> top(int64_t n);
+
+  std::vector<float> logprobs_;  // [vocab] raw log-probabilities of the current row
+  std::vector<float> work_;      // [vocab] processed logits, then probabilities
+  std::vector<int32_t> ids_;     // candidate ids
+};
+
+}  // namespace ditto

@@ -1,0 +1,248 @@
+#include "engine/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ditto {
+namespace {
+
+std::vector<float> logits_of(std::initializer_list<float> v) { return std::vector<float>(v); }
+
+SamplerInput input(const std::vector<float>& logits, uint64_t seed = 1, int64_t choice = 0,
+                   std::span<const int32_t> output = {}) {
+  SamplerInput in;
+  in.logits = logits;
+  in.output_token_ids = output;
+  in.seed = seed;
+  in.choice = choice;
+  return in;
+}
+
+std::string validation_error(const SamplingParams& p) {
+  try {
+    p.validate(100);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SamplingParamsTest, DefaultsAreVllms) {
+  const SamplingParams p;
+  EXPECT_EQ(p.n, 1);
+  EXPECT_EQ(p.temperature, 1.0f);
+  EXPECT_EQ(p.top_p, 1.0f);
+  EXPECT_EQ(p.top_k, 0);
+  EXPECT_EQ(p.max_tokens, 16);
+  EXPECT_EQ(p.repetition_penalty, 1.0f);
+  EXPECT_NO_THROW(p.validate(100));
+}
+
+TEST(SamplingParamsTest, EachBadFieldIsNamed) {
+  auto with = [](auto set) {
+    SamplingParams p;
+    set(p);
+    return validation_error(p);
+  };
+  EXPECT_EQ(with([](SamplingParams& p) { p.top_p = 1.5f; }), "top_p must be in (0, 1], got 1.5");
+  EXPECT_EQ(with([](SamplingParams& p) { p.top_p = 0.0f; }), "top_p must be in (0, 1], got 0");
+  EXPECT_EQ(with([](SamplingParams& p) { p.n = 0; }), "n must be at least 1, got 0");
+  EXPECT_EQ(with([](SamplingParams& p) { p.max_tokens = 0; }), "max_tokens must be at least 1, got 0");
+  EXPECT_EQ(with([](SamplingParams& p) { p.max_tokens = -3; }), "max_tokens must be at least 1, got -3");
+  EXPECT_EQ(with([](SamplingParams& p) { p.temperature = -1.0f; }), "temperature must be a finite number >= 0, got -1");
+  EXPECT_EQ(with([](SamplingParams& p) { p.top_k = -2; }), "top_k must be -1, 0 (off) or a positive count, got -2");
+  EXPECT_EQ(with([](SamplingParams& p) { p.min_p = 2.0f; }), "min_p must be in [0, 1], got 2");
+  EXPECT_EQ(with([](SamplingParams& p) { p.presence_penalty = 3.0f; }), "presence_penalty must be in [-2, 2], got 3");
+  EXPECT_EQ(with([](SamplingParams& p) { p.repetition_penalty = 0.0f; }),
+            "repetition_penalty must be a finite number > 0, got 0");
+  EXPECT_EQ(with([](SamplingParams& p) { p.min_tokens = 20; }), "min_tokens (20) must not exceed max_tokens (16)");
+  EXPECT_EQ(with([](SamplingParams& p) { p.logprobs = 101; }), "logprobs must be in [0, vocab size 100], got 101");
+  EXPECT_EQ(with([](SamplingParams& p) { p.stop = {"a", ""}; }), "stop[1] is an empty string");
+  EXPECT_EQ(with([](SamplingParams& p) { p.stop_token_ids = {5, 100}; }),
+            "stop_token_ids[1] = 100 is outside the vocabulary [0, 100)");
+}
+
+TEST(SamplerTest, GreedyIsArgmaxWithTiesToTheLowestId) {
+  Sampler s;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  const auto logits = logits_of({0.5f, 2.0f, -1.0f, 2.0f, 1.0f});
+  EXPECT_EQ(s.sample(input(logits), p).token.token_id, 1);
+  for (uint64_t seed : {1u, 2u, 3u}) EXPECT_EQ(s.sample(input(logits, seed), p).token.token_id, 1);
+}
+
+TEST(SamplerTest, DrawIsAPureFunctionOfSeedChoiceAndPosition) {
+  std::vector<float> logits(1000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(static_cast<float>(i) * 0.37f) * 3.0f;
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 0.9f;
+  Sampler a, b;
+  std::vector<int32_t> out_a, out_b;
+  for (int t = 0; t < 30; ++t) out_a.push_back(a.sample(input(logits, 42, 0, out_a), p).token.token_id);
+  // Interleave unrelated draws on b: they must not change choice 0's stream.
+  std::vector<int32_t> other;
+  for (int t = 0; t < 30; ++t) {
+    other.push_back(b.sample(input(logits, 7, 3, other), p).token.token_id);
+    out_b.push_back(b.sample(input(logits, 42, 0, out_b), p).token.token_id);
+  }
+  EXPECT_EQ(out_a, out_b);
+  // Another choice index is another stream.
+  std::vector<int32_t> choice1;
+  for (int t = 0; t < 30; ++t) choice1.push_back(a.sample(input(logits, 42, 1, choice1), p).token.token_id);
+  EXPECT_NE(choice1, out_a);
+  EXPECT_EQ(sampling_uniform(42, 0, 5), sampling_uniform(42, 0, 5));
+  EXPECT_NE(sampling_uniform(42, 0, 5), sampling_uniform(42, 1, 5));
+  EXPECT_NE(sampling_uniform(42, 0, 5), sampling_uniform(43, 0, 5));
+}
+
+TEST(SamplerTest, FrequenciesMatchTheTemperedSoftmax) {
+  // Independent reference: p_i ∝ exp(l_i / T) in double. 40,000 draws over positions t (each its
+  // own Philox number); every frequency within 5 standard deviations of its probability.
+  const std::vector<float> logits = logits_of({1.0f, 0.0f, 2.0f, -1.0f, 0.5f, 1.5f});
+  const double temperature = 0.7;
+  std::vector<double> ref(logits.size());
+  double z = 0.0;
+  for (size_t i = 0; i < logits.size(); ++i) z += ref[i] = std::exp(logits[i] / temperature);
+  for (double& r : ref) r /= z;
+  SamplingParams p;
+  p.temperature = static_cast<float>(temperature);
+  Sampler s;
+  const int draws = 40000;
+  std::vector<int> hits(logits.size());
+  std::vector<int32_t> history;
+  for (int t = 0; t < draws; ++t) {
+    // The position t is the history's length; a fake history of zeros has no effect here.
+    history.resize(static_cast<size_t>(t));
+    SamplerInput in = input(logits, 99);
+    in.output_token_ids = history;
+    ++hits[static_cast<size_t>(s.sample(in, p).token.token_id)];
+  }
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const double sd = std::sqrt(ref[i] * (1 - ref[i]) / draws);
+    EXPECT_NEAR(hits[i] / static_cast<double>(draws), ref[i], 5 * sd) << "token " << i;
+  }
+}
+
+TEST(SamplerTest, TopKTopPAndMinPKeepOnlyTheirSets) {
+  const std::vector<float> logits = logits_of({3.0f, 2.0f, 2.0f, 1.0f, 0.0f, -1.0f});
+  Sampler s;
+  auto support = [&](const SamplingParams& p) {
+    std::map<int32_t, int> seen;
+    std::vector<int32_t> history;
+    for (int t = 0; t < 3000; ++t) {
+      history.resize(static_cast<size_t>(t));
+      SamplerInput in = input(logits, 5);
+      in.output_token_ids = history;
+      ++seen[s.sample(in, p).token.token_id];
+    }
+    std::vector<int32_t> ids;
+    for (const auto& [id, n] : seen) ids.push_back(id);
+    return ids;
+  };
+  SamplingParams p;
+  p.top_k = 1;
+  EXPECT_EQ(support(p), std::vector<int32_t>({0}));
+  p.top_k = 2;  // tokens 1 and 2 tie for second place: the lower id wins
+  EXPECT_EQ(support(p), std::vector<int32_t>({0, 1}));
+  p.top_k = 0;
+  // softmax of (3,2,2,1,0,-1): 0.4661, 0.1715 (×2), 0.0631, 0.0232, 0.0085. top_p 0.6 keeps the
+  // two most likely in (prob desc, id asc) order: 0 and 1 (0.6376 ≥ 0.6).
+  p.top_p = 0.6f;
+  EXPECT_EQ(support(p), std::vector<int32_t>({0, 1}));
+  p.top_p = 1.0f;
+  p.min_p = 0.3f;  // keep p ≥ 0.3 · 0.4661 = 0.1398
+  EXPECT_EQ(support(p), std::vector<int32_t>({0, 1, 2}));
+}
+
+TEST(SamplerTest, PenaltiesFollowVllmsFormulas) {
+  // Greedy picks reveal the processed logits: compare against the formulas by hand.
+  const std::vector<float> logits = logits_of({2.0f, 1.9f, -0.5f, -0.6f});
+  Sampler s;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  const std::vector<int32_t> prompt = {0};
+  SamplerInput in = input(logits);
+  in.prompt_token_ids = prompt;
+  EXPECT_EQ(s.sample(in, p).token.token_id, 0);
+  p.repetition_penalty = 1.1f;  // token 0: 2.0 / 1.1 = 1.818 < 1.9
+  EXPECT_EQ(s.sample(in, p).token.token_id, 1);
+  p.repetition_penalty = 1.0f;
+  const std::vector<int32_t> output = {0, 0, 1};
+  in.output_token_ids = output;
+  p.frequency_penalty = 0.06f;  // token 0: 2.0 − 2·0.06 = 1.88; token 1: 1.9 − 0.06 = 1.84
+  EXPECT_EQ(s.sample(in, p).token.token_id, 0);
+  p.frequency_penalty = 0.2f;  // token 0: 1.6; token 1: 1.7
+  EXPECT_EQ(s.sample(in, p).token.token_id, 1);
+  p.frequency_penalty = 0.0f;
+  p.presence_penalty = 2.0f;  // tokens 0 and 1 drop by 2 each: 0.0 and −0.1, still above −0.5
+  EXPECT_EQ(s.sample(in, p).token.token_id, 0);
+  // Negative logits are multiplied by the repetition penalty.
+  const std::vector<float> neg = logits_of({-1.0f, -1.05f});
+  SamplerInput in2 = input(neg);
+  const std::vector<int32_t> prompt2 = {0};
+  in2.prompt_token_ids = prompt2;
+  p.presence_penalty = 0.0f;
+  p.repetition_penalty = 1.1f;  // −1.1 < −1.05
+  EXPECT_EQ(s.sample(in2, p).token.token_id, 1);
+}
+
+TEST(SamplerTest, MinTokensMasksEosAndStopTokens) {
+  const std::vector<float> logits = logits_of({0.0f, 5.0f, 4.0f, 1.0f});
+  const std::vector<int32_t> eos = {1};
+  Sampler s;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.min_tokens = 2;
+  p.stop_token_ids = {2};
+  SamplerInput in = input(logits);
+  in.eos_token_ids = eos;
+  EXPECT_EQ(s.sample(in, p).token.token_id, 3);  // t = 0 < 2: EOS (1) and stop id (2) masked
+  const std::vector<int32_t> two = {3, 3};
+  in.output_token_ids = two;
+  EXPECT_EQ(s.sample(in, p).token.token_id, 1);  // t = 2: EOS allowed
+  p.ignore_eos = true;
+  in.output_token_ids = {};
+  EXPECT_EQ(s.sample(in, p).token.token_id, 1);  // ignore_eos: EOS is just a token, not masked
+}
+
+TEST(SamplerTest, LogprobsAreTheRawLogSoftmaxWithRanksAndIdTies) {
+  const std::vector<float> logits = logits_of({1.0f, 3.0f, 3.0f, -2.0f, 0.5f});
+  double z = 0.0;
+  for (float l : logits) z += std::exp(static_cast<double>(l));
+  Sampler s;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logprobs = 3;
+  p.repetition_penalty = 2.0f;  // penalties change the choice, not the reported logprobs
+  const std::vector<int32_t> prompt = {1};
+  SamplerInput in = input(logits);
+  in.prompt_token_ids = prompt;
+  const SampledToken got = s.sample(in, p);
+  EXPECT_EQ(got.token.token_id, 2);
+  EXPECT_NEAR(got.token.logprob, 3.0 - std::log(z), 2e-6);
+  EXPECT_EQ(got.token.rank, 1);
+  ASSERT_EQ(got.top_logprobs.size(), 3u);
+  EXPECT_EQ(got.top_logprobs[0].token_id, 1);
+  EXPECT_EQ(got.top_logprobs[1].token_id, 2);
+  EXPECT_EQ(got.top_logprobs[2].token_id, 0);
+  EXPECT_EQ(got.top_logprobs[1].rank, 1);
+  EXPECT_EQ(got.top_logprobs[2].rank, 3);
+  EXPECT_EQ(std::bit_cast<uint32_t>(got.top_logprobs[1].logprob), std::bit_cast<uint32_t>(got.token.logprob));
+  // score() reports the same entry bits for the same row: decode logprob == re-scored logprob.
+  const SampledToken scored = s.score(logits, 2, 3);
+  EXPECT_EQ(std::bit_cast<uint32_t>(scored.token.logprob), std::bit_cast<uint32_t>(got.token.logprob));
+  EXPECT_EQ(scored.token.rank, 1);
+  EXPECT_THROW(s.score(logits, 5, 0), Error);
+}
+
+}  // namespace
+}  // namespace ditto

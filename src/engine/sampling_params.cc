@@ -1,0 +1,48 @@
+#include "engine/sampling_params.h"
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "core/error.h"
+
+namespace ditto {
+namespace {
+
+template <typename T>
+[[noreturn]] void bad(const char* field, const char* rule, T value) {
+  std::ostringstream os;
+  os << field << " must be " << rule << ", got " << value;
+  throw_invalid_argument(os.str());
+}
+
+}  // namespace
+
+void SamplingParams::validate(int64_t vocab_size) const {
+  if (n < 1) bad("n", "at least 1", n);
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) bad("presence_penalty", "in [-2, 2]", presence_penalty);
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) bad("frequency_penalty", "in [-2, 2]", frequency_penalty);
+  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))
+    bad("repetition_penalty", "a finite number > 0", repetition_penalty);
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) bad("temperature", "a finite number >= 0", temperature);
+  if (!(top_p > 0.0f && top_p <= 1.0f)) bad("top_p", "in (0, 1]", top_p);
+  if (top_k < -1) bad("top_k", "-1, 0 (off) or a positive count", top_k);
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("min_p", "in [0, 1]", min_p);
+  if (max_tokens < 1) bad("max_tokens", "at least 1", max_tokens);
+  if (min_tokens < 0) bad("min_tokens", "at least 0", min_tokens);
+  if (min_tokens > max_tokens)
+    throw_invalid_argument("min_tokens (" + std::to_string(min_tokens) + ") must not exceed max_tokens (" +
+                           std::to_string(max_tokens) + ")");
+  if (logprobs && (*logprobs < 0 || *logprobs > vocab_size))
+    bad("logprobs", ("in [0, vocab size " + std::to_string(vocab_size) + "]").c_str(), *logprobs);
+  if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > vocab_size))
+    bad("prompt_logprobs", ("in [0, vocab size " + std::to_string(vocab_size) + "]").c_str(), *prompt_logprobs);
+  for (size_t i = 0; i < stop.size(); ++i)
+    if (stop[i].empty()) throw_invalid_argument("stop[" + std::to_string(i) + "] is an empty string");
+  for (size_t i = 0; i < stop_token_ids.size(); ++i)
+    if (stop_token_ids[i] < 0 || stop_token_ids[i] >= vocab_size)
+      throw_invalid_argument("stop_token_ids[" + std::to_string(i) + "] = " + std::to_string(stop_token_ids[i]) +
+                             " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+}
+
+}  // namespace ditto

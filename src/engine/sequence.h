@@ -1,0 +1,29 @@
+// One choice of one request as the scheduler and the engine see it: its token ids (prompt, then
+// output), how many of them have K/V in the cache, and where it is in its life.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ditto {
+
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+
+struct Sequence {
+  int64_t id = 0;                  // engine-unique; the KV cache manager's RequestId
+  int64_t request = 0;             // index of its request in the engine
+  int64_t choice = 0;              // i in [0, n)
+  int64_t arrival = 0;             // FCFS order: requests first, then choice index
+  std::vector<int32_t> token_ids;  // [num_prompt_tokens + outputs]
+  int64_t num_prompt_tokens = 0;
+  int64_t num_computed_tokens = 0;  // leading token_ids whose K/V is in the cache
+  bool use_prefix_cache = true;     // false when prompt logprobs are wanted (every row computed)
+  int64_t num_preemptions = 0;
+  FinishReason finish = FinishReason::kNone;
+
+  int64_t num_output_tokens() const { return static_cast<int64_t>(token_ids.size()) - num_prompt_tokens; }
+  int64_t num_uncomputed_tokens() const { return static_cast<int64_t>(token_ids.size()) - num_computed_tokens; }
+  bool finished() const { return finish != FinishReason::kNone; }
+};
+
+}  // namespace ditto

@@ -1,0 +1,338 @@
+// The engine's contract, compared bit for bit on a tiny model: a request's tokens, logprobs and
+// cumulative logprob do not depend on what runs beside it (alone vs together), on arrival order,
+// on the token budget (chunked prefill at different offsets), on prefix-cache hits, on
+// preemption and recomputation, or on the thread count; and the logprob a token got in decode
+// equals its prompt logprob when the finished sequence is re-scored.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "model/causal_lm.h"
+#include "model/test_support.h"
+#include "tiny_model.h"
+
+namespace ditto {
+namespace {
+
+using testing::TempDir;
+
+struct Case {
+  std::string id;
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+};
+
+const std::vector<int32_t> kEos = {7};
+
+std::vector<Case> make_cases() {
+  std::mt19937 rng(11);
+  auto prompt = [&](int n) {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    for (int32_t& t : p) t = static_cast<int32_t>(rng() % 300);
+    return p;
+  };
+  std::vector<Case> cases;
+  const std::vector<int32_t> shared = prompt(40);  // a prefix several prompts share (prefix cache)
+  for (int i = 0; i < 14; ++i) {
+    Case c;
+    c.id = "r" + std::to_string(i);
+    c.prompt = prompt(1 + (i * 37) % 70);
+    if (i % 4 == 1) {
+      c.prompt = shared;
+      const std::vector<int32_t> tail = prompt(1 + i);
+      c.prompt.insert(c.prompt.end(), tail.begin(), tail.end());
+    }
+    SamplingParams& p = c.params;
+    p.max_tokens = 6 + (i * 5) % 17;
+    p.ignore_eos = i % 3 != 0;
+    switch (i % 7) {
+      case 0: p.temperature = 0.0f; break;
+      case 1: p.temperature = 0.8f; p.seed = 1000 + i; p.n = 2; break;
+      case 2: p.temperature = 1.0f; p.seed = 42; p.top_p = 0.9f; p.logprobs = 3; break;
+      case 3: p.temperature = 0.7f; p.seed = 5; p.top_k = 5; p.repetition_penalty = 1.2f; break;
+      case 4: p.temperature = 1.2f; p.seed = 9; p.min_p = 0.05f; p.frequency_penalty = 0.5f; p.presence_penalty = 0.3f; break;
+      case 5: p.temperature = 0.0f; p.logprobs = 2; p.prompt_logprobs = 2; p.min_tokens = 3; break;
+      case 6: p.temperature = 0.9f; p.seed = 77; p.n = 3; p.stop_token_ids = {11, 12}; break;
+    }
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+struct RunOptions {
+  int64_t max_num_batched_tokens = 8192;
+  int64_t num_blocks = 256;
+  int64_t block_size = 16;
+  bool prefix_caching = true;
+  int64_t max_num_seqs = 256;
+};
+
+struct RunResult {
+  std::map<std::string, RequestOutput> outputs;
+  int64_t preemptions = 0;
+  int64_t prefix_hit_tokens = 0;
+};
+
+// Adds `order` of `cases` (at most `arrive_per_step` per step, the rest while earlier ones run)
+// and runs the engine to completion.
+RunResult run(const CausalLM& model, const std::vector<Case>& cases, const std::vector<size_t>& order,
+              const RunOptions& o, size_t arrive_per_step = 1000, int repeat = 1) {
+  EngineConfig config;
+  config.block_size = o.block_size;
+  config.num_kv_blocks = o.num_blocks;
+  config.enable_prefix_caching = o.prefix_caching;
+  config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  config.scheduler.max_num_seqs = o.max_num_seqs;
+  Engine engine(model, nullptr, kEos, config);
+  RunResult result;
+  for (int r = 0; r < repeat; ++r) {
+    size_t next = 0;
+    while (next < order.size() || engine.has_unfinished()) {
+      for (size_t k = 0; k < arrive_per_step && next < order.size(); ++k, ++next) {
+        const Case& c = cases[order[next]];
+        engine.add_request(c.id, c.prompt, c.params);
+      }
+      for (RequestOutput& out : engine.step()) result.outputs[out.request_id] = std::move(out);
+    }
+  }
+  result.preemptions = engine.scheduler().num_preemptions();
+  result.prefix_hit_tokens = engine.kv_cache().stats().prefix_hit_tokens;
+  return result;
+}
+
+bool same_entry(const SampledToken& a, const SampledToken& b) {
+  if (a.token.token_id != b.token.token_id || a.token.rank != b.token.rank ||
+      std::bit_cast<uint32_t>(a.token.logprob) != std::bit_cast<uint32_t>(b.token.logprob) ||
+      a.top_logprobs.size() != b.top_logprobs.size())
+    return false;
+  for (size_t i = 0; i < a.top_logprobs.size(); ++i)
+    if (a.top_logprobs[i].token_id != b.top_logprobs[i].token_id ||
+        std::bit_cast<uint32_t>(a.top_logprobs[i].logprob) != std::bit_cast<uint32_t>(b.top_logprobs[i].logprob))
+      return false;
+  return true;
+}
+
+// Every field that the contract covers, bit for bit. Returns "" or what differs.
+std::string diff(const RequestOutput& a, const RequestOutput& b) {
+  if (a.outputs.size() != b.outputs.size()) return "number of choices";
+  if (a.prompt_logprobs.size() != b.prompt_logprobs.size()) return "prompt_logprobs size";
+  for (size_t i = 0; i < a.prompt_logprobs.size(); ++i)
+    if (a.prompt_logprobs[i].has_value() != b.prompt_logprobs[i].has_value() ||
+        (a.prompt_logprobs[i] && !same_entry(*a.prompt_logprobs[i], *b.prompt_logprobs[i])))
+      return "prompt_logprobs[" + std::to_string(i) + "]";
+  for (size_t c = 0; c < a.outputs.size(); ++c) {
+    const CompletionOutput& x = a.outputs[c];
+    const CompletionOutput& y = b.outputs[c];
+    if (x.token_ids != y.token_ids) return "choice " + std::to_string(c) + " token_ids";
+    if (x.finish_reason != y.finish_reason) return "choice " + std::to_string(c) + " finish_reason";
+    if (std::bit_cast<uint64_t>(x.cumulative_logprob) != std::bit_cast<uint64_t>(y.cumulative_logprob))
+      return "choice " + std::to_string(c) + " cumulative_logprob";
+    if (x.logprobs.size() != y.logprobs.size()) return "choice " + std::to_string(c) + " logprobs size";
+    for (size_t t = 0; t < x.logprobs.size(); ++t)
+      if (!same_entry(x.logprobs[t], y.logprobs[t])) return "choice " + std::to_string(c) + " logprobs[" + std::to_string(t) + "]";
+  }
+  return "";
+}
+
+class EngineInvarianceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    write_tiny_model(*dir_, "qwen3");
+    pool1_ = new ThreadPool(1);
+    pool2_ = new ThreadPool(2);
+    model1_ = CausalLM::load(dir_->path().string(), pool1_).release();
+    model2_ = CausalLM::load(dir_->path().string(), pool2_).release();
+    cases_ = new std::vector<Case>(make_cases());
+    baseline_ = new std::map<std::string, RequestOutput>();
+    for (size_t i = 0; i < cases_->size(); ++i) {
+      RunResult alone = run(*model2_, *cases_, {i}, RunOptions{});
+      (*baseline_)[(*cases_)[i].id] = alone.outputs.at((*cases_)[i].id);
+    }
+  }
+  static void TearDownTestSuite() {
+    delete baseline_;
+    delete cases_;
+    delete model1_;
+    delete model2_;
+    delete pool1_;
+    delete pool2_;
+    delete dir_;
+  }
+
+  static void expect_baseline(const RunResult& r, const std::string& label) {
+    ASSERT_EQ(r.outputs.size(), cases_->size()) << label;
+    int64_t tokens = 0;
+    for (const Case& c : *cases_) {
+      const RequestOutput& got = r.outputs.at(c.id);
+      EXPECT_EQ(diff(baseline_->at(c.id), got), "") << label << ", request " << c.id;
+      for (const CompletionOutput& o : got.outputs) tokens += static_cast<int64_t>(o.token_ids.size());
+    }
+    EXPECT_GT(tokens, 100) << label;
+  }
+
+  static std::vector<size_t> identity() {
+    std::vector<size_t> v(cases_->size());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = i;
+    return v;
+  }
+
+  static TempDir* dir_;
+  static ThreadPool* pool1_;
+  static ThreadPool* pool2_;
+  static CausalLM* model1_;
+  static CausalLM* model2_;
+  static std::vector<Case>* cases_;
+  static std::map<std::string, RequestOutput>* baseline_;
+};
+TempDir* EngineInvarianceTest::dir_ = nullptr;
+ThreadPool* EngineInvarianceTest::pool1_ = nullptr;
+ThreadPool* EngineInvarianceTest::pool2_ = nullptr;
+CausalLM* EngineInvarianceTest::model1_ = nullptr;
+CausalLM* EngineInvarianceTest::model2_ = nullptr;
+std::vector<Case>* EngineInvarianceTest::cases_ = nullptr;
+std::map<std::string, RequestOutput>* EngineInvarianceTest::baseline_ = nullptr;
+
+TEST_F(EngineInvarianceTest, AloneEqualsTogether) {
+  expect_baseline(run(*model2_, *cases_, identity(), RunOptions{}), "all at once");
+  expect_baseline(run(*model2_, *cases_, identity(), RunOptions{}, 2), "arriving two per step");
+}
+
+TEST_F(EngineInvarianceTest, ShuffledOrderAndTokenBudgets) {
+  std::mt19937 rng(3);
+  for (int64_t budget : {16, 64, 8192}) {
+    std::vector<size_t> order = identity();
+    std::shuffle(order.begin(), order.end(), rng);
+    RunOptions o;
+    o.max_num_batched_tokens = budget;
+    expect_baseline(run(*model2_, *cases_, order, o, 3), "budget " + std::to_string(budget) + ", shuffled");
+  }
+}
+
+TEST_F(EngineInvarianceTest, PreemptionAndRecomputation) {
+  RunOptions o;
+  o.num_blocks = 7;  // the largest request needs 6 blocks of 16: others get preempted
+  const RunResult r = run(*model2_, *cases_, identity(), o);
+  EXPECT_GT(r.preemptions, 0);
+  expect_baseline(r, "7 KV blocks");
+  o.block_size = 4;
+  o.num_blocks = 24;
+  o.max_num_batched_tokens = 32;
+  const RunResult r2 = run(*model2_, *cases_, identity(), o);
+  EXPECT_GT(r2.preemptions, 0);
+  expect_baseline(r2, "24 blocks of 4, budget 32");
+}
+
+TEST_F(EngineInvarianceTest, PrefixCacheColdWarmAndOff) {
+  const RunResult twice = run(*model2_, *cases_, identity(), RunOptions{}, 1000, 2);
+  EXPECT_GT(twice.prefix_hit_tokens, 40);
+  expect_baseline(twice, "prefix cache warm (second pass)");
+  RunOptions off;
+  off.prefix_caching = false;
+  const RunResult r = run(*model2_, *cases_, identity(), off);
+  EXPECT_EQ(r.prefix_hit_tokens, 0);
+  expect_baseline(r, "prefix caching off");
+}
+
+TEST_F(EngineInvarianceTest, ThreadCount) {
+  expect_baseline(run(*model1_, *cases_, identity(), RunOptions{}), "1 thread");
+}
+
+TEST_F(EngineInvarianceTest, DecodeLogprobEqualsRescoredPromptLogprob) {
+  for (const Case& c : *cases_) {
+    if (!c.params.logprobs) continue;
+    const RequestOutput& out = baseline_->at(c.id);
+    const CompletionOutput& o = out.outputs[0];
+    Case rescore;
+    rescore.id = c.id + "-rescore";
+    rescore.prompt = c.prompt;
+    rescore.prompt.insert(rescore.prompt.end(), o.token_ids.begin(), o.token_ids.end());
+    rescore.params.temperature = 0.0f;
+    rescore.params.max_tokens = 1;
+    rescore.params.prompt_logprobs = 0;
+    const RunResult r = run(*model2_, {rescore}, {0}, RunOptions{});
+    const RequestOutput& s = r.outputs.at(rescore.id);
+    for (size_t t = 0; t < o.token_ids.size(); ++t) {
+      const auto& entry = s.prompt_logprobs[c.prompt.size() + t];
+      ASSERT_TRUE(entry.has_value());
+      EXPECT_EQ(entry->token.token_id, o.token_ids[t]);
+      EXPECT_EQ(std::bit_cast<uint32_t>(entry->token.logprob), std::bit_cast<uint32_t>(o.logprobs[t].token.logprob))
+          << c.id << " output token " << t;
+    }
+  }
+}
+
+TEST_F(EngineInvarianceTest, BadRequestsAreRefusedAloneAndOthersComplete) {
+  EngineConfig config;
+  config.num_kv_blocks = 8;
+  Engine engine(*model2_, nullptr, kEos, config);
+  auto refuse = [&](const std::string& id, std::vector<int32_t> prompt, const SamplingParams& p) {
+    try {
+      engine.add_request(id, prompt, p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  SamplingParams ok;
+  ok.temperature = 0.0f;
+  ok.max_tokens = 4;
+  engine.add_request("good", {1, 2, 3}, ok);
+  EXPECT_EQ(refuse("empty", {}, ok), "the prompt is empty");
+  EXPECT_EQ(refuse("oov", {1, 300}, ok), "prompt token 1 = 300 is outside the vocabulary [0, 300)");
+  SamplingParams bad = ok;
+  bad.top_p = 1.5f;
+  EXPECT_EQ(refuse("top_p", {1}, bad), "top_p must be in (0, 1], got 1.5");
+  bad = ok;
+  bad.n = 0;
+  EXPECT_EQ(refuse("n", {1}, bad), "n must be at least 1, got 0");
+  bad = ok;
+  bad.max_tokens = 0;
+  EXPECT_EQ(refuse("max", {1}, bad), "max_tokens must be at least 1, got 0");
+  bad = ok;
+  bad.max_tokens = 200;
+  EXPECT_NE(refuse("kv", {1}, bad).find("the request needs 13 KV cache blocks"), std::string::npos);
+  EXPECT_NE(refuse("long", std::vector<int32_t>(4096, 1), ok).find("leaves no room for output"), std::string::npos);
+  bad = ok;
+  bad.stop = {"x"};
+  EXPECT_EQ(refuse("stop", {1}, bad), "stop strings need the model's tokenizer (tokenizer.json)");
+  std::vector<RequestOutput> done;
+  while (engine.has_unfinished())
+    for (RequestOutput& o : engine.step()) done.push_back(std::move(o));
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].request_id, "good");
+  EXPECT_EQ(done[0].outputs[0].token_ids.size(), 4u);
+  EXPECT_EQ(done[0].outputs[0].finish_reason, "length");
+}
+
+TEST_F(EngineInvarianceTest, AbortFreesBlocksAndReportsAbort) {
+  EngineConfig config;
+  config.num_kv_blocks = 16;
+  Engine engine(*model2_, nullptr, kEos, config);
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = 50;
+  p.ignore_eos = true;
+  engine.add_request("a", std::vector<int32_t>(30, 3), p);
+  engine.add_request("b", std::vector<int32_t>(20, 4), p);
+  engine.step();
+  engine.step();
+  EXPECT_LT(engine.kv_cache().num_free_blocks(), 16);
+  engine.abort("a");
+  std::vector<RequestOutput> out = engine.step();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].request_id, "a");
+  EXPECT_EQ(out[0].outputs[0].finish_reason, "abort");
+  while (engine.has_unfinished()) engine.step();
+  EXPECT_EQ(engine.kv_cache().num_free_blocks(), 16);
+}
+
+}  // namespace
+}  // namespace ditto

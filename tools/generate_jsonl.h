@@ -1,0 +1,25 @@
+// `ditto generate --prompts in.jsonl --output out.jsonl`: one request per input line (a prompt and
+// any SamplingParams field, vLLM's names), one RequestOutput per output line, in input order.
+#pragma once
+
+#include <string>
+
+#include "ditto/llm.h"
+
+namespace ditto {
+
+struct JsonlOptions {
+  std::string prompts;  // path, or "-" for stdin
+  std::string output;   // path, or "-" (default) for stdout
+};
+
+// Throws Error for unreadable/unwritable files; a bad line becomes that line's {"error": ...}.
+void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o);
+
+// The JSON of one result: request_id, prompt, prompt_token_ids, seed, prompt_logprobs (when
+// asked), outputs[{index, text, token_ids, cumulative_logprob, logprobs, finish_reason,
+// stop_reason}] — or request_id and error. Floats are float32 values written as the shortest
+// decimal that reads back as the same double, hence the same float32.
+nlohmann::ordered_json result_json(const GenerateResult& r);
+
+}  // namespace ditto
