@@ -19,10 +19,10 @@ $(DEMO_MODEL)/config.json: | build
 
 demo-model: build $(DEMO_MODEL)/config.json
 
+# The seed scenario: three prompts sampled (temperature 0.7, seed 42) alone, then shuffled into a
+# batch of 30 other requests; prints both outputs and "identical: yes/no" per prompt.
 run: demo-model
-	$(DITTO) generate --model $(DEMO_MODEL) --max-tokens 16 --json \
-	  --chat '[{"role": "user", "content": "Why do batch-invariant kernels matter?"}]' \
-	  --chat-template-kwargs '{"enable_thinking": false}'
+	$(DITTO) demo --model $(DEMO_MODEL)
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

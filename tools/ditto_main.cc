@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   ditto::add_tokenize_commands(app);
   ditto::add_bench_command(app);
   ditto::add_export_gguf_command(app);
+  ditto::add_demo_command(app);
   try {
     ditto::active_isa();  // a bad $DITTO_ISA fails here, before any kernel runs
     app.parse(argc, argv);

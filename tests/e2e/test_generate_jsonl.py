@@ -1,0 +1,107 @@
+"""`ditto generate --prompts in.jsonl`: the batching engine end to end. A request's output line is
+the same bytes alone and inside a batch of other requests (any order, any token budget, a KV
+cache small enough to preempt); bad lines get their own error while the others complete."""
+import json
+import random
+
+import pytest
+
+from conftest import run_ditto
+
+
+@pytest.fixture(scope="module")
+def model(ditto_bin, tmp_path_factory):
+    out = tmp_path_factory.mktemp("qwen3jsonl") / "m"
+    run_ditto(ditto_bin, "make-test-model", "--preset", "qwen3-0.6b", "--num-hidden-layers", "2",
+              "--seed", "5", "--out", out)
+    return out
+
+
+def generate(ditto_bin, model, tmp_path, lines, *extra):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines))
+    out = run_ditto(ditto_bin, "generate", "--model", model, "--prompts", src, *extra).stdout
+    return [json.loads(l) for l in out.splitlines()]
+
+
+REQUESTS = [
+    {"request_id": "a", "prompt": "The future of AI is", "temperature": 0.7, "max_tokens": 12, "seed": 42},
+    {"request_id": "b", "prompt": "Machine learning enables", "temperature": 0.9, "top_p": 0.8, "n": 2,
+     "max_tokens": 10, "seed": 7, "logprobs": 2},
+    {"request_id": "c", "prompt_token_ids": [9707, 11, 1879, 0, 3, 4, 5, 6, 7, 8, 9, 10] * 5,
+     "temperature": 0, "max_tokens": 8, "prompt_logprobs": 1, "logprobs": 0},
+    {"request_id": "d", "messages": [{"role": "user", "content": "Hello there"}],
+     "chat_template_kwargs": {"enable_thinking": False}, "temperature": 1.0, "top_k": 20,
+     "min_p": 0.01, "repetition_penalty": 1.1, "presence_penalty": 0.5, "max_tokens": 9, "seed": 3},
+]
+
+
+def test_alone_equals_in_batch_in_any_order_budget_and_cache_size(ditto_bin, model, tmp_path):
+    alone = {r["request_id"]: generate(ditto_bin, model, tmp_path, [r])[0] for r in REQUESTS}
+    for out in alone.values():
+        assert "error" not in out, out
+        assert all(len(o["token_ids"]) > 0 for o in out["outputs"])
+    rng = random.Random(1)
+    filler = [{"request_id": f"f{i}", "prompt": " ".join(["word"] * rng.randint(1, 50)),
+               "temperature": rng.random(), "max_tokens": rng.randint(1, 20), "seed": i} for i in range(12)]
+    for extra in ([], ["--max-num-batched-tokens", "16"], ["--max-num-batched-tokens", "64"],
+                  ["--kv-cache-memory", "2MiB", "--block-size", "8"], ["--no-prefix-caching", "--threads", "1"]):
+        batch = REQUESTS + filler
+        rng.shuffle(batch)
+        got = {o["request_id"]: o for o in generate(ditto_bin, model, tmp_path, batch, *extra)}
+        for rid, want in alone.items():
+            got_r = dict(got[rid])
+            if "seed" not in next(r for r in REQUESTS if r["request_id"] == rid):
+                got_r["seed"] = want["seed"]  # drawn from the OS: greedy output does not depend on it
+            assert json.dumps(got_r, sort_keys=True) == json.dumps(want, sort_keys=True), (rid, extra)
+
+
+def test_output_fields(ditto_bin, model, tmp_path):
+    [b, c] = generate(ditto_bin, model, tmp_path, REQUESTS[1:3])
+    assert [o["index"] for o in b["outputs"]] == [0, 1]
+    assert b["outputs"][0]["token_ids"] != b["outputs"][1]["token_ids"]  # each choice its own stream
+    for o in b["outputs"]:
+        assert len(o["logprobs"]) == len(o["token_ids"])
+        assert all(len(lp["top_logprobs"]) == 2 for lp in o["logprobs"])
+        assert o["finish_reason"] in ("stop", "length")
+    assert c["prompt_logprobs"][0] is None
+    assert len(c["prompt_logprobs"]) == len(c["prompt_token_ids"])
+    assert b["seed"] == 7
+
+
+def test_decode_logprob_equals_rescored_prompt_logprob(ditto_bin, model, tmp_path):
+    [first] = generate(ditto_bin, model, tmp_path, [REQUESTS[2]])
+    out = first["outputs"][0]
+    rescore = {"prompt_token_ids": first["prompt_token_ids"] + out["token_ids"], "max_tokens": 1,
+               "temperature": 0, "prompt_logprobs": 0}
+    [again] = generate(ditto_bin, model, tmp_path, [rescore])
+    n = len(first["prompt_token_ids"])
+    for t, lp in enumerate(out["logprobs"]):
+        assert again["prompt_logprobs"][n + t]["logprob"] == lp["logprob"]  # same float32 bits
+
+
+def test_bad_lines_get_their_own_errors(ditto_bin, model, tmp_path):
+    lines = [
+        {"prompt": "", "max_tokens": 3},
+        {"prompt": "x", "top_p": 1.5},
+        {"prompt": "x", "n": 0},
+        {"prompt": "x", "max_tokens": 0},
+        {"prompt": "x", "max_tokens": -4},
+        {"prompt": "x", "colour": "red"},
+        {"prompt": "x", "temperature": "hot"},
+        {"prompt_token_ids": [1] * 50000},
+        "not json",
+        {"prompt": "still fine", "max_tokens": 3, "temperature": 0},
+    ]
+    out = generate(ditto_bin, model, tmp_path, lines)
+    errors = [o.get("error") for o in out]
+    assert errors[0] == "line 1: the prompt is empty"
+    assert errors[1] == "line 2: top_p must be in (0, 1], got 1.5"
+    assert errors[2] == "line 3: n must be at least 1, got 0"
+    assert errors[3] == "line 4: max_tokens must be at least 1, got 0"
+    assert errors[4] == "line 5: max_tokens must be at least 1, got -4"
+    assert errors[5] == "line 6: unknown field 'colour'"
+    assert errors[6] == "line 7: field 'temperature' must be a number, got \"hot\""
+    assert "max_position_embeddings" in errors[7]
+    assert errors[8].startswith("line 9: invalid JSON")
+    assert errors[9] is None and len(out[9]["outputs"][0]["token_ids"]) == 3
