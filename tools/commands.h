@@ -13,5 +13,6 @@ void add_tokenize_commands(CLI::App& app);  // tokenize and detokenize
 void add_bench_command(CLI::App& app);
 void add_export_gguf_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
+void add_check_invariance_command(CLI::App& app);
 
 }  // namespace ditto

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +73,24 @@ class LLM {
   // Text prompts, one shared SamplingParams. Throws Error for the first bad request.
   std::vector<RequestOutput> generate(const std::vector<std::string>& prompts, const SamplingParams& params);
 
+  // Engine limits for later generate() calls (block_size, kv_cache_memory, max_num_batched_tokens,
+  // max_num_seqs, enable_prefix_caching); model and threads stay as loaded.
+  void set_engine_options(const LLMOptions& options);
+
+  // What the last generate() call's engine did.
+  struct Stats {
+    int64_t steps = 0;
+    int64_t preemptions = 0;
+    int64_t prefix_query_tokens = 0;
+    int64_t prefix_hit_tokens = 0;
+  };
+  const Stats& last_stats() const { return stats_; }
+
+  // Test double for the invariance harness's negative control: called on every logits row before
+  // sampling with the number of sequences in that engine step. Null (the default) in real use.
+  using LogitsHook = std::function<void(float* logits, int64_t vocab_size, int64_t batch_sequences)>;
+  void set_logits_hook(LogitsHook hook) { logits_hook_ = std::move(hook); }
+
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const CausalLM& model() const { return *model_; }
 
@@ -85,6 +104,8 @@ class LLM {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> chat_template_;  // null when the model has none
   std::vector<int32_t> eos_token_ids_;
+  Stats stats_;
+  LogitsHook logits_hook_;
 };
 
 }  // namespace ditto

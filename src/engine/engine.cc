@@ -180,7 +180,12 @@ std::vector<RequestOutput> Engine::step() {
                         s.seq->num_computed_tokens < s.seq->num_prompt_tokens;
       steps.push_back(step);
     }
-    const std::vector<float> logits = runner_.step(steps);
+    std::vector<float> logits = runner_.step(steps);
+    ++num_steps_;
+    if (config_.logits_hook)
+      for (size_t r = 0; r * static_cast<size_t>(model_.config().vocab_size) < logits.size(); ++r)
+        config_.logits_hook(logits.data() + r * static_cast<size_t>(model_.config().vocab_size),
+                            model_.config().vocab_size, static_cast<int64_t>(batch.size()));
     const auto vocab = static_cast<size_t>(model_.config().vocab_size);
     size_t row = 0;
     for (size_t i = 0; i < batch.size(); ++i) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,9 @@ namespace ditto {
 
 struct EngineConfig {
   int64_t block_size = 16;             // KV cache block, tokens
+  // Test double (null in real use): sees every logits row before sampling, with the number of
+  // sequences in the step — lets the invariance harness prove it detects batch dependence.
+  std::function<void(float* logits, int64_t vocab_size, int64_t batch_sequences)> logits_hook;
   int64_t num_kv_blocks = 0;           // KV cache size in blocks (see kv_blocks_for_memory)
   bool enable_prefix_caching = true;
   SchedulerConfig scheduler;
@@ -57,6 +61,7 @@ class Engine {
   void abort(const std::string& request_id);
 
   bool has_unfinished() const { return num_unfinished_ > 0; }
+  int64_t num_steps() const { return num_steps_; }
   const Scheduler& scheduler() const { return scheduler_; }
   const KvCacheManager& kv_cache() const { return kv_; }
 
@@ -77,6 +82,7 @@ class Engine {
   std::vector<std::unique_ptr<Sequence>> sequences_;
   int64_t next_arrival_ = 0;
   int64_t num_unfinished_ = 0;
+  int64_t num_steps_ = 0;
   std::vector<size_t> aborted_;  // request indices aborted since the last step
 };
 

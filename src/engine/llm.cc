@@ -34,6 +34,14 @@ LLM::LLM(const LLMOptions& options) : options_(options) {
 
 LLM::~LLM() = default;
 
+void LLM::set_engine_options(const LLMOptions& options) {
+  options_.block_size = options.block_size;
+  options_.kv_cache_memory = options.kv_cache_memory;
+  options_.max_num_batched_tokens = options.max_num_batched_tokens;
+  options_.max_num_seqs = options.max_num_seqs;
+  options_.enable_prefix_caching = options.enable_prefix_caching;
+}
+
 std::vector<int32_t> LLM::encode(const PromptInput& p) const {
   const int kinds = p.text.has_value() + p.token_ids.has_value() + p.messages.has_value();
   if (kinds != 1) throw_invalid_argument("give exactly one of prompt (text), prompt_token_ids or messages");
@@ -60,6 +68,7 @@ std::vector<GenerateResult> LLM::generate(const std::vector<PromptInput>& prompt
   config.enable_prefix_caching = options_.enable_prefix_caching;
   config.scheduler.max_num_batched_tokens = options_.max_num_batched_tokens;
   config.scheduler.max_num_seqs = options_.max_num_seqs;
+  config.logits_hook = logits_hook_;
   Engine engine(*model_, tokenizer_.get(), eos_token_ids_, config);
 
   std::vector<GenerateResult> results(prompts.size());
@@ -88,6 +97,10 @@ std::vector<GenerateResult> LLM::generate(const std::vector<PromptInput>& prompt
     if (bar) std::fprintf(stderr, "\rgenerating: %zu/%zu requests done", done, accepted);
   }
   if (bar) std::fprintf(stderr, "\n");
+  stats_.steps = engine.num_steps();
+  stats_.preemptions = engine.scheduler().num_preemptions();
+  stats_.prefix_query_tokens = engine.kv_cache().stats().prefix_queries_tokens;
+  stats_.prefix_hit_tokens = engine.kv_cache().stats().prefix_hit_tokens;
   return results;
 }
 

@@ -1,0 +1,45 @@
+"""`ditto check-invariance` on a small generated model: every row 0 mismatches; and the negative
+control — a test double that nudges logits by the step's batch size — makes it report mismatches
+and exit 1, so the harness can fail."""
+import json
+
+import pytest
+
+from conftest import run_ditto
+
+ARGS = ["--num-prompts", "12", "--max-prompt-tokens", "80", "--max-tokens", "8", "--json"]
+
+
+@pytest.fixture(scope="module")
+def model(ditto_bin, tmp_path_factory):
+    out = tmp_path_factory.mktemp("qwen3check") / "m"
+    run_ditto(ditto_bin, "make-test-model", "--preset", "qwen3-0.6b", "--num-hidden-layers", "2",
+              "--seed", "8", "--out", out)
+    return out
+
+
+def test_every_row_matches(ditto_bin, model):
+    report = json.loads(run_ditto(ditto_bin, "check-invariance", "--model", model, *ARGS).stdout)
+    names = [r["row"] for r in report["rows"]]
+    assert len(names) == 11, names
+    for r in report["rows"]:
+        assert r["mismatches"] == 0, r
+        assert r["cases"] > 0 and r["tokens_compared"] > 0, r
+    assert report["mismatches"] == 0
+    notes = " ".join(r["note"] for r in report["rows"])
+    assert "preemptions" in notes and "prefix-cache hit tokens" in notes
+
+
+def test_negative_control_reports_mismatches(ditto_bin, model):
+    proc = run_ditto(ditto_bin, "check-invariance", "--model", model, *ARGS, "--inject-fault", "batch-size",
+                     check=False)
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report["mismatches"] > 0
+    assert proc.stderr.startswith("error: check-invariance:")
+
+
+def test_bad_fault_name(ditto_bin, model):
+    proc = run_ditto(ditto_bin, "check-invariance", "--model", model, "--inject-fault", "cosmic-ray", check=False)
+    assert proc.returncode == 1
+    assert "the only fault is 'batch-size'" in proc.stderr
