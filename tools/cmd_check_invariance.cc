@@ -97,6 +97,12 @@ int64_t tokens_of(const GenerateResult& r) {
   return n;
 }
 
+// The negative control's test double: nudges every logit by an amount that depends on how many
+// sequences share the engine step — exactly the dependence the contract forbids.
+void batch_size_fault(float* logits, int64_t vocab, int64_t batch) {
+  for (int64_t i = 0; i < vocab; ++i) logits[i] += 1e-3f * static_cast<float>(batch % 7) * static_cast<float>(i % 3);
+}
+
 struct Row {
   std::string name;
   int64_t cases = 0;
@@ -116,10 +122,7 @@ void run_check(const CheckOptions& o) {
   base.threads = o.model.threads > 0 ? o.model.threads : 2;
   base.block_size = o.model.block_size;
   LLM llm(base);
-  if (!o.inject_fault.empty())  // the negative control: logits nudged by the step's batch size
-    llm.set_logits_hook([](float* logits, int64_t vocab, int64_t batch) {
-      for (int64_t i = 0; i < vocab; ++i) logits[i] += 1e-3f * static_cast<float>(batch % 7) * static_cast<float>(i % 3);
-    });
+  if (!o.inject_fault.empty()) llm.set_logits_hook(batch_size_fault);
   std::vector<PromptInput> given;
   if (!o.prompts_file.empty()) {
     std::ifstream in(o.prompts_file);
@@ -247,9 +250,7 @@ void run_check(const CheckOptions& o) {
     LLMOptions one = base;
     one.threads = base.threads == 1 ? 2 : 1;
     LLM other(one);
-    if (!o.inject_fault.empty()) other.set_logits_hook([](float* logits, int64_t vocab, int64_t batch) {
-      for (int64_t i = 0; i < vocab; ++i) logits[i] += 1e-3f * static_cast<float>(batch % 7) * static_cast<float>(i % 3);
-    });
+    if (!o.inject_fault.empty()) other.set_logits_hook(batch_size_fault);
     check("threads " + std::to_string(base.threads) + " vs " + std::to_string(one.threads), identity, {}, {}, &other);
   }
   {  // decode logprobs vs re-scoring the finished sequence with prompt_logprobs
