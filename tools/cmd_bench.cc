@@ -10,6 +10,7 @@
 // reported (a phase stops repeating once it has used 20 s, so slow kernels still finish), the
 // median beside it.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -21,6 +22,7 @@
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "engine/engine.h"
 #include "model/hub.h"
 #include "model_options.h"
 
@@ -35,6 +37,13 @@ struct BenchOptions {
   int repeat = 3;
   bool json = false;
   bool decode_after_prompt = false;
+  // --scenario offline: many requests through the batching engine.
+  std::string scenario = "model";
+  int64_t num_requests = 64;
+  int64_t output_tokens = 128;
+  int64_t offline_prompt_tokens = 256;
+  std::string kv_cache_memory = "3GiB";
+  int64_t max_num_batched_tokens = 2048;
 };
 
 constexpr int64_t kMaxTokens = int64_t{1} << 20;
@@ -52,7 +61,91 @@ void check_flags(const BenchOptions& o) {
   in_range("--repeat", o.repeat, 1, kMaxRepeat);
 }
 
+// --scenario offline: num_requests random prompts of offline_prompt_tokens tokens, each generating
+// output_tokens tokens (temperature 0.8, seeded, ignore_eos), all submitted at once to the
+// engine; against batch-1 decode of the same model measured in the same run.
+void run_offline(const BenchOptions& o) {
+  if (o.num_requests < 1 || o.output_tokens < 1 || o.offline_prompt_tokens < 1)
+    throw_invalid_argument("--num-requests, --output-tokens and --prompt-tokens must be at least 1");
+  const int64_t kv_bytes = parse_size_bytes(o.kv_cache_memory, "--kv-cache-memory");
+  const std::string dir = resolve_model_path(o.model.model);
+  LoadedModel lm = load_model(o.model);
+  const CausalLM& model = *lm.model;
+
+  // Batch-1 decode of output_tokens steps, as the default scenario measures it.
+  ModelSpeedOptions so;
+  so.prompt_tokens = 1;
+  so.decode_tokens = o.output_tokens;
+  so.block_size = o.model.block_size;
+  so.repeat.repetitions = 1;
+  const double batch1 = o.output_tokens / ModelSpeedBench(model, so).time_decode().best_seconds;
+
+  EngineConfig config;
+  config.block_size = o.model.block_size;
+  config.num_kv_blocks = kv_blocks_for_memory(model.config(), o.model.block_size, kv_bytes);
+  config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  Engine engine(model, nullptr, {}, config);
+  const std::vector<int32_t> prompt_ids = random_prompt(o.num_requests * o.offline_prompt_tokens,
+                                                        model.config().vocab_size, o.seed);
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.max_tokens = o.output_tokens;
+  p.ignore_eos = true;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t r = 0; r < o.num_requests; ++r) {
+    p.seed = static_cast<uint64_t>(r);
+    const auto first = prompt_ids.begin() + r * o.offline_prompt_tokens;
+    engine.add_request(std::to_string(r), std::vector<int32_t>(first, first + o.offline_prompt_tokens), p);
+  }
+  int64_t generated = 0;
+  while (engine.has_unfinished())
+    for (const RequestOutput& out : engine.step())
+      for (const CompletionOutput& c : out.outputs) generated += static_cast<int64_t>(c.token_ids.size());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double tokens_per_s = generated / seconds;
+  const int64_t weights = model.load_stats().weight_bytes;
+  const int64_t rss = peak_rss_bytes();
+  const double memory_ratio = static_cast<double>(rss) / static_cast<double>(weights + kv_bytes);
+  const nlohmann::ordered_json j = {
+      {"scenario", "offline"},
+      {"model", dir},
+      {"isa", std::string(isa_name(active_isa()))},
+      {"threads", lm.pool->num_threads()},
+      {"num_requests", o.num_requests},
+      {"prompt_tokens", o.offline_prompt_tokens},
+      {"output_tokens", o.output_tokens},
+      {"max_num_batched_tokens", o.max_num_batched_tokens},
+      {"kv_cache_bytes", kv_bytes},
+      {"seconds", seconds},
+      {"engine_steps", engine.num_steps()},
+      {"preemptions", engine.scheduler().num_preemptions()},
+      {"generated_tokens", generated},
+      {"generated_tokens_per_s", tokens_per_s},
+      {"total_tokens_per_s", (generated + o.num_requests * o.offline_prompt_tokens) / seconds},
+      {"batch1_decode_tokens_per_s", batch1},
+      {"throughput_ratio_to_batch1_decode", tokens_per_s / batch1},
+      {"weight_bytes", weights},
+      {"peak_rss_bytes", rss},
+      {"peak_rss_over_weights_plus_kv", memory_ratio},
+  };
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("offline: %lld requests x (%lld prompt + %lld output tokens) in %.1f s, %lld steps, %lld preemptions\n",
+              static_cast<long long>(o.num_requests), static_cast<long long>(o.offline_prompt_tokens),
+              static_cast<long long>(o.output_tokens), seconds, static_cast<long long>(engine.num_steps()),
+              static_cast<long long>(engine.scheduler().num_preemptions()));
+  std::printf("generated        %10.2f tokens/s (%.2fx batch-1 decode at %.2f tokens/s)\n", tokens_per_s,
+              tokens_per_s / batch1, batch1);
+  std::printf("peak RSS         %10.1f MB = %.3f x (weights %.1f MB + KV cache %.1f MB)\n", rss / 1e6, memory_ratio,
+              weights / 1e6, kv_bytes / 1e6);
+}
+
 void run_bench(const BenchOptions& o) {
+  if (o.scenario == "offline") return run_offline(o);
+  if (o.scenario != "model")
+    throw_invalid_argument("--scenario must be 'model' (prefill and batch-1 decode) or 'offline', got '" + o.scenario + "'");
   check_flags(o);
   const std::string dir = resolve_model_path(o.model.model);
   LoadedModel lm = load_model(o.model);
@@ -145,6 +238,18 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--decode-after-prompt", o->decode_after_prompt,
                 "Decode right after the prompt instead of from an empty context (llama-bench's tg "
                 "test starts empty, so the default compares like with like)");
+  cmd->add_option("--scenario", o->scenario,
+                  "'model': prefill and batch-1 decode against the machine's limits; 'offline': "
+                  "--num-requests requests through the batching engine, against batch-1 decode")
+      ->capture_default_str();
+  cmd->add_option("--num-requests", o->num_requests, "Requests in the offline scenario")->capture_default_str();
+  cmd->add_option("--offline-prompt-tokens", o->offline_prompt_tokens, "Prompt tokens per offline request")
+      ->capture_default_str();
+  cmd->add_option("--output-tokens", o->output_tokens, "Tokens generated per offline request")->capture_default_str();
+  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache for the offline scenario, e.g. 3GiB")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step (offline)")
+      ->capture_default_str();
   cmd->callback([o] { run_bench(*o); });
 }
 

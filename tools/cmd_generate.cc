@@ -43,23 +43,6 @@ struct GenerateOptions {
   bool no_prefix_caching = false;
 };
 
-// "2GiB", "512MiB", "1.5GB", "1000000" (bytes). Throws Error(kInvalidArgument) naming the flag.
-int64_t parse_bytes(const std::string& text, const std::string& flag) {
-  size_t end = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &end);
-  } catch (const std::exception&) {
-    throw_invalid_argument(flag + ": expected a size such as 2GiB or 512MB, got '" + text + "'");
-  }
-  const std::string unit = text.substr(end);
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},         {"B", 1},          {"KB", 1e3},        {"MB", 1e6},        {"GB", 1e9},
-      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
-  for (const auto& [name, scale] : kUnits)
-    if (unit == name && value > 0 && value * scale < 9.0e18) return static_cast<int64_t>(value * scale);
-  throw_invalid_argument(flag + ": expected a positive size such as 2GiB or 512MB, got '" + text + "'");
-}
 
 struct Sequence {
   std::vector<int32_t> tokens;  // prompt followed by generated tokens
@@ -121,7 +104,7 @@ void run_generate(const GenerateOptions& o) {
     lo.model = o.model.model;
     lo.threads = o.model.threads;
     lo.block_size = o.model.block_size;
-    lo.kv_cache_memory = parse_bytes(o.kv_cache_memory, "--kv-cache-memory");
+    lo.kv_cache_memory = parse_size_bytes(o.kv_cache_memory, "--kv-cache-memory");
     lo.max_num_batched_tokens = o.max_num_batched_tokens;
     lo.max_num_seqs = o.max_num_seqs;
     lo.enable_prefix_caching = !o.no_prefix_caching;

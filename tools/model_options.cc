@@ -64,4 +64,21 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
+int64_t parse_size_bytes(const std::string& text, const std::string& flag) {
+  size_t end = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &end);
+  } catch (const std::exception&) {
+    throw_invalid_argument(flag + ": expected a size such as 2GiB or 512MB, got '" + text + "'");
+  }
+  const std::string unit = text.substr(end);
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},         {"B", 1},          {"KB", 1e3},        {"MB", 1e6},        {"GB", 1e9},
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+  for (const auto& [name, scale] : kUnits)
+    if (unit == name && value > 0 && value * scale < 9.0e18) return static_cast<int64_t>(value * scale);
+  throw_invalid_argument(flag + ": expected a positive size such as 2GiB or 512MB, got '" + text + "'");
+}
+
 }  // namespace ditto

@@ -33,6 +33,10 @@ LoadedModel load_model(const ModelOptions& options);
 // "1,2,3" -> {1, 2, 3}. Throws Error(kInvalidArgument) naming `flag` and the bad item.
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& flag);
 
+// "2GiB", "512MiB", "1.5GB", "1000000" (bytes) as bytes. Throws Error(kInvalidArgument) naming
+// `flag` for anything else, zero or negative.
+int64_t parse_size_bytes(const std::string& text, const std::string& flag);
+
 // Peak resident set size of this process so far, in bytes (getrusage ru_maxrss).
 int64_t peak_rss_bytes();
 
