@@ -31,7 +31,7 @@ namespace {
 
 struct BenchOptions {
   ModelOptions model;
-  int64_t prompt_tokens = 512;
+  int64_t prompt_tokens = 0;  // 0: 512 (model scenario) or 256 (offline)
   int64_t decode_tokens = 128;
   uint64_t seed = 0;
   int repeat = 3;
@@ -41,7 +41,6 @@ struct BenchOptions {
   std::string scenario = "model";
   int64_t num_requests = 64;
   int64_t output_tokens = 128;
-  int64_t offline_prompt_tokens = 256;
   std::string kv_cache_memory = "3GiB";
   int64_t max_num_batched_tokens = 2048;
 };
@@ -61,11 +60,12 @@ void check_flags(const BenchOptions& o) {
   in_range("--repeat", o.repeat, 1, kMaxRepeat);
 }
 
-// --scenario offline: num_requests random prompts of offline_prompt_tokens tokens, each generating
+// --scenario offline: num_requests random prompts of --prompt-tokens (default 256) tokens, each generating
 // output_tokens tokens (temperature 0.8, seeded, ignore_eos), all submitted at once to the
 // engine; against batch-1 decode of the same model measured in the same run.
 void run_offline(const BenchOptions& o) {
-  if (o.num_requests < 1 || o.output_tokens < 1 || o.offline_prompt_tokens < 1)
+  const int64_t offline_prompt = o.prompt_tokens > 0 ? o.prompt_tokens : 256;
+  if (o.num_requests < 1 || o.output_tokens < 1 || offline_prompt < 1)
     throw_invalid_argument("--num-requests, --output-tokens and --prompt-tokens must be at least 1");
   const int64_t kv_bytes = parse_size_bytes(o.kv_cache_memory, "--kv-cache-memory");
   const std::string dir = resolve_model_path(o.model.model);
@@ -85,7 +85,7 @@ void run_offline(const BenchOptions& o) {
   config.num_kv_blocks = kv_blocks_for_memory(model.config(), o.model.block_size, kv_bytes);
   config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   Engine engine(model, nullptr, {}, config);
-  const std::vector<int32_t> prompt_ids = random_prompt(o.num_requests * o.offline_prompt_tokens,
+  const std::vector<int32_t> prompt_ids = random_prompt(o.num_requests * offline_prompt,
                                                         model.config().vocab_size, o.seed);
   SamplingParams p;
   p.temperature = 0.8f;
@@ -94,8 +94,8 @@ void run_offline(const BenchOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   for (int64_t r = 0; r < o.num_requests; ++r) {
     p.seed = static_cast<uint64_t>(r);
-    const auto first = prompt_ids.begin() + r * o.offline_prompt_tokens;
-    engine.add_request(std::to_string(r), std::vector<int32_t>(first, first + o.offline_prompt_tokens), p);
+    const auto first = prompt_ids.begin() + r * offline_prompt;
+    engine.add_request(std::to_string(r), std::vector<int32_t>(first, first + offline_prompt), p);
   }
   int64_t generated = 0;
   while (engine.has_unfinished())
@@ -112,7 +112,7 @@ void run_offline(const BenchOptions& o) {
       {"isa", std::string(isa_name(active_isa()))},
       {"threads", lm.pool->num_threads()},
       {"num_requests", o.num_requests},
-      {"prompt_tokens", o.offline_prompt_tokens},
+      {"prompt_tokens", offline_prompt},
       {"output_tokens", o.output_tokens},
       {"max_num_batched_tokens", o.max_num_batched_tokens},
       {"kv_cache_bytes", kv_bytes},
@@ -121,7 +121,7 @@ void run_offline(const BenchOptions& o) {
       {"preemptions", engine.scheduler().num_preemptions()},
       {"generated_tokens", generated},
       {"generated_tokens_per_s", tokens_per_s},
-      {"total_tokens_per_s", (generated + o.num_requests * o.offline_prompt_tokens) / seconds},
+      {"total_tokens_per_s", (generated + o.num_requests * offline_prompt) / seconds},
       {"batch1_decode_tokens_per_s", batch1},
       {"throughput_ratio_to_batch1_decode", tokens_per_s / batch1},
       {"weight_bytes", weights},
@@ -133,7 +133,7 @@ void run_offline(const BenchOptions& o) {
     return;
   }
   std::printf("offline: %lld requests x (%lld prompt + %lld output tokens) in %.1f s, %lld steps, %lld preemptions\n",
-              static_cast<long long>(o.num_requests), static_cast<long long>(o.offline_prompt_tokens),
+              static_cast<long long>(o.num_requests), static_cast<long long>(offline_prompt),
               static_cast<long long>(o.output_tokens), seconds, static_cast<long long>(engine.num_steps()),
               static_cast<long long>(engine.scheduler().num_preemptions()));
   std::printf("generated        %10.2f tokens/s (%.2fx batch-1 decode at %.2f tokens/s)\n", tokens_per_s,
@@ -142,10 +142,13 @@ void run_offline(const BenchOptions& o) {
               weights / 1e6, kv_bytes / 1e6);
 }
 
-void run_bench(const BenchOptions& o) {
-  if (o.scenario == "offline") return run_offline(o);
-  if (o.scenario != "model")
-    throw_invalid_argument("--scenario must be 'model' (prefill and batch-1 decode) or 'offline', got '" + o.scenario + "'");
+void run_bench(const BenchOptions& options) {
+  if (options.scenario == "offline") return run_offline(options);
+  if (options.scenario != "model")
+    throw_invalid_argument("--scenario must be 'model' (prefill and batch-1 decode) or 'offline', got '" +
+                           options.scenario + "'");
+  BenchOptions o = options;
+  if (o.prompt_tokens == 0) o.prompt_tokens = 512;
   check_flags(o);
   const std::string dir = resolve_model_path(o.model.model);
   LoadedModel lm = load_model(o.model);
@@ -228,8 +231,9 @@ void add_bench_command(CLI::App& app) {
       "Measure the machine's limits (read bandwidth, FMA peak) and the model's prefill and decode "
       "speed in one run; prints decode speed as a ratio to the bandwidth roofline");
   add_model_options(cmd, o->model);
-  cmd->add_option("--prompt-tokens", o->prompt_tokens, "Tokens of the random prompt (prefilled in steps of 512)")
-      ->capture_default_str();
+  cmd->add_option("--prompt-tokens", o->prompt_tokens,
+                  "Tokens of the random prompt (prefilled in steps of 512); default 512, or 256 per request "
+                  "with --scenario offline");
   cmd->add_option("--decode-tokens", o->decode_tokens, "Greedy decode steps at batch 1")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random prompt")->capture_default_str();
   cmd->add_option("--repeat", o->repeat, "Timed runs per phase after one warm-up (the fastest is reported)")
@@ -243,8 +247,6 @@ void add_bench_command(CLI::App& app) {
                   "--num-requests requests through the batching engine, against batch-1 decode")
       ->capture_default_str();
   cmd->add_option("--num-requests", o->num_requests, "Requests in the offline scenario")->capture_default_str();
-  cmd->add_option("--offline-prompt-tokens", o->offline_prompt_tokens, "Prompt tokens per offline request")
-      ->capture_default_str();
   cmd->add_option("--output-tokens", o->output_tokens, "Tokens generated per offline request")->capture_default_str();
   cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache for the offline scenario, e.g. 3GiB")
       ->capture_default_str();
