@@ -162,6 +162,10 @@ std::vector<RequestOutput> Engine::step() {
   std::vector<size_t> touched = std::move(aborted_);
   aborted_.clear();
   const std::vector<ScheduledSequence> batch = scheduler_.schedule();
+  // Every queued request fits the cache alone, so an idle step with work waiting is a bug; fail
+  // loudly rather than let a caller's `while (has_unfinished()) step();` spin forever.
+  DITTO_CHECK(!batch.empty() || touched.size() > 0 || scheduler_.num_waiting() + scheduler_.num_running() == 0)
+      << "scheduler made no progress with " << scheduler_.num_waiting() << " waiting sequences";
   if (!batch.empty()) {
     std::vector<SequenceStep> steps;
     std::vector<std::vector<int32_t>> tables;
