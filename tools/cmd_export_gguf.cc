@@ -613,6 +613,15 @@ void run(const ExportFlags& f) {
     }
   }
 
+  // Writing over one of the model's own files would truncate weights that are still being read
+  // (memory-mapped): refuse, whatever path or symlink names it.
+  if (std::filesystem::exists(f.output)) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+      if (std::filesystem::equivalent(entry.path(), f.output, ec))
+        throw_invalid_argument("--output '" + f.output + "' is " + entry.path().string() +
+                               ", a file of the model being exported; write the GGUF elsewhere");
+  }
   GgufWriter w(f.output);
   w.add_string("general.architecture", arch);
   w.add_string("general.type", "model");

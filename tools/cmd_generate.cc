@@ -206,9 +206,9 @@ void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand(
       "generate",
-      "Greedy generation; all prompts run in one batch. Prints one line per prompt: the generated text "
-      "(text and chat prompts) or token ids (token-id prompts); --json prints token_ids, text and "
-      "finish_reason.");
+      "Generate. With --prompts: the batching engine, one JSON request per line with any sampling "
+      "parameters, one RequestOutput per line. With --prompt / --prompt-token-ids / --chat: greedy, all "
+      "prompts in one batch, one line per prompt (text, or token ids; --json: token_ids, text, finish_reason).");
   add_model_options(cmd, o->model);
   cmd->add_option("--prompt-token-ids", o->prompt_token_ids, "Prompt as comma-separated token ids; repeat for a batch")
       ->expected(1)
@@ -249,6 +249,13 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Recompute shared prompt prefixes (--prompts)");
+  // Each flag belongs to one mode; mixing them is a usage error rather than a silently ignored flag.
+  CLI::Option* prompts = cmd->get_option("--prompts");
+  for (const char* name : {"--prompt", "--prompt-token-ids", "--chat", "--tools", "--chat-template-kwargs", "--max-tokens",
+                           "--ignore-eos", "--no-skip-special-tokens", "--json", "--report-memory"})
+    prompts->excludes(cmd->get_option(name));
+  for (const char* name : {"--output", "--kv-cache-memory", "--max-num-batched-tokens", "--max-num-seqs", "--no-prefix-caching"})
+    cmd->get_option(name)->needs(prompts);
   cmd->callback([o] { run_generate(*o); });
 }
 

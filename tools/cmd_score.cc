@@ -98,8 +98,8 @@ void run_score(const ScoreOptions& o) {
     }
   }
   if (out_file.is_open()) {
-    out_file.flush();
-    if (!out_file) throw_invalid_argument("--logprobs-out: cannot write '" + o.logprobs_out + "': " + std::strerror(errno));
+    out_file.close();  // close() reports errors a buffered write only meets at the end (e.g. a full disk)
+    if (out_file.fail()) throw_invalid_argument("--logprobs-out: cannot write '" + o.logprobs_out + "': " + std::strerror(errno));
   }
 }
 

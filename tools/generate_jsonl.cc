@@ -1,6 +1,9 @@
 #include "generate_jsonl.h"
 
 #include <cerrno>
+#include <climits>
+#include <cmath>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -16,13 +19,52 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-template <typename T>
-T field(const Json& line, const char* key, const char* type) {
-  try {
-    return line.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw_invalid_argument(std::string("field '") + key + "' must be " + type + ", got " + line.at(key).dump());
+constexpr int64_t kMaxCount = int64_t{1} << 40;  // far above any real max_tokens, far below wrap-around
+
+[[noreturn]] void bad_field(const char* key, const std::string& rule, const Json& value) {
+  throw_invalid_argument(std::string("field '") + key + "' must be " + rule + ", got " +
+                         value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+// Strict readers: a JSON integer within [lo, hi] (no fractions, no booleans, no wrap-around), a
+// JSON number that fits a float, a boolean, a string.
+int64_t int_field(const Json& v, const char* key, int64_t lo, int64_t hi) {
+  const std::string rule = lo == -kMaxCount ? std::string("an integer")
+                                            : "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(hi)) bad_field(key, rule, v);
+    return static_cast<int64_t>(u);
   }
+  if (!v.is_number_integer()) bad_field(key, rule, v);
+  const auto i = v.get<int64_t>();
+  if (i < lo || i > hi) bad_field(key, rule, v);
+  return i;
+}
+
+float float_field(const Json& v, const char* key) {
+  if (!v.is_number()) bad_field(key, "a number", v);
+  const double d = v.get<double>();
+  if (!(std::fabs(d) <= 3.4e38)) bad_field(key, "a finite number", v);
+  return static_cast<float>(d);
+}
+
+bool bool_field(const Json& v, const char* key) {
+  if (!v.is_boolean()) bad_field(key, "true or false", v);
+  return v.get<bool>();
+}
+
+std::string string_field(const Json& v, const char* key) {
+  if (!v.is_string()) bad_field(key, "a string", v);
+  return v.get<std::string>();
+}
+
+std::vector<int32_t> ids_field(const Json& v, const char* key) {
+  if (!v.is_array()) bad_field(key, "an array of token ids", v);
+  std::vector<int32_t> out;
+  out.reserve(v.size());
+  for (const Json& id : v) out.push_back(static_cast<int32_t>(int_field(id, key, 0, INT32_MAX)));
+  return out;
 }
 
 // Reads one input line into a prompt and its parameters. Throws Error(kInvalidArgument) naming
@@ -36,43 +78,47 @@ void parse_line(const Json& line, PromptInput& prompt, SamplingParams& p) {
       "max_tokens", "min_tokens", "logprobs", "prompt_logprobs", "skip_special_tokens"};
   for (const auto& [key, value] : line.items())
     if (!known.contains(key)) throw_invalid_argument("unknown field '" + key + "'");
-  if (line.contains("prompt")) prompt.text = field<std::string>(line, "prompt", "a string");
-  if (line.contains("prompt_token_ids"))
-    prompt.token_ids = field<std::vector<int32_t>>(line, "prompt_token_ids", "an array of token ids");
+  if (line.contains("prompt")) prompt.text = string_field(line["prompt"], "prompt");
+  if (line.contains("prompt_token_ids")) prompt.token_ids = ids_field(line["prompt_token_ids"], "prompt_token_ids");
   if (line.contains("messages")) {
     if (!line["messages"].is_array()) throw_invalid_argument("field 'messages' must be an array");
     prompt.messages = line["messages"];
   }
   if (line.contains("tools")) prompt.tools = line["tools"];
   if (line.contains("chat_template_kwargs")) prompt.chat_template_kwargs = line["chat_template_kwargs"];
-  const char* kNumber = "a number";
-  const char* kInt = "an integer";
-  if (line.contains("n")) p.n = field<int64_t>(line, "n", kInt);
-  if (line.contains("temperature")) p.temperature = field<float>(line, "temperature", kNumber);
-  if (line.contains("top_p")) p.top_p = field<float>(line, "top_p", kNumber);
-  if (line.contains("top_k")) p.top_k = field<int64_t>(line, "top_k", kInt);
-  if (line.contains("min_p")) p.min_p = field<float>(line, "min_p", kNumber);
-  if (line.contains("presence_penalty")) p.presence_penalty = field<float>(line, "presence_penalty", kNumber);
-  if (line.contains("frequency_penalty")) p.frequency_penalty = field<float>(line, "frequency_penalty", kNumber);
-  if (line.contains("repetition_penalty")) p.repetition_penalty = field<float>(line, "repetition_penalty", kNumber);
-  if (line.contains("seed") && !line["seed"].is_null()) p.seed = field<uint64_t>(line, "seed", "a non-negative integer");
+  if (line.contains("n")) p.n = int_field(line["n"], "n", -kMaxCount, kMaxCount);
+  for (const auto& [key, target] : {std::pair{"temperature", &p.temperature}, std::pair{"top_p", &p.top_p},
+                                    std::pair{"min_p", &p.min_p}, std::pair{"presence_penalty", &p.presence_penalty},
+                                    std::pair{"frequency_penalty", &p.frequency_penalty},
+                                    std::pair{"repetition_penalty", &p.repetition_penalty}})
+    if (line.contains(key)) *target = float_field(line[key], key);
+  if (line.contains("top_k")) p.top_k = int_field(line["top_k"], "top_k", -kMaxCount, kMaxCount);
+  if (line.contains("seed") && !line["seed"].is_null()) {
+    const Json& v = line["seed"];
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+      bad_field("seed", "an integer in [0, 2^64 - 1]", v);
+    p.seed = v.get<uint64_t>();
+  }
   if (line.contains("stop")) {
-    if (line["stop"].is_string()) {
-      p.stop = {line["stop"].get<std::string>()};
+    const Json& v = line["stop"];
+    if (v.is_string()) {
+      p.stop = {v.get<std::string>()};
     } else {
-      p.stop = field<std::vector<std::string>>(line, "stop", "a string or an array of strings");
+      if (!v.is_array()) bad_field("stop", "a string or an array of strings", v);
+      for (const Json& s : v) p.stop.push_back(string_field(s, "stop"));
     }
   }
-  if (line.contains("stop_token_ids")) p.stop_token_ids = field<std::vector<int32_t>>(line, "stop_token_ids", "an array of token ids");
-  if (line.contains("ignore_eos")) p.ignore_eos = field<bool>(line, "ignore_eos", "a boolean");
-  if (line.contains("include_stop_str_in_output"))
-    p.include_stop_str_in_output = field<bool>(line, "include_stop_str_in_output", "a boolean");
-  if (line.contains("max_tokens")) p.max_tokens = field<int64_t>(line, "max_tokens", kInt);
-  if (line.contains("min_tokens")) p.min_tokens = field<int64_t>(line, "min_tokens", kInt);
-  if (line.contains("logprobs") && !line["logprobs"].is_null()) p.logprobs = field<int64_t>(line, "logprobs", kInt);
+  if (line.contains("stop_token_ids")) p.stop_token_ids = ids_field(line["stop_token_ids"], "stop_token_ids");
+  for (const auto& [key, target] : {std::pair{"ignore_eos", &p.ignore_eos},
+                                    std::pair{"include_stop_str_in_output", &p.include_stop_str_in_output},
+                                    std::pair{"skip_special_tokens", &p.skip_special_tokens}})
+    if (line.contains(key)) *target = bool_field(line[key], key);
+  if (line.contains("max_tokens")) p.max_tokens = int_field(line["max_tokens"], "max_tokens", -kMaxCount, kMaxCount);
+  if (line.contains("min_tokens")) p.min_tokens = int_field(line["min_tokens"], "min_tokens", -kMaxCount, kMaxCount);
+  if (line.contains("logprobs") && !line["logprobs"].is_null())
+    p.logprobs = int_field(line["logprobs"], "logprobs", -kMaxCount, kMaxCount);
   if (line.contains("prompt_logprobs") && !line["prompt_logprobs"].is_null())
-    p.prompt_logprobs = field<int64_t>(line, "prompt_logprobs", kInt);
-  if (line.contains("skip_special_tokens")) p.skip_special_tokens = field<bool>(line, "skip_special_tokens", "a boolean");
+    p.prompt_logprobs = int_field(line["prompt_logprobs"], "prompt_logprobs", -kMaxCount, kMaxCount);
 }
 
 Json logprob_json(const SampledToken& s) {
@@ -122,6 +168,7 @@ Json result_json(const GenerateResult& r) {
 void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
   std::ifstream file;
   if (o.prompts != "-") {
+    if (std::filesystem::is_directory(o.prompts)) throw_invalid_argument("--prompts: '" + o.prompts + "' is a directory");
     file.open(o.prompts);
     if (!file) throw_invalid_argument("--prompts: cannot open '" + o.prompts + "': " + std::strerror(errno));
   }
@@ -130,6 +177,7 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
   std::vector<SamplingParams> params;
   std::vector<std::optional<std::string>> line_errors;
   std::vector<std::string> request_ids;
+  std::vector<size_t> line_numbers;  // file line of each request (blank lines are skipped)
   std::string text;
   for (size_t number = 1; std::getline(in, text); ++number) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -140,7 +188,7 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
     try {
       const Json line = parse_json_input<Json>(text, where);  // its errors start with `where`
       try {
-        if (line.is_object() && line.contains("request_id")) rid = field<std::string>(line, "request_id", "a string");
+        if (line.is_object() && line.contains("request_id")) rid = string_field(line["request_id"], "request_id");
         parse_line(line, prompt, p);
         line_errors.emplace_back();
       } catch (const Error& e) {
@@ -152,13 +200,17 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
     prompts.push_back(std::move(prompt));
     params.push_back(p);
     request_ids.push_back(rid);
+    line_numbers.push_back(number);
   }
-  std::ofstream out_file;
+  if (in.bad()) throw_invalid_argument("--prompts: reading '" + o.prompts + "' failed: " + std::strerror(errno));
+  // The output file is opened only once the results exist, so a failed run leaves an existing file
+  // alone; its directory is checked now, so a bad path fails before the work.
   if (o.output != "-") {
-    out_file.open(o.output);
-    if (!out_file) throw_invalid_argument("--output: cannot open '" + o.output + "': " + std::strerror(errno));
+    const std::filesystem::path path(o.output);
+    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    if (std::filesystem::is_directory(path) || !std::filesystem::is_directory(dir))
+      throw_invalid_argument("--output: cannot write '" + o.output + "' (a directory, or its directory does not exist)");
   }
-  std::ostream& out = o.output == "-" ? std::cout : out_file;
 
   // Lines that failed to parse do not reach the engine.
   std::vector<PromptInput> good_prompts;
@@ -171,6 +223,12 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
   LLM llm(llm_options);
   std::vector<GenerateResult> results = good_prompts.empty() ? std::vector<GenerateResult>{}
                                                              : llm.generate(good_prompts, good_params, true);
+  std::ofstream out_file;
+  if (o.output != "-") {
+    out_file.open(o.output);
+    if (!out_file) throw_invalid_argument("--output: cannot open '" + o.output + "': " + std::strerror(errno));
+  }
+  std::ostream& out = o.output == "-" ? std::cout : out_file;
   size_t next = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateResult r;
@@ -180,7 +238,7 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
       r = std::move(results[next++]);
       if (r.error) {  // "prompt K: ..." names the engine's index; name the line instead
         const size_t colon = r.error->find(": ");
-        r.error = "line " + std::to_string(i + 1) + (colon == std::string::npos ? ": " + *r.error : r.error->substr(colon));
+        r.error = "line " + std::to_string(line_numbers[i]) + (colon == std::string::npos ? ": " + *r.error : r.error->substr(colon));
       }
     }
     r.output.request_id = request_ids[i];

@@ -25,6 +25,8 @@ Json parse_json_input(const std::string& text, const std::string& where) {
     });
   } catch (const nlohmann::json::parse_error& e) {
     throw_invalid_argument(where + ": invalid JSON (byte " + std::to_string(e.byte) + "): " + e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double (1e400)
+    throw_invalid_argument(where + ": invalid JSON: " + e.what());
   }
 }
 

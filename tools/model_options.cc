@@ -75,10 +75,11 @@ int64_t parse_size_bytes(const std::string& text, const std::string& flag) {
   const std::string unit = text.substr(end);
   static const std::pair<const char*, double> kUnits[] = {
       {"", 1},         {"B", 1},          {"KB", 1e3},        {"MB", 1e6},        {"GB", 1e9},
-      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+      {"TB", 1e12},    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
   for (const auto& [name, scale] : kUnits)
     if (unit == name && value > 0 && value * scale < 9.0e18) return static_cast<int64_t>(value * scale);
-  throw_invalid_argument(flag + ": expected a positive size such as 2GiB or 512MB, got '" + text + "'");
+  throw_invalid_argument(flag + ": expected a positive size with a unit B, KB, MB, GB, TB, KiB, MiB, GiB or TiB "
+                         "(e.g. 2GiB), got '" + text + "'");
 }
 
 }  // namespace ditto

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <new>
 #include <cstdio>
 #include <string>
 
@@ -84,6 +85,8 @@ std::vector<GenerateResult> LLM::generate(const std::vector<PromptInput>& prompt
       ++accepted;
     } catch (const Error& e) {
       results[i].error = std::string("prompt ") + id + ": " + e.what();
+    } catch (const std::bad_alloc&) {
+      results[i].error = std::string("prompt ") + id + ": out of memory while queueing it";
     }
   }
   const bool bar = progress && isatty(STDERR_FILENO);

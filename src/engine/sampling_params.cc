@@ -10,7 +10,7 @@ namespace ditto {
 namespace {
 
 template <typename T>
-[[noreturn]] void bad(const char* field, const char* rule, T value) {
+[[noreturn]] void bad(const char* field, const std::string& rule, T value) {
   std::ostringstream os;
   os << field << " must be " << rule << ", got " << value;
   throw_invalid_argument(os.str());
@@ -19,7 +19,7 @@ template <typename T>
 }  // namespace
 
 void SamplingParams::validate(int64_t vocab_size) const {
-  if (n < 1) bad("n", "at least 1", n);
+  if (n < 1 || n > kMaxN) bad("n", "in [1, " + std::to_string(kMaxN) + "]", n);
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) bad("presence_penalty", "in [-2, 2]", presence_penalty);
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) bad("frequency_penalty", "in [-2, 2]", frequency_penalty);
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))

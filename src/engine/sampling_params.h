@@ -10,6 +10,7 @@
 namespace ditto {
 
 struct SamplingParams {
+  static constexpr int64_t kMaxN = 1024;  // choices per request (each is a sequence in the engine)
   int64_t n = 1;                        // independent choices per prompt (choice i has its own stream)
   float presence_penalty = 0.0f;        // [-2, 2]: subtracted once from every token already generated
   float frequency_penalty = 0.0f;       // [-2, 2]: subtracted per occurrence in the generated text

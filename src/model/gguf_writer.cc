@@ -3,6 +3,8 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "core/error.h"
 
@@ -63,6 +65,10 @@ uint64_t GgufTensorSpec::nbytes() const {
 }
 
 GgufWriter::GgufWriter(const std::string& path) : path_(path) {
+  // An unfinished file is deleted on failure — but only a regular file: never a device or pipe
+  // the user named (deleting /dev/full would remove the device node).
+  std::error_code ec;
+  remove_on_failure_ = !std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec);
   file_ = std::fopen(path.c_str(), "wb");
   if (file_ == nullptr) throw_invalid_argument(path + ": cannot create: " + std::strerror(errno));
   std::setvbuf(file_, nullptr, _IOFBF, 1 << 20);
@@ -71,7 +77,7 @@ GgufWriter::GgufWriter(const std::string& path) : path_(path) {
 GgufWriter::~GgufWriter() {
   if (file_ != nullptr) {
     std::fclose(file_);
-    std::remove(path_.c_str());
+    if (remove_on_failure_) std::remove(path_.c_str());
   }
 }
 

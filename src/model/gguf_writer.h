@@ -114,6 +114,7 @@ class GgufWriter {
   void write_zeros(uint64_t n);
   void finish_tensor_padding();
 
+  bool remove_on_failure_ = true;  // false for a non-regular file (device, FIFO)
   std::string path_;
   std::FILE* file_ = nullptr;
   uint32_t alignment_ = kDefaultAlignment;

@@ -97,7 +97,7 @@ def test_bad_lines_get_their_own_errors(ditto_bin, model, tmp_path):
     errors = [o.get("error") for o in out]
     assert errors[0] == "line 1: the prompt is empty"
     assert errors[1] == "line 2: top_p must be in (0, 1], got 1.5"
-    assert errors[2] == "line 3: n must be at least 1, got 0"
+    assert errors[2] == "line 3: n must be in [1, 1024], got 0"
     assert errors[3] == "line 4: max_tokens must be at least 1, got 0"
     assert errors[4] == "line 5: max_tokens must be at least 1, got -4"
     assert errors[5] == "line 6: unknown field 'colour'"
