@@ -92,6 +92,11 @@ def test_bad_lines_get_their_own_errors(ditto_bin, model, tmp_path):
         {"prompt_token_ids": [1] * 50000},
         "not json",
         {"prompt": "still fine", "max_tokens": 3, "temperature": 0},
+        '{"prompt": "x", "temperature": 1e400}',
+        {"prompt_token_ids": [4294977003]},
+        {"prompt": "x", "seed": -1},
+        {"prompt": "x", "max_tokens": 1.5},
+        {"prompt": "x", "temperature": True},
     ]
     out = generate(ditto_bin, model, tmp_path, lines)
     errors = [o.get("error") for o in out]
@@ -105,3 +110,17 @@ def test_bad_lines_get_their_own_errors(ditto_bin, model, tmp_path):
     assert "max_position_embeddings" in errors[7]
     assert errors[8].startswith("line 9: invalid JSON")
     assert errors[9] is None and len(out[9]["outputs"][0]["token_ids"]) == 3
+    assert errors[10].startswith("line 11: invalid JSON") and "1e400" in errors[10]
+    assert errors[11] == "line 12: field 'prompt_token_ids' must be an integer in [0, 2147483647], got 4294977003"
+    assert errors[12] == "line 13: field 'seed' must be an integer in [0, 2^64 - 1], got -1"
+    assert errors[13] == "line 14: field 'max_tokens' must be an integer, got 1.5"
+    assert errors[14] == "line 15: field 'temperature' must be a number, got true"
+
+
+def test_blank_lines_keep_line_numbers_and_bad_paths_are_refused(ditto_bin, model, tmp_path):
+    out = generate(ditto_bin, model, tmp_path, ["", "", {"prompt": "a", "max_tokens": -1}])
+    assert out == [{"request_id": "0", "error": "line 3: max_tokens must be at least 1, got -1"}]
+    proc = run_ditto(ditto_bin, "generate", "--model", model, "--prompts", tmp_path, check=False)
+    assert proc.returncode == 1 and "is a directory" in proc.stderr
+    proc = run_ditto(ditto_bin, "generate", "--model", model, "--prompts", "-", "--max-tokens", "3", check=False)
+    assert proc.returncode == 2 and "--max-tokens excludes --prompts" in proc.stderr
