@@ -124,3 +124,19 @@ def test_blank_lines_keep_line_numbers_and_bad_paths_are_refused(ditto_bin, mode
     assert proc.returncode == 1 and "is a directory" in proc.stderr
     proc = run_ditto(ditto_bin, "generate", "--model", model, "--prompts", "-", "--max-tokens", "3", check=False)
     assert proc.returncode == 2 and "--max-tokens excludes --prompts" in proc.stderr
+
+
+def test_stop_strings_cut_the_text_on_characters(ditto_bin, model, tmp_path):
+    base = {"prompt": "Once upon a time", "temperature": 0, "max_tokens": 24, "ignore_eos": True}
+    [full] = generate(ditto_bin, model, tmp_path, [base])
+    text = full["outputs"][0]["text"]
+    assert len(text) > 12, text
+    stop = text[6:9]  # three characters from the middle (code points, so whole UTF-8 sequences)
+    cut = text.find(stop)
+    [got, kept] = generate(ditto_bin, model, tmp_path, [dict(base, stop=[stop, "\u2603never"]),
+                                                        dict(base, stop=stop, include_stop_str_in_output=True)])
+    for out, end in ((got, cut), (kept, cut + len(stop))):
+        o = out["outputs"][0]
+        assert o["text"] == text[:end]
+        assert o["finish_reason"] == "stop" and o["stop_reason"] == stop
+        assert o["token_ids"] == full["outputs"][0]["token_ids"][:len(o["token_ids"])]
