@@ -54,6 +54,25 @@ DITTO_AVX2 float sum_exp_avx2(const float* x, int64_t n, float max) {
   return reduce_lanes(acc);
 }
 
+// out[i] = exp_f32(x[i] − max) / sum, lane-wise (the same operations as the portable loop).
+DITTO_AVX512 void normalize_avx512(const float* x, int64_t n, float max, float sum, float* out) {
+  const __m512 mv = _mm512_set1_ps(max);
+  const __m512 sv = _mm512_set1_ps(sum);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = simd::first_lanes_x16(n - i < 16 ? n - i : 16);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_div_ps(simd::exp_x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv)), sv));
+  }
+}
+
+DITTO_AVX2 void normalize_avx2(const float* x, int64_t n, float max, float sum, float* out) {
+  const __m256 mv = _mm256_set1_ps(max);
+  const __m256 sv = _mm256_set1_ps(sum);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_div_ps(simd::exp_x8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv)), sv));
+  for (; i < n; ++i) out[i] = exp_f32(x[i] - max) / sum;
+}
+
 DITTO_AVX512 void shift_avx512(const float* x, int64_t n, float max, float log_sum, float* out) {
   const __m512 mv = _mm512_set1_ps(max);
   const __m512 lv = _mm512_set1_ps(log_sum);
@@ -89,6 +108,13 @@ void log_softmax_row(const float* x, int64_t n, float* out) {
 void softmax_row(const float* x, int64_t n, float* out) {
   const float max = row_max(x, n);
   const float sum = sum_exp(x, n, max);
+#if defined(__x86_64__)
+  switch (active_isa()) {
+    case Isa::kAvx512: return normalize_avx512(x, n, max, sum, out);
+    case Isa::kAvx2: return normalize_avx2(x, n, max, sum, out);
+    case Isa::kScalar: break;
+  }
+#endif
   for (int64_t i = 0; i < n; ++i) out[i] = exp_f32(x[i] - max) / sum;
 }
 
