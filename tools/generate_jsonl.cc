@@ -203,8 +203,8 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
     line_numbers.push_back(number);
   }
   if (in.bad()) throw_invalid_argument("--prompts: reading '" + o.prompts + "' failed: " + std::strerror(errno));
-  // The output file is opened only once the results exist, so a failed run leaves an existing file
-  // alone; its directory is checked now, so a bad path fails before the work.
+  // The output file is opened once the model has loaded, so a bad model leaves an existing file
+  // alone; its directory is checked now, so a bad path fails before the load.
   if (o.output != "-") {
     const std::filesystem::path path(o.output);
     const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
@@ -221,29 +221,50 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
     good_params.push_back(params[i]);
   }
   LLM llm(llm_options);
-  std::vector<GenerateResult> results = good_prompts.empty() ? std::vector<GenerateResult>{}
-                                                             : llm.generate(good_prompts, good_params, true);
+  // Lines are written in input order as soon as every earlier request is done, so a long run
+  // shows its progress in the file and an interrupted one keeps what finished. The file is
+  // opened once the model has loaded (a bad model leaves an existing file alone).
   std::ofstream out_file;
   if (o.output != "-") {
     out_file.open(o.output);
     if (!out_file) throw_invalid_argument("--output: cannot open '" + o.output + "': " + std::strerror(errno));
   }
   std::ostream& out = o.output == "-" ? std::cout : out_file;
-  size_t next = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    GenerateResult r;
-    if (line_errors[i]) {
-      r.error = line_errors[i];
-    } else {
-      r = std::move(results[next++]);
-      if (r.error) {  // "prompt K: ..." names the engine's index; name the line instead
-        const size_t colon = r.error->find(": ");
-        r.error = "line " + std::to_string(line_numbers[i]) + (colon == std::string::npos ? ": " + *r.error : r.error->substr(colon));
+  std::vector<size_t> engine_index(prompts.size(), SIZE_MAX);  // input line → index into good_prompts
+  for (size_t i = 0, k = 0; i < prompts.size(); ++i)
+    if (!line_errors[i]) engine_index[i] = k++;
+  std::vector<std::optional<GenerateResult>> ready(prompts.size());
+  size_t written = 0;
+  auto flush_ready = [&] {
+    for (; written < prompts.size(); ++written) {
+      GenerateResult r;
+      if (line_errors[written]) {
+        r.error = line_errors[written];
+      } else if (ready[written]) {
+        r = std::move(*ready[written]);
+        ready[written].reset();
+        if (r.error) {  // "prompt K: ..." names the engine's index; name the line instead
+          const size_t colon = r.error->find(": ");
+          r.error = "line " + std::to_string(line_numbers[written]) +
+                    (colon == std::string::npos ? ": " + *r.error : r.error->substr(colon));
+        }
+      } else {
+        break;  // an earlier request is still running
       }
+      r.output.request_id = request_ids[written];
+      out << result_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     }
-    r.output.request_id = request_ids[i];
-    out << result_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-  }
+    out.flush();
+  };
+  std::vector<size_t> line_of(good_prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i)
+    if (engine_index[i] != SIZE_MAX) line_of[engine_index[i]] = i;
+  if (!good_prompts.empty())
+    llm.generate(good_prompts, good_params, true, [&](size_t k, const GenerateResult& r) {
+      ready[line_of[k]] = r;
+      flush_ready();
+    });
+  flush_ready();
   out.flush();
   if (!out) throw_invalid_argument("--output: writing failed: " + std::string(std::strerror(errno)));
 }

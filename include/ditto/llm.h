@@ -67,8 +67,13 @@ class LLM {
   // Runs every prompt with its parameters (params.size() == 1: shared) and returns the results
   // in input order, request ids "0", "1", .... A bad prompt or parameter becomes that result's
   // error; the rest still run. `progress` prints a progress bar to stderr (when it is a terminal).
+  // `on_result`, if set, is called with each result (index, result) as soon as it is final — a
+  // refused request right away, the others as they finish, so not in input order; the returned
+  // vector still holds every result in input order.
+  using ResultFn = std::function<void(size_t index, const GenerateResult& result)>;
   std::vector<GenerateResult> generate(const std::vector<PromptInput>& prompts,
-                                       const std::vector<SamplingParams>& params, bool progress = false);
+                                       const std::vector<SamplingParams>& params, bool progress = false,
+                                       const ResultFn& on_result = nullptr);
 
   // Text prompts, one shared SamplingParams. Throws Error for the first bad request.
   std::vector<RequestOutput> generate(const std::vector<std::string>& prompts, const SamplingParams& params);

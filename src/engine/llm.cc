@@ -56,7 +56,8 @@ std::vector<int32_t> LLM::encode(const PromptInput& p) const {
 }
 
 std::vector<GenerateResult> LLM::generate(const std::vector<PromptInput>& prompts,
-                                          const std::vector<SamplingParams>& params, bool progress) {
+                                          const std::vector<SamplingParams>& params, bool progress,
+                                          const ResultFn& on_result) {
   if (params.size() != 1 && params.size() != prompts.size())
     throw_invalid_argument("generate: " + std::to_string(params.size()) + " SamplingParams for " +
                            std::to_string(prompts.size()) + " prompts (give one, or one per prompt)");
@@ -88,6 +89,7 @@ std::vector<GenerateResult> LLM::generate(const std::vector<PromptInput>& prompt
     } catch (const std::bad_alloc&) {
       results[i].error = std::string("prompt ") + id + ": out of memory while queueing it";
     }
+    if (results[i].error && on_result) on_result(i, results[i]);
   }
   const bool bar = progress && isatty(STDERR_FILENO);
   size_t done = 0;
@@ -96,6 +98,7 @@ std::vector<GenerateResult> LLM::generate(const std::vector<PromptInput>& prompt
       const size_t i = std::stoul(out.request_id);
       results[i].output = std::move(out);
       ++done;
+      if (on_result) on_result(i, results[i]);
     }
     if (bar) std::fprintf(stderr, "\rgenerating: %zu/%zu requests done", done, accepted);
   }
