@@ -152,10 +152,6 @@ void run_check(const CheckOptions& o) {
     params.push_back(c.params);
   }
   const size_t n = cases.size();
-  const auto max_prompt = static_cast<int64_t>(std::max_element(cases.begin(), cases.end(), [](const Case& a, const Case& b) {
-    return a.prompt.token_ids.value_or(std::vector<int32_t>{}).size() < b.prompt.token_ids.value_or(std::vector<int32_t>{}).size();
-  })->prompt.token_ids.value_or(std::vector<int32_t>{}).size());
-
   // Reference: every request alone (batch of one), roomy cache, default budget.
   std::vector<std::string> alone(n);
   std::vector<GenerateResult> alone_results(n);
@@ -165,6 +161,10 @@ void run_check(const CheckOptions& o) {
     alone[i] = fingerprint(r[0]);
     alone_results[i] = std::move(r[0]);
   }
+  // Longest prompt as tokenized (text prompts from --prompts included): sizes the preemption row.
+  int64_t max_prompt = 0;
+  for (const GenerateResult& r : alone_results)
+    max_prompt = std::max(max_prompt, static_cast<int64_t>(r.output.prompt_token_ids.size()));
 
   std::vector<Row> rows;
   // Runs `order` of the cases (plus extra requests after them, not compared) and compares.

@@ -168,18 +168,14 @@ std::vector<RequestOutput> Engine::step() {
       << "scheduler made no progress with " << scheduler_.num_waiting() << " waiting sequences";
   if (!batch.empty()) {
     std::vector<SequenceStep> steps;
-    std::vector<std::vector<int32_t>> tables;
     steps.reserve(batch.size());
-    tables.reserve(batch.size());
     for (const ScheduledSequence& s : batch) {
       const Request& req = *requests_[static_cast<size_t>(s.seq->request)];
-      const std::span<const int32_t> table = kv_.block_table(s.seq->id);
-      tables.emplace_back(table.begin(), table.end());
       SequenceStep step;
       step.token_ids = std::span<const int32_t>(s.seq->token_ids.data() + s.seq->num_computed_tokens,
                                                 static_cast<size_t>(s.num_tokens));
       step.start_position = static_cast<int32_t>(s.seq->num_computed_tokens);
-      step.block_table = tables.back();
+      step.block_table = kv_.block_table(s.seq->id);  // stable: nothing allocates until the step ends
       step.all_logits = req.params.prompt_logprobs && s.seq->choice == 0 &&
                         s.seq->num_computed_tokens < s.seq->num_prompt_tokens;
       steps.push_back(step);
