@@ -76,6 +76,7 @@ struct RunOptions {
 
 struct RunResult {
   std::map<std::string, RequestOutput> outputs;
+  std::map<std::string, std::vector<RequestOutput>> reports;  // kDelta requests' reports, in order
   int64_t preemptions = 0;
   int64_t prefix_hit_tokens = 0;
 };
@@ -99,7 +100,15 @@ RunResult run(const CausalLM& model, const std::vector<Case>& cases, const std::
         const Case& c = cases[order[next]];
         engine.add_request(c.id, c.prompt, c.params);
       }
-      for (RequestOutput& out : engine.step()) result.outputs[out.request_id] = std::move(out);
+      for (RequestOutput& out : engine.step()) {
+        const std::string id = out.request_id;
+        if (out.finished && !result.reports.contains(id)) {
+          result.outputs[id] = std::move(out);
+          continue;
+        }
+        result.reports[id].push_back(out);
+        append_delta(result.outputs[id], std::move(out));
+      }
     }
   }
   result.preemptions = engine.scheduler().num_preemptions();
@@ -213,6 +222,37 @@ TEST_F(EngineInvarianceTest, ShuffledOrderAndTokenBudgets) {
     RunOptions o;
     o.max_num_batched_tokens = budget;
     expect_baseline(run(*model2_, *cases_, order, o, 3), "budget " + std::to_string(budget) + ", shuffled");
+  }
+}
+
+// Streaming (kDelta) reports, appended, are the same bits as the final-only output; each report is
+// only what is new, a choice's finish comes once, and the last report is the only finished one.
+TEST_F(EngineInvarianceTest, DeltaReportsRebuildTheFinalOutput) {
+  std::vector<Case> cases = *cases_;
+  for (Case& c : cases) c.params.output_kind = RequestOutputKind::kDelta;
+  RunOptions o;
+  o.max_num_batched_tokens = 16;  // chunked prefill: several steps report nothing
+  const RunResult r = run(*model2_, cases, identity(), o, 3);
+  ASSERT_EQ(r.outputs.size(), cases.size());
+  for (const Case& c : cases) {
+    EXPECT_EQ(diff(baseline_->at(c.id), r.outputs.at(c.id)), "") << "request " << c.id;
+    const std::vector<RequestOutput>& reports = r.reports.at(c.id);
+    ASSERT_FALSE(reports.empty());
+    size_t tokens = 0;
+    std::vector<int> finishes(static_cast<size_t>(c.params.n), 0);
+    for (size_t k = 0; k < reports.size(); ++k) {
+      EXPECT_EQ(reports[k].finished, k + 1 == reports.size()) << c.id << " report " << k;
+      EXPECT_EQ(reports[k].prompt_token_ids.empty(), k > 0) << c.id << " report " << k;
+      for (const CompletionOutput& d : reports[k].outputs) {
+        tokens += d.token_ids.size();
+        finishes[static_cast<size_t>(d.index)] += !d.finish_reason.empty();
+      }
+    }
+    size_t expected = 0;
+    for (const CompletionOutput& o2 : baseline_->at(c.id).outputs) expected += o2.token_ids.size();
+    EXPECT_EQ(tokens, expected) << c.id;
+    for (int f : finishes) EXPECT_EQ(f, 1) << c.id;
+    EXPECT_EQ(r.outputs.at(c.id).prompt_token_ids, c.prompt) << c.id;
   }
 }
 

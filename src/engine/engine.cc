@@ -15,7 +15,42 @@ struct Engine::Request {
   std::vector<Sequence*> seqs;                                  // by choice
   std::vector<std::unique_ptr<IncrementalDetokenizer>> detok;  // by choice (null without tokenizer)
   int64_t unfinished = 0;
+  // kDelta bookkeeping: what earlier reports carried.
+  struct Sent {
+    size_t tokens = 0;
+    size_t text = 0;  // bytes
+    bool finish = false;
+  };
+  std::vector<Sent> sent;  // by choice
+  bool sent_prompt = false;
+  bool sent_prompt_logprobs = false;
+  size_t stop_holdback = 0;  // bytes of unfinished text withheld: a stop string may still cut them
 };
+
+void append_delta(RequestOutput& acc, RequestOutput&& delta) {
+  if (acc.request_id.empty()) acc.request_id = delta.request_id;
+  if (!delta.prompt_token_ids.empty()) {
+    acc.prompt = std::move(delta.prompt);
+    acc.prompt_token_ids = std::move(delta.prompt_token_ids);
+    acc.seed = delta.seed;
+  }
+  if (!delta.prompt_logprobs.empty()) acc.prompt_logprobs = std::move(delta.prompt_logprobs);
+  for (CompletionOutput& d : delta.outputs) {
+    if (acc.outputs.size() <= static_cast<size_t>(d.index)) acc.outputs.resize(static_cast<size_t>(d.index) + 1);
+    CompletionOutput& o = acc.outputs[static_cast<size_t>(d.index)];
+    o.index = d.index;
+    o.text += d.text;
+    o.token_ids.insert(o.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+    for (SampledToken& t : d.logprobs) o.logprobs.push_back(std::move(t));
+    o.cumulative_logprob = d.cumulative_logprob;
+    if (!d.finish_reason.empty()) {
+      o.finish_reason = d.finish_reason;
+      o.stop_token_id = d.stop_token_id;
+      o.stop_string = d.stop_string;
+    }
+  }
+  acc.finished = delta.finished;
+}
 
 int64_t kv_blocks_for_memory(const ModelConfig& c, int64_t block_size, int64_t bytes) {
   const int64_t per_block = c.num_hidden_layers * 2 * block_size * c.num_key_value_heads * c.head_dim * 2;
@@ -48,6 +83,8 @@ void Engine::add_request(const std::string& request_id, std::vector<int32_t> pro
                            " tokens; the model's context is " + std::to_string(c.max_position_embeddings) +
                            " (max_position_embeddings), which leaves no room for output");
   params.validate(c.vocab_size);
+  if (request_index_.contains(request_id))
+    throw_invalid_argument("request_id '" + request_id + "' is already running");
   if (!params.stop.empty() && tokenizer_ == nullptr)
     throw_invalid_argument("stop strings need the model's tokenizer (tokenizer.json)");
   const int64_t max_len = std::min(prompt_len + params.max_tokens, c.max_position_embeddings);
@@ -66,10 +103,13 @@ void Engine::add_request(const std::string& request_id, std::vector<int32_t> pro
   if (params.prompt_logprobs) req->out.prompt_logprobs.resize(prompt_token_ids.size());
   req->out.outputs.resize(static_cast<size_t>(params.n));
   req->unfinished = params.n;
-  const auto index = static_cast<int64_t>(requests_.size());
+  req->sent.resize(static_cast<size_t>(params.n));
+  if (!params.include_stop_str_in_output)
+    for (const std::string& stop : params.stop) req->stop_holdback = std::max(req->stop_holdback, stop.size() - 1);
+  const int64_t index = next_request_++;
   for (int64_t i = 0; i < params.n; ++i) {
     auto seq = std::make_unique<Sequence>();
-    seq->id = static_cast<int64_t>(sequences_.size());
+    seq->id = next_sequence_++;
     seq->request = index;
     seq->choice = i;
     seq->arrival = next_arrival_++;
@@ -81,26 +121,27 @@ void Engine::add_request(const std::string& request_id, std::vector<int32_t> pro
     req->detok.push_back(tokenizer_ ? std::make_unique<IncrementalDetokenizer>(*tokenizer_, params.skip_special_tokens)
                                     : nullptr);
     scheduler_.add(seq.get());
-    sequences_.push_back(std::move(seq));
+    sequences_.emplace(seq->id, std::move(seq));
   }
-  requests_.push_back(std::move(req));
+  request_index_.emplace(request_id, index);
+  requests_.emplace(index, std::move(req));
   ++num_unfinished_;
 }
 
 void Engine::abort(const std::string& request_id) {
-  for (size_t r = 0; r < requests_.size(); ++r) {
-    Request* req = requests_[r].get();
-    if (req == nullptr || req->unfinished == 0 || req->out.request_id != request_id) continue;
-    for (Sequence* seq : req->seqs)
-      if (!seq->finished()) finish_sequence(*seq, FinishReason::kAbort);
-    aborted_.push_back(r);
-  }
+  const auto found = request_index_.find(request_id);
+  if (found == request_index_.end()) return;
+  Request& req = *requests_.at(found->second);
+  if (req.unfinished == 0) return;
+  for (Sequence* seq : req.seqs)
+    if (!seq->finished()) finish_sequence(*seq, FinishReason::kAbort);
+  aborted_.push_back(found->second);
 }
 
 void Engine::finish_sequence(Sequence& seq, FinishReason reason) {
   seq.finish = reason;
   scheduler_.remove(&seq);
-  Request& req = *requests_[static_cast<size_t>(seq.request)];
+  Request& req = *requests_.at(seq.request);
   CompletionOutput& out = req.out.outputs[static_cast<size_t>(seq.choice)];
   out.finish_reason = reason == FinishReason::kLength ? "length" : reason == FinishReason::kAbort ? "abort" : "stop";
   if (auto& d = req.detok[static_cast<size_t>(seq.choice)]; d && !out.stop_string) out.text += d->finish();
@@ -108,7 +149,7 @@ void Engine::finish_sequence(Sequence& seq, FinishReason reason) {
 }
 
 void Engine::process_row(Sequence& seq, const float* logits) {
-  Request& req = *requests_[static_cast<size_t>(seq.request)];
+  Request& req = *requests_.at(seq.request);
   const SamplingParams& p = req.params;
   CompletionOutput& out = req.out.outputs[static_cast<size_t>(seq.choice)];
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
@@ -158,8 +199,57 @@ void Engine::process_row(Sequence& seq, const float* logits) {
     return finish_sequence(seq, FinishReason::kLength);
 }
 
+std::optional<RequestOutput> Engine::take_delta(Request& req) {
+  RequestOutput d;
+  d.request_id = req.out.request_id;
+  d.finished = req.unfinished == 0;
+  bool any = d.finished;
+  if (!req.sent_prompt) {
+    d.prompt = req.out.prompt;
+    d.prompt_token_ids = req.out.prompt_token_ids;
+    d.seed = req.out.seed;
+  }
+  if (req.params.prompt_logprobs && !req.sent_prompt_logprobs) {
+    const auto& pl = req.out.prompt_logprobs;
+    if (std::all_of(pl.begin() + 1, pl.end(), [](const auto& e) { return e.has_value(); })) {
+      d.prompt_logprobs = pl;
+      req.sent_prompt_logprobs = any = true;
+    }
+  }
+  for (size_t i = 0; i < req.out.outputs.size(); ++i) {
+    const CompletionOutput& o = req.out.outputs[i];
+    Request::Sent& sent = req.sent[i];
+    CompletionOutput c;
+    c.index = o.index;
+    c.cumulative_logprob = o.cumulative_logprob;
+    c.token_ids.assign(o.token_ids.begin() + static_cast<std::ptrdiff_t>(sent.tokens), o.token_ids.end());
+    if (sent.tokens < o.logprobs.size())
+      c.logprobs.assign(o.logprobs.begin() + static_cast<std::ptrdiff_t>(sent.tokens), o.logprobs.end());
+    const bool finished = !o.finish_reason.empty();
+    size_t end = o.text.size();
+    if (!finished) {
+      end = end > req.stop_holdback ? end - req.stop_holdback : 0;
+      while (end > sent.text && (static_cast<unsigned char>(o.text[end]) & 0xC0) == 0x80) --end;  // whole characters
+    }
+    if (end > sent.text) c.text = o.text.substr(sent.text, end - sent.text);
+    if (finished && !sent.finish) {
+      c.finish_reason = o.finish_reason;
+      c.stop_token_id = o.stop_token_id;
+      c.stop_string = o.stop_string;
+      sent.finish = true;
+    }
+    any = any || !c.token_ids.empty() || !c.text.empty() || !c.finish_reason.empty();
+    sent.tokens = o.token_ids.size();
+    sent.text = std::max(sent.text, end);
+    d.outputs.push_back(std::move(c));
+  }
+  if (!any) return std::nullopt;
+  req.sent_prompt = true;
+  return d;
+}
+
 std::vector<RequestOutput> Engine::step() {
-  std::vector<size_t> touched = std::move(aborted_);
+  std::vector<int64_t> touched = std::move(aborted_);
   aborted_.clear();
   const std::vector<ScheduledSequence> batch = scheduler_.schedule();
   // Every queued request fits the cache alone, so an idle step with work waiting is a bug; fail
@@ -170,7 +260,7 @@ std::vector<RequestOutput> Engine::step() {
     std::vector<SequenceStep> steps;
     steps.reserve(batch.size());
     for (const ScheduledSequence& s : batch) {
-      const Request& req = *requests_[static_cast<size_t>(s.seq->request)];
+      const Request& req = *requests_.at(s.seq->request);
       SequenceStep step;
       step.token_ids = std::span<const int32_t>(s.seq->token_ids.data() + s.seq->num_computed_tokens,
                                                 static_cast<size_t>(s.num_tokens));
@@ -190,7 +280,7 @@ std::vector<RequestOutput> Engine::step() {
     size_t row = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       Sequence& seq = *batch[i].seq;
-      Request& req = *requests_[static_cast<size_t>(seq.request)];
+      Request& req = *requests_.at(seq.request);
       const int64_t start = seq.num_computed_tokens;
       const int64_t rows = steps[i].all_logits ? batch[i].num_tokens : 1;
       if (steps[i].all_logits) {
@@ -207,20 +297,28 @@ std::vector<RequestOutput> Engine::step() {
       if (seq.num_uncomputed_tokens() == 0 && !seq.finished())
         process_row(seq, logits.data() + (row + static_cast<size_t>(rows - 1)) * vocab);
       row += static_cast<size_t>(rows);
-      touched.push_back(static_cast<size_t>(seq.request));
+      touched.push_back(seq.request);
     }
   }
   // Requests whose last choice finished in this step (or was aborted) are returned once.
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   std::vector<RequestOutput> done;
-  for (size_t r : touched) {
-    std::unique_ptr<Request>& req = requests_[r];
-    if (req == nullptr || req->unfinished > 0) continue;
-    req->out.finished = true;
-    done.push_back(std::move(req->out));
-    for (Sequence* seq : req->seqs) sequences_[static_cast<size_t>(seq->id)].reset();
-    req.reset();
+  for (int64_t r : touched) {
+    const auto found = requests_.find(r);
+    if (found == requests_.end()) continue;
+    Request& req = *found->second;
+    const std::string id = req.out.request_id;
+    if (req.params.output_kind == RequestOutputKind::kDelta) {
+      if (std::optional<RequestOutput> d = take_delta(req)) done.push_back(std::move(*d));
+    } else if (req.unfinished == 0) {
+      req.out.finished = true;
+      done.push_back(std::move(req.out));
+    }
+    if (req.unfinished > 0) continue;
+    for (Sequence* seq : req.seqs) sequences_.erase(seq->id);
+    request_index_.erase(id);
+    requests_.erase(found);
     --num_unfinished_;
   }
   return done;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/kv_cache_manager.h"
@@ -48,12 +49,14 @@ class Engine {
 
   // Queues a request. Throws Error(kInvalidArgument) naming what is wrong — empty prompt, a
   // token id outside the vocabulary, a prompt that leaves no room in the model's context, a
-  // request that cannot fit in the KV cache even alone, a sampling parameter out of range —
-  // and queues nothing in that case. Messages do not repeat request_id: the caller adds it.
+  // request that cannot fit in the KV cache even alone, a sampling parameter out of range, a
+  // request_id already unfinished — and queues nothing in that case. Messages do not repeat
+  // request_id: the caller adds it.
   void add_request(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
                    const SamplingParams& params, const std::string& prompt_text = "");
 
-  // Runs one step. Returns the requests that finished in it.
+  // Runs one step. Returns the requests that finished in it and, for kDelta requests, a report of
+  // what each that progressed produced (request_output.h).
   std::vector<RequestOutput> step();
 
   // Stops a request; its blocks are freed and it is returned by the next step() with
@@ -61,6 +64,7 @@ class Engine {
   void abort(const std::string& request_id);
 
   bool has_unfinished() const { return num_unfinished_ > 0; }
+  int64_t num_unfinished() const { return num_unfinished_; }
   int64_t num_steps() const { return num_steps_; }
   const Scheduler& scheduler() const { return scheduler_; }
   const KvCacheManager& kv_cache() const { return kv_; }
@@ -69,6 +73,7 @@ class Engine {
   struct Request;
   void finish_sequence(Sequence& seq, FinishReason reason);
   void process_row(Sequence& seq, const float* logits);
+  std::optional<RequestOutput> take_delta(Request& req);
 
   const CausalLM& model_;
   const Tokenizer* tokenizer_;
@@ -78,12 +83,17 @@ class Engine {
   ModelRunner runner_;
   Scheduler scheduler_;
   Sampler sampler_;
-  std::vector<std::unique_ptr<Request>> requests_;
-  std::vector<std::unique_ptr<Sequence>> sequences_;
+  // Live requests and sequences by engine index (finished ones are erased, so a long-running
+  // server's engine stays the size of its current load).
+  std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
+  std::unordered_map<std::string, int64_t> request_index_;  // request_id → key of requests_
+  std::unordered_map<int64_t, std::unique_ptr<Sequence>> sequences_;
+  int64_t next_request_ = 0;
+  int64_t next_sequence_ = 0;
   int64_t next_arrival_ = 0;
   int64_t num_unfinished_ = 0;
   int64_t num_steps_ = 0;
-  std::vector<size_t> aborted_;  // request indices aborted since the last step
+  std::vector<int64_t> aborted_;  // request indices aborted since the last step
 };
 
 }  // namespace ditto

@@ -1,4 +1,9 @@
 // What the engine returns per request, shaped like vLLM's RequestOutput / CompletionOutput.
+// With RequestOutputKind::kDelta a request is reported after every step that produced something,
+// each report holding only what is new: text, token_ids and logprobs are the pieces to append,
+// cumulative_logprob is the running total, finish_reason is set in the report where the choice
+// finished; prompt fields come in the first report, prompt_logprobs in the first after they are
+// complete. append_delta() rebuilds the final output from the reports.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +35,11 @@ struct RequestOutput {
   std::vector<std::optional<SampledToken>> prompt_logprobs;
   std::vector<CompletionOutput> outputs;     // n choices, by index
   uint64_t seed = 0;                         // the seed used (drawn from the OS if none was given)
-  bool finished = false;
+  bool finished = false;                     // every choice has finished (the last report)
 };
+
+// Appends a kDelta report to the output accumulated so far (the first report may be appended to a
+// default RequestOutput). Choices are matched by index.
+void append_delta(RequestOutput& acc, RequestOutput&& delta);
 
 }  // namespace ditto

@@ -9,6 +9,10 @@
 
 namespace ditto {
 
+// What Engine::step() returns for a request (vLLM's RequestOutputKind): only the finished output,
+// or after every step that produced something, what is new since the last report.
+enum class RequestOutputKind { kFinalOnly, kDelta };
+
 struct SamplingParams {
   static constexpr int64_t kMaxN = 1024;  // choices per request (each is a sequence in the engine)
   int64_t n = 1;                        // independent choices per prompt (choice i has its own stream)
@@ -29,6 +33,7 @@ struct SamplingParams {
   std::optional<int64_t> logprobs;      // ≥ 0: return the sampled token's and this many top logprobs
   std::optional<int64_t> prompt_logprobs;  // ≥ 0: the same for every prompt token after the first
   bool skip_special_tokens = true;      // in the detokenized text
+  RequestOutputKind output_kind = RequestOutputKind::kFinalOnly;
 
   // Throws Error(kInvalidArgument) naming the first field out of range, e.g.
   // "top_p must be in (0, 1], got 1.5". vocab_size bounds stop_token_ids and top-N counts.
