@@ -10,7 +10,7 @@
 
 #include "commands.h"
 #include "generate_jsonl.h"
-#include "json_input.h"
+#include "core/json_input.h"
 #include "core/error.h"
 #include "engine/model_runner.h"
 #include "kernels/softmax.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "json_input.h"
+#include "core/json_input.h"
 #include "core/error.h"
 #include "model/hub.h"
 #include "tokenizer/chat_template.h"

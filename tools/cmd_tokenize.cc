@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "json_input.h"
+#include "core/json_input.h"
 #include "core/error.h"
 #include "model/hub.h"
 #include "tokenizer/tokenizer.h"

@@ -14,5 +14,6 @@ void add_bench_command(CLI::App& app);
 void add_export_gguf_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_check_invariance_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace ditto

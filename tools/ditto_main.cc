@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   ditto::add_export_gguf_command(app);
   ditto::add_demo_command(app);
   ditto::add_check_invariance_command(app);
+  ditto::add_serve_command(app);
   try {
     ditto::active_isa();  // a bad $DITTO_ISA fails here, before any kernel runs
     app.parse(argc, argv);

@@ -12,60 +12,12 @@
 #include <vector>
 
 #include "core/error.h"
-#include "json_input.h"
+#include "core/json_input.h"
 
 namespace ditto {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-constexpr int64_t kMaxCount = int64_t{1} << 40;  // far above any real max_tokens, far below wrap-around
-
-[[noreturn]] void bad_field(const char* key, const std::string& rule, const Json& value) {
-  throw_invalid_argument(std::string("field '") + key + "' must be " + rule + ", got " +
-                         value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-}
-
-// Strict readers: a JSON integer within [lo, hi] (no fractions, no booleans, no wrap-around), a
-// JSON number that fits a float, a boolean, a string.
-int64_t int_field(const Json& v, const char* key, int64_t lo, int64_t hi) {
-  const std::string rule = lo == -kMaxCount ? std::string("an integer")
-                                            : "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(hi)) bad_field(key, rule, v);
-    return static_cast<int64_t>(u);
-  }
-  if (!v.is_number_integer()) bad_field(key, rule, v);
-  const auto i = v.get<int64_t>();
-  if (i < lo || i > hi) bad_field(key, rule, v);
-  return i;
-}
-
-float float_field(const Json& v, const char* key) {
-  if (!v.is_number()) bad_field(key, "a number", v);
-  const double d = v.get<double>();
-  if (!(std::fabs(d) <= 3.4e38)) bad_field(key, "a finite number", v);
-  return static_cast<float>(d);
-}
-
-bool bool_field(const Json& v, const char* key) {
-  if (!v.is_boolean()) bad_field(key, "true or false", v);
-  return v.get<bool>();
-}
-
-std::string string_field(const Json& v, const char* key) {
-  if (!v.is_string()) bad_field(key, "a string", v);
-  return v.get<std::string>();
-}
-
-std::vector<int32_t> ids_field(const Json& v, const char* key) {
-  if (!v.is_array()) bad_field(key, "an array of token ids", v);
-  std::vector<int32_t> out;
-  out.reserve(v.size());
-  for (const Json& id : v) out.push_back(static_cast<int32_t>(int_field(id, key, 0, INT32_MAX)));
-  return out;
-}
 
 // Reads one input line into a prompt and its parameters. Throws Error(kInvalidArgument) naming
 // the field.
@@ -78,47 +30,34 @@ void parse_line(const Json& line, PromptInput& prompt, SamplingParams& p) {
       "max_tokens", "min_tokens", "logprobs", "prompt_logprobs", "skip_special_tokens"};
   for (const auto& [key, value] : line.items())
     if (!known.contains(key)) throw_invalid_argument("unknown field '" + key + "'");
-  if (line.contains("prompt")) prompt.text = string_field(line["prompt"], "prompt");
-  if (line.contains("prompt_token_ids")) prompt.token_ids = ids_field(line["prompt_token_ids"], "prompt_token_ids");
+  if (line.contains("prompt")) prompt.text = json_string(line["prompt"], "prompt");
+  if (line.contains("prompt_token_ids")) prompt.token_ids = json_token_ids(line["prompt_token_ids"], "prompt_token_ids");
   if (line.contains("messages")) {
     if (!line["messages"].is_array()) throw_invalid_argument("field 'messages' must be an array");
     prompt.messages = line["messages"];
   }
   if (line.contains("tools")) prompt.tools = line["tools"];
   if (line.contains("chat_template_kwargs")) prompt.chat_template_kwargs = line["chat_template_kwargs"];
-  if (line.contains("n")) p.n = int_field(line["n"], "n", -kMaxCount, kMaxCount);
+  if (line.contains("n")) p.n = json_int(line["n"], "n", -kMaxJsonCount, kMaxJsonCount);
   for (const auto& [key, target] : {std::pair{"temperature", &p.temperature}, std::pair{"top_p", &p.top_p},
                                     std::pair{"min_p", &p.min_p}, std::pair{"presence_penalty", &p.presence_penalty},
                                     std::pair{"frequency_penalty", &p.frequency_penalty},
                                     std::pair{"repetition_penalty", &p.repetition_penalty}})
-    if (line.contains(key)) *target = float_field(line[key], key);
-  if (line.contains("top_k")) p.top_k = int_field(line["top_k"], "top_k", -kMaxCount, kMaxCount);
-  if (line.contains("seed") && !line["seed"].is_null()) {
-    const Json& v = line["seed"];
-    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
-      bad_field("seed", "an integer in [0, 2^64 - 1]", v);
-    p.seed = v.get<uint64_t>();
-  }
-  if (line.contains("stop")) {
-    const Json& v = line["stop"];
-    if (v.is_string()) {
-      p.stop = {v.get<std::string>()};
-    } else {
-      if (!v.is_array()) bad_field("stop", "a string or an array of strings", v);
-      for (const Json& s : v) p.stop.push_back(string_field(s, "stop"));
-    }
-  }
-  if (line.contains("stop_token_ids")) p.stop_token_ids = ids_field(line["stop_token_ids"], "stop_token_ids");
+    if (line.contains(key)) *target = json_float(line[key], key);
+  if (line.contains("top_k")) p.top_k = json_int(line["top_k"], "top_k", -kMaxJsonCount, kMaxJsonCount);
+  if (line.contains("seed") && !line["seed"].is_null()) p.seed = json_seed(line["seed"], "seed");
+  if (line.contains("stop")) p.stop = json_strings(line["stop"], "stop");
+  if (line.contains("stop_token_ids")) p.stop_token_ids = json_token_ids(line["stop_token_ids"], "stop_token_ids");
   for (const auto& [key, target] : {std::pair{"ignore_eos", &p.ignore_eos},
                                     std::pair{"include_stop_str_in_output", &p.include_stop_str_in_output},
                                     std::pair{"skip_special_tokens", &p.skip_special_tokens}})
-    if (line.contains(key)) *target = bool_field(line[key], key);
-  if (line.contains("max_tokens")) p.max_tokens = int_field(line["max_tokens"], "max_tokens", -kMaxCount, kMaxCount);
-  if (line.contains("min_tokens")) p.min_tokens = int_field(line["min_tokens"], "min_tokens", -kMaxCount, kMaxCount);
+    if (line.contains(key)) *target = json_bool(line[key], key);
+  if (line.contains("max_tokens")) p.max_tokens = json_int(line["max_tokens"], "max_tokens", -kMaxJsonCount, kMaxJsonCount);
+  if (line.contains("min_tokens")) p.min_tokens = json_int(line["min_tokens"], "min_tokens", -kMaxJsonCount, kMaxJsonCount);
   if (line.contains("logprobs") && !line["logprobs"].is_null())
-    p.logprobs = int_field(line["logprobs"], "logprobs", -kMaxCount, kMaxCount);
+    p.logprobs = json_int(line["logprobs"], "logprobs", -kMaxJsonCount, kMaxJsonCount);
   if (line.contains("prompt_logprobs") && !line["prompt_logprobs"].is_null())
-    p.prompt_logprobs = int_field(line["prompt_logprobs"], "prompt_logprobs", -kMaxCount, kMaxCount);
+    p.prompt_logprobs = json_int(line["prompt_logprobs"], "prompt_logprobs", -kMaxJsonCount, kMaxJsonCount);
 }
 
 Json logprob_json(const SampledToken& s) {
@@ -188,7 +127,7 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
     try {
       const Json line = parse_json_input<Json>(text, where);  // its errors start with `where`
       try {
-        if (line.is_object() && line.contains("request_id")) rid = string_field(line["request_id"], "request_id");
+        if (line.is_object() && line.contains("request_id")) rid = json_string(line["request_id"], "request_id");
         parse_line(line, prompt, p);
         line_errors.emplace_back();
       } catch (const Error& e) {

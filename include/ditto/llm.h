@@ -98,9 +98,24 @@ class LLM {
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const CausalLM& model() const { return *model_; }
+  // The prompt's token ids: text with the tokenizer's special tokens, messages rendered with the
+  // chat template (add_generation_prompt) then encoded without them, ids as given. Throws
+  // Error(kInvalidArgument) for zero or several kinds, a model without a chat template, a
+  // template error. Thread-safe.
+  std::vector<int32_t> encode(const PromptInput& p) const;
+  // Renders chat messages with the model's chat template (kwargs such as enable_thinking,
+  // add_generation_prompt). Throws as encode(). Thread-safe.
+  std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                          bool add_generation_prompt, const nlohmann::ordered_json& chat_template_kwargs) const;
+  // generation_config.json's and tokenizer_config.json's EOS ids.
+  const std::vector<int32_t>& eos_token_ids() const { return eos_token_ids_; }
+  // A long-lived engine over this model with the current engine options (a server's). Throws
+  // Error(kInvalidArgument) when kv_cache_memory holds no block.
+  std::unique_ptr<Engine> make_engine() const;
+  // Tokens the engine's KV cache holds (kv_cache_memory in blocks × block_size).
+  int64_t kv_cache_tokens() const;
 
  private:
-  std::vector<int32_t> encode(const PromptInput& p) const;
 
   LLMOptions options_;
   std::string model_dir_;

@@ -28,7 +28,7 @@ LLM::LLM(const LLMOptions& options) : options_(options) {
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kNotFound) throw;
   }
-  for (int64_t id : eos_token_ids(model_dir_, model_->config())) eos_token_ids_.push_back(static_cast<int32_t>(id));
+  for (int64_t id : ditto::eos_token_ids(model_dir_, model_->config())) eos_token_ids_.push_back(static_cast<int32_t>(id));
   for (int32_t id : tokenizer_->eos_token_ids())
     if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end()) eos_token_ids_.push_back(id);
 }
@@ -48,19 +48,22 @@ std::vector<int32_t> LLM::encode(const PromptInput& p) const {
   if (kinds != 1) throw_invalid_argument("give exactly one of prompt (text), prompt_token_ids or messages");
   if (p.token_ids) return *p.token_ids;
   if (p.text) return tokenizer_->encode(*p.text, /*add_special_tokens=*/true);
-  if (chat_template_ == nullptr) throw_invalid_argument("messages: the model has no chat template");
-  if (!p.chat_template_kwargs.is_object()) throw_invalid_argument("chat_template_kwargs must be a JSON object");
-  const std::string text = chat_template_->render(*p.messages, p.tools, /*add_generation_prompt=*/true,
-                                                  p.chat_template_kwargs);
+  const std::string text = render_chat(*p.messages, p.tools, /*add_generation_prompt=*/true, p.chat_template_kwargs);
   return tokenizer_->encode(text, /*add_special_tokens=*/false);
 }
 
-std::vector<GenerateResult> LLM::generate(const std::vector<PromptInput>& prompts,
-                                          const std::vector<SamplingParams>& params, bool progress,
-                                          const ResultFn& on_result) {
-  if (params.size() != 1 && params.size() != prompts.size())
-    throw_invalid_argument("generate: " + std::to_string(params.size()) + " SamplingParams for " +
-                           std::to_string(prompts.size()) + " prompts (give one, or one per prompt)");
+std::string LLM::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                             bool add_generation_prompt, const nlohmann::ordered_json& chat_template_kwargs) const {
+  if (chat_template_ == nullptr) throw_invalid_argument("messages: the model has no chat template");
+  if (!chat_template_kwargs.is_object()) throw_invalid_argument("chat_template_kwargs must be a JSON object");
+  return chat_template_->render(messages, tools, add_generation_prompt, chat_template_kwargs);
+}
+
+int64_t LLM::kv_cache_tokens() const {
+  return kv_blocks_for_memory(model_->config(), options_.block_size, options_.kv_cache_memory) * options_.block_size;
+}
+
+std::unique_ptr<Engine> LLM::make_engine() const {
   EngineConfig config;
   config.block_size = options_.block_size;
   config.num_kv_blocks = kv_blocks_for_memory(model_->config(), options_.block_size, options_.kv_cache_memory);
@@ -71,7 +74,17 @@ std::vector<GenerateResult> LLM::generate(const std::vector<PromptInput>& prompt
   config.scheduler.max_num_batched_tokens = options_.max_num_batched_tokens;
   config.scheduler.max_num_seqs = options_.max_num_seqs;
   config.logits_hook = logits_hook_;
-  Engine engine(*model_, tokenizer_.get(), eos_token_ids_, config);
+  return std::make_unique<Engine>(*model_, tokenizer_.get(), eos_token_ids_, config);
+}
+
+std::vector<GenerateResult> LLM::generate(const std::vector<PromptInput>& prompts,
+                                          const std::vector<SamplingParams>& params, bool progress,
+                                          const ResultFn& on_result) {
+  if (params.size() != 1 && params.size() != prompts.size())
+    throw_invalid_argument("generate: " + std::to_string(params.size()) + " SamplingParams for " +
+                           std::to_string(prompts.size()) + " prompts (give one, or one per prompt)");
+  const std::unique_ptr<Engine> engine_owner = make_engine();
+  Engine& engine = *engine_owner;
 
   std::vector<GenerateResult> results(prompts.size());
   size_t accepted = 0;

@@ -101,6 +101,11 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   return text;
 }
 
+std::string Tokenizer::token_bytes(int32_t id) const {
+  const std::string* bytes = decoded_bytes(id, /*skip_special_tokens=*/false);
+  return bytes == nullptr ? std::string() : *bytes;
+}
+
 // ------------------------------------------------------------------------------------------------
 // IncrementalDetokenizer
 

@@ -72,6 +72,9 @@ class Tokenizer {
   std::optional<int32_t> token_to_id(std::string_view token) const;
   // The token string of an id (byte-level form, e.g. "Ġhello"), or nullopt for an unused id.
   std::optional<std::string> id_to_token(int32_t id) const;
+  // The bytes the id contributes to a decode (for a byte-level BPE token, its raw bytes, which may
+  // be part of a UTF-8 character); empty for an unused id.
+  std::string token_bytes(int32_t id) const;
   // True for added tokens marked "special" (those skip_special_tokens drops).
   bool is_special(int32_t id) const;
   // tokenizer_config.json as loaded ({} when absent).

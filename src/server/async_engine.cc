@@ -1,0 +1,187 @@
+#include "server/async_engine.h"
+
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <utility>
+
+#include "core/error.h"
+#include "engine/engine.h"
+
+namespace ditto {
+
+void OutputChannel::push(Item item) {
+  {
+    std::lock_guard lock(mu_);
+    items_.push_back(std::move(item));
+  }
+  cv_.notify_one();
+}
+
+std::vector<OutputChannel::Item> OutputChannel::pop(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !items_.empty(); });
+  std::vector<Item> out(std::make_move_iterator(items_.begin()), std::make_move_iterator(items_.end()));
+  items_.clear();
+  return out;
+}
+
+AsyncEngine::AsyncEngine(const LLM& llm, const AsyncEngineConfig& config, ServerMetrics& metrics)
+    : llm_(llm), config_(config), metrics_(metrics), engine_(llm.make_engine()) {
+  publish_gauges();
+  thread_ = std::thread([this] { loop(); });
+}
+
+AsyncEngine::~AsyncEngine() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void AsyncEngine::submit(const std::string& request_id, std::vector<int32_t> prompt_token_ids, SamplingParams params,
+                         std::string prompt_text, std::shared_ptr<OutputChannel> channel, size_t slot) {
+  params.output_kind = RequestOutputKind::kDelta;
+  {
+    std::lock_guard lock(mu_);
+    const auto queued = static_cast<int64_t>(pending_.size()) + waiting_in_engine_;
+    if (queued >= config_.max_queued_requests)
+      throw Error(ErrorCode::kResourceExhausted,
+                  "the server is at capacity: " + std::to_string(queued) + " requests are queued (--max-queued-requests " +
+                      std::to_string(config_.max_queued_requests) + "); retry later");
+    pending_.push_back(Submission{request_id, std::move(prompt_token_ids), std::move(params), std::move(prompt_text),
+                                  std::move(channel), slot, std::chrono::steady_clock::now()});
+    ++unfinished_;
+  }
+  cv_.notify_one();
+}
+
+void AsyncEngine::abort(const std::string& request_id) {
+  {
+    std::lock_guard lock(mu_);
+    aborts_.push_back(request_id);
+  }
+  cv_.notify_one();
+}
+
+int64_t AsyncEngine::num_unfinished() const {
+  std::lock_guard lock(mu_);
+  return unfinished_;
+}
+
+void AsyncEngine::admit(Submission& s) {
+  try {
+    const auto prompt_tokens = static_cast<int64_t>(s.prompt_token_ids.size());
+    engine_->add_request(s.request_id, std::move(s.prompt_token_ids), s.params, s.prompt_text);
+    routes_[s.request_id] = Route{s.channel, s.slot, prompt_tokens, s.arrival, std::nullopt};
+    metrics_.add_prompt_tokens(prompt_tokens);
+    s.channel->push({s.slot, true, std::nullopt, "", false});
+  } catch (const Error& e) {
+    s.channel->push({s.slot, false, std::nullopt, e.what(), e.code() == ErrorCode::kInternal});
+  } catch (const std::bad_alloc&) {
+    s.channel->push({s.slot, false, std::nullopt, "out of memory while queueing the request", true});
+  } catch (const std::exception& e) {
+    s.channel->push({s.slot, false, std::nullopt, e.what(), true});
+  }
+  if (!routes_.contains(s.request_id)) {
+    metrics_.record_request_finished("error");
+    std::lock_guard lock(mu_);
+    --unfinished_;
+  }
+}
+
+void AsyncEngine::deliver(RequestOutput&& report, std::chrono::steady_clock::time_point now) {
+  const auto found = routes_.find(report.request_id);
+  if (found == routes_.end()) return;
+  Route& route = found->second;
+  int64_t tokens = 0;
+  for (const CompletionOutput& c : report.outputs) tokens += static_cast<int64_t>(c.token_ids.size());
+  if (tokens > 0) {
+    metrics_.add_generation_tokens(tokens);
+    if (!route.last_token) {
+      metrics_.observe_time_to_first_token(std::chrono::duration<double>(now - route.arrival).count());
+    } else {
+      metrics_.observe_inter_token_latency(std::chrono::duration<double>(now - *route.last_token).count());
+    }
+    route.last_token = now;
+  }
+  const bool finished = report.finished;
+  if (finished) {
+    std::string reason = "stop";
+    for (const CompletionOutput& c : report.outputs)
+      if (c.finish_reason == "abort" || (c.finish_reason == "length" && reason != "abort")) reason = c.finish_reason;
+    metrics_.record_request_finished(reason);
+    metrics_.observe_e2e_latency(std::chrono::duration<double>(now - route.arrival).count());
+  }
+  route.channel->push({route.slot, false, std::move(report), "", false});
+  if (finished) {
+    routes_.erase(found);
+    std::lock_guard lock(mu_);
+    --unfinished_;
+  }
+}
+
+void AsyncEngine::fail_all(const std::string& why) {
+  for (auto& [id, route] : routes_) {
+    route.channel->push({route.slot, false, std::nullopt, why, true});
+    metrics_.record_request_finished("error");
+  }
+  {
+    std::lock_guard lock(mu_);
+    unfinished_ -= static_cast<int64_t>(routes_.size());
+  }
+  routes_.clear();
+}
+
+void AsyncEngine::publish_gauges() {
+  const KvCacheManagerStats kv = engine_->kv_cache().stats();
+  metrics_.set_engine_state(engine_->scheduler().num_running(), engine_->scheduler().num_waiting(), kv.usage(),
+                            kv.prefix_queries_tokens, kv.prefix_hit_tokens);
+  std::lock_guard lock(mu_);
+  waiting_in_engine_ = engine_->scheduler().num_waiting();
+}
+
+void AsyncEngine::loop() {
+  for (;;) {
+    std::deque<Submission> submissions;
+    std::vector<std::string> aborts;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished(); });
+      if (stop_) break;
+      submissions.swap(pending_);
+      aborts.swap(aborts_);
+    }
+    for (Submission& s : submissions) admit(s);
+    for (const std::string& id : aborts) engine_->abort(id);
+    if (!engine_->has_unfinished()) {
+      publish_gauges();
+      continue;
+    }
+    try {
+      std::vector<RequestOutput> reports = engine_->step();
+      const auto now = std::chrono::steady_clock::now();
+      for (RequestOutput& r : reports) deliver(std::move(r), now);
+    } catch (const std::exception& e) {
+      // A failed step leaves the engine's state unknown: fail what it held and start a new one,
+      // so the server keeps serving.
+      std::fprintf(stderr, "ditto serve: engine step failed (%s); failing %zu requests and restarting the engine\n",
+                   e.what(), routes_.size());
+      fail_all(std::string("internal error in the engine: ") + e.what());
+      engine_.reset();
+      engine_ = llm_.make_engine();
+    }
+    publish_gauges();
+  }
+  // Shutdown: every request still open gets an error, so no reader waits forever.
+  {
+    std::lock_guard lock(mu_);
+    for (Submission& s : pending_) s.channel->push({s.slot, false, std::nullopt, "the server is shutting down", true});
+    pending_.clear();
+  }
+  fail_all("the server is shutting down");
+}
+
+}  // namespace ditto

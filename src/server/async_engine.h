@@ -1,0 +1,120 @@
+// The server's engine thread. HTTP threads submit requests over a queue and read each request's
+// reports (RequestOutputKind::kDelta, request_output.h) from an OutputChannel; one thread owns the
+// Engine and runs its step loop. Because every request is computed exactly as if it were alone
+// (docs/INVARIANCE.md), the interleaving of submissions never changes a bit of any answer.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "ditto/llm.h"
+#include "engine/request_output.h"
+#include "engine/sampling_params.h"
+#include "server/metrics.h"
+
+namespace ditto {
+
+class Engine;
+
+// Reports for the engine requests of one HTTP request (a completions call with a list of prompts
+// holds several; `slot` says which). Thread-safe: the engine thread pushes, one reader pops.
+class OutputChannel {
+ public:
+  struct Item {
+    size_t slot = 0;
+    bool accepted = false;                // the engine took the request (comes before its reports)
+    std::optional<RequestOutput> report;  // a kDelta report (report->finished on the last one)
+    std::string error;                    // the request was refused or failed: why
+    bool internal_error = false;          // the error is the engine's fault (HTTP 500), not the request's
+  };
+
+  void push(Item item);
+  // Waits up to `timeout` for items and takes every queued one (none on timeout).
+  std::vector<Item> pop(std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> items_;
+};
+
+struct AsyncEngineConfig {
+  // Requests accepted but not yet running (submitted, or waiting in the scheduler) beyond which
+  // submit() refuses new ones (the server's HTTP 503).
+  int64_t max_queued_requests = 1024;
+};
+
+class AsyncEngine {
+ public:
+  // Starts the engine thread over llm.make_engine(). `llm` and `metrics` must outlive this.
+  // Throws Error(kInvalidArgument) for engine options that give no KV block.
+  AsyncEngine(const LLM& llm, const AsyncEngineConfig& config, ServerMetrics& metrics);
+  // Aborts whatever runs and joins the engine thread.
+  ~AsyncEngine();
+  AsyncEngine(const AsyncEngine&) = delete;
+  AsyncEngine& operator=(const AsyncEngine&) = delete;
+
+  // Queues a request. params.output_kind is set to kDelta. Its reports, or an Item with `error`
+  // when the engine refuses it (Engine::add_request's message), go to `channel` under `slot`.
+  // Throws Error(kResourceExhausted) when max_queued_requests are already queued.
+  void submit(const std::string& request_id, std::vector<int32_t> prompt_token_ids, SamplingParams params,
+              std::string prompt_text, std::shared_ptr<OutputChannel> channel, size_t slot);
+
+  // Stops a request (its KV blocks are freed; its last report has finish_reason "abort").
+  // Unknown or finished ids are ignored. Callable from any thread.
+  void abort(const std::string& request_id);
+
+  // Requests submitted and not yet finished (queued, waiting or running).
+  int64_t num_unfinished() const;
+
+ private:
+  struct Submission {
+    std::string request_id;
+    std::vector<int32_t> prompt_token_ids;
+    SamplingParams params;
+    std::string prompt_text;
+    std::shared_ptr<OutputChannel> channel;
+    size_t slot = 0;
+    std::chrono::steady_clock::time_point arrival;
+  };
+  struct Route {
+    std::shared_ptr<OutputChannel> channel;
+    size_t slot = 0;
+    int64_t prompt_tokens = 0;
+    std::chrono::steady_clock::time_point arrival;
+    std::optional<std::chrono::steady_clock::time_point> last_token;
+  };
+
+  void loop();
+  void admit(Submission& s);
+  void deliver(RequestOutput&& report, std::chrono::steady_clock::time_point now);
+  void fail_all(const std::string& why);
+  void publish_gauges();
+
+  const LLM& llm_;
+  AsyncEngineConfig config_;
+  ServerMetrics& metrics_;
+  std::unique_ptr<Engine> engine_;  // engine thread only
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Submission> pending_;
+  std::vector<std::string> aborts_;
+  int64_t waiting_in_engine_ = 0;  // the scheduler's waiting requests after the last step
+  int64_t unfinished_ = 0;         // submitted, not yet finished or refused
+  bool stop_ = false;
+
+  std::unordered_map<std::string, Route> routes_;  // engine thread only
+  std::thread thread_;
+};
+
+}  // namespace ditto

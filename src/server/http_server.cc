@@ -1,0 +1,451 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/json_input.h"
+#include "model/causal_lm.h"
+#include "server/async_engine.h"
+#include "server/metrics.h"
+#include "server/openai_api.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ditto {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+void send_json(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), e.body()); }
+
+// SamplingParams::validate's messages start with the field's name ("top_p must be ..."); report it
+// as the error's param when it is one.
+std::string param_of(const std::string& message) {
+  static const std::vector<std::string> fields = {
+      "n", "presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "top_p", "top_k", "min_p",
+      "max_tokens", "min_tokens", "logprobs", "prompt_logprobs", "stop_token_ids", "stop"};
+  for (const std::string& f : fields)
+    if (message.rfind(f + " ", 0) == 0 || message.rfind(f + "[", 0) == 0 || message.rfind(f + " (", 0) == 0) return f;
+  return "";
+}
+
+std::string model_field(const Json& v) {
+  if (!v.is_string()) throw_bad_param("model", "field 'model' must be a string, got " + json_excerpt(v));
+  return v.get<std::string>();
+}
+
+// One HTTP generation request: its engine requests (one per prompt) and their outputs so far.
+struct Job {
+  ApiRequest request;
+  std::string id;
+  int64_t created = 0;
+  std::vector<std::string> engine_ids;  // by slot
+  std::vector<ApiResult> results;       // by slot
+  std::vector<bool> finished;           // by slot
+  size_t num_finished = 0;
+  std::shared_ptr<OutputChannel> channel = std::make_shared<OutputChannel>();
+  bool complete = false;                // every slot finished and the response was written
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(LLM& l, const ServerOptions& o)
+      : llm(l), options(o), metrics(o.served_model_name),
+        engine(l, AsyncEngineConfig{.max_queued_requests = o.max_queued_requests}, metrics) {
+    std::random_device rd;
+    id_prefix = (uint64_t{rd()} << 32) ^ rd();
+  }
+
+  LLM& llm;
+  ServerOptions options;
+  ServerMetrics metrics;
+  AsyncEngine engine;
+  httplib::Server server;
+  uint64_t id_prefix = 0;
+  std::atomic<uint64_t> next_id{0};
+  int bound_port = -1;
+
+  int64_t context() const { return llm.model().config().max_position_embeddings; }
+
+  std::string new_id(const char* prefix) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%016" PRIx64 "%08" PRIx64, prefix, id_prefix, next_id.fetch_add(1));
+    return buf;
+  }
+
+  void check_model(const std::optional<std::string>& model) const {
+    if (model && *model != options.served_model_name && *model != options.model_path)
+      throw ApiError(404, "invalid_request_error", "The model `" + *model + "` does not exist.", "model",
+                     "model_not_found");
+  }
+
+  Json parse_body(const httplib::Request& req) const {
+    try {
+      return parse_json_input<Json>(req.body, "request body");
+    } catch (const Error& e) {
+      throw ApiError(400, "invalid_request_error", e.what());
+    }
+  }
+
+  void routes();
+  void handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  std::shared_ptr<Job> start_job(ApiRequest&& request, const char* id_prefix);
+  void abort_job(const Job& job) {
+    for (size_t s = 0; s < job.engine_ids.size(); ++s)
+      if (!job.finished[s]) engine.abort(job.engine_ids[s]);
+  }
+  // Applies channel items to the job. Throws ApiError for an error item (after aborting the rest).
+  // Returns the slots that got a report.
+  std::vector<size_t> apply(Job& job, std::vector<OutputChannel::Item>& items, std::vector<bool>* accepted);
+};
+
+std::vector<size_t> HttpServer::Impl::apply(Job& job, std::vector<OutputChannel::Item>& items,
+                                            std::vector<bool>* accepted) {
+  std::vector<size_t> touched;
+  for (OutputChannel::Item& item : items) {
+    if (!item.error.empty()) {
+      job.finished[item.slot] = true;
+      abort_job(job);
+      const std::string where = job.results.size() > 1 ? "prompt " + std::to_string(item.slot) + ": " : "";
+      if (item.internal_error) throw ApiError(500, "internal_error", where + item.error);
+      throw ApiError(400, "invalid_request_error", where + item.error, param_of(item.error));
+    }
+    if (item.accepted) {
+      if (accepted) (*accepted)[item.slot] = true;
+      continue;
+    }
+    if (!item.report) continue;
+    const bool done = item.report->finished;
+    append_delta(job.results[item.slot].output, std::move(*item.report));
+    if (done && !job.finished[item.slot]) {
+      job.finished[item.slot] = true;
+      ++job.num_finished;
+    }
+    touched.push_back(item.slot);
+  }
+  return touched;
+}
+
+std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const char* prefix) {
+  auto job = std::make_shared<Job>();
+  job->request = std::move(request);
+  ApiRequest& r = job->request;
+  const bool chat = r.endpoint == ApiEndpoint::kChatCompletions;
+  const Tokenizer& tok = llm.tokenizer();
+  const int64_t ctx = context();
+  const char* prompt_param = chat ? "messages" : "prompt";
+  std::vector<std::vector<int32_t>> ids(r.prompts.size());
+  std::vector<SamplingParams> params(r.prompts.size(), r.params);
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const PromptInput& p = r.prompts[i];
+    ApiResult result;
+    try {
+      if (chat) {
+        result.prompt_text = llm.render_chat(*p.messages, p.tools, r.add_generation_prompt, p.chat_template_kwargs);
+        if (r.continue_final_message) {
+          // The template closes the last (assistant) message; continue it instead (vLLM's rule:
+          // cut the rendered text after the final message's content).
+          const Json& last = p.messages->back();
+          const std::string content = last.contains("content") && last["content"].is_string() ? last["content"].get<std::string>() : "";
+          const size_t at = content.empty() ? std::string::npos : result.prompt_text.rfind(content);
+          if (at == std::string::npos)
+            throw_bad_param("continue_final_message", "the final message's content was not found in the rendered prompt");
+          result.prompt_text.resize(at + content.size());
+        }
+        ids[i] = tok.encode(result.prompt_text, /*add_special_tokens=*/false);
+      } else if (p.text) {
+        result.prompt_text = *p.text;
+        ids[i] = tok.encode(*p.text, /*add_special_tokens=*/true);
+      } else {
+        ids[i] = *p.token_ids;
+        for (size_t t = 0; t < ids[i].size(); ++t)
+          if (ids[i][t] >= llm.model().config().vocab_size)
+            throw_bad_param(prompt_param, "prompt token " + std::to_string(t) + " = " + std::to_string(ids[i][t]) +
+                                              " is outside the vocabulary [0, " +
+                                              std::to_string(llm.model().config().vocab_size) + ")");
+        if (r.echo) result.prompt_text = tok.decode(ids[i], /*skip_special_tokens=*/false);
+      }
+    } catch (const Error& e) {
+      throw_bad_param(prompt_param, e.what());
+    }
+    const auto n = static_cast<int64_t>(ids[i].size());
+    const std::string which = r.prompts.size() > 1 ? "prompt " + std::to_string(i) + " has" : "the prompt has";
+    if (n == 0) throw_bad_param(prompt_param, "the prompt is empty");
+    if (n >= ctx)
+      throw_bad_param(prompt_param, "This model's maximum context length is " + std::to_string(ctx) + " tokens; " +
+                                        which + " " + std::to_string(n) + " tokens, which leaves no room for output.");
+    SamplingParams& sp = params[i];
+    if (r.max_tokens_given) {
+      if (n + sp.max_tokens > ctx)
+        throw_bad_param(chat ? "max_completion_tokens" : "max_tokens",
+                        "This model's maximum context length is " + std::to_string(ctx) + " tokens. However, you requested " +
+                            std::to_string(n + sp.max_tokens) + " tokens (" + std::to_string(n) + " in the " +
+                            (chat ? "messages" : "prompt") + ", " + std::to_string(sp.max_tokens) +
+                            " in the completion). Please reduce the length of the " + (chat ? "messages" : "prompt") +
+                            " or completion.");
+    } else if (chat) {
+      sp.max_tokens = std::max<int64_t>(1, std::min(ctx, llm.kv_cache_tokens()) - n);
+    } else {
+      sp.max_tokens = std::min<int64_t>(16, ctx - n);
+    }
+    if (sp.min_tokens > sp.max_tokens && !r.max_tokens_given) sp.min_tokens = sp.max_tokens;
+    try {
+      sp.validate(llm.model().config().vocab_size);
+    } catch (const Error& e) {
+      throw_bad_param(param_of(e.what()), e.what());
+    }
+    job->results.push_back(std::move(result));
+  }
+  job->id = new_id(prefix);
+  job->created = static_cast<int64_t>(std::time(nullptr));
+  job->finished.assign(r.prompts.size(), false);
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const std::string engine_id = r.prompts.size() > 1 ? job->id + "-" + std::to_string(i) : job->id;
+    try {
+      engine.submit(engine_id, std::move(ids[i]), params[i], job->results[i].prompt_text, job->channel, i);
+    } catch (const Error& e) {
+      abort_job(*job);
+      if (e.code() == ErrorCode::kResourceExhausted) throw ApiError(503, "server_overloaded", e.what());
+      throw ApiError(500, "internal_error", e.what());
+    }
+    job->engine_ids.push_back(engine_id);
+  }
+  // Wait until the engine has taken every prompt, so a refusal is an HTTP error, not a broken
+  // stream.
+  std::vector<bool> accepted(r.prompts.size(), false);
+  while (!std::all_of(accepted.begin(), accepted.end(), [](bool a) { return a; })) {
+    std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(1000));
+    apply(*job, items, &accepted);
+  }
+  return job;
+}
+
+void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  const Json body = parse_body(req);
+  ApiRequest request = parse_api_request(endpoint, body);
+  check_model(request.model);
+  if (!request.ignored_fields.empty()) {
+    std::string names;
+    for (const std::string& f : request.ignored_fields) names += (names.empty() ? "" : ", ") + f;
+    std::fprintf(stderr, "ditto serve: ignoring unsupported fields: %s\n", names.c_str());
+  }
+  const bool chat = endpoint == ApiEndpoint::kChatCompletions;
+  std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
+  auto formatter = std::make_shared<ApiFormatter>(job->request, llm.tokenizer(), job->id, job->created,
+                                                  options.served_model_name);
+
+  if (!job->request.stream) {
+    try {
+      while (job->num_finished < job->results.size()) {
+        std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(1000));
+        apply(*job, items, nullptr);
+      }
+    } catch (...) {
+      abort_job(*job);
+      throw;
+    }
+    job->complete = true;
+    send_json(res, 200, formatter->response(job->results));
+    return;
+  }
+
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, job, formatter](size_t, httplib::DataSink& sink) {
+        auto send = [&](const std::string& data) {
+          const std::string event = "data: " + data + "\n\n";
+          return sink.write(event.data(), event.size());
+        };
+        std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(200));
+        std::vector<size_t> touched;
+        try {
+          touched = apply(*job, items, nullptr);
+        } catch (const ApiError& e) {
+          send(dump(e.body()));
+          send("[DONE]");
+          job->complete = true;
+          sink.done();
+          return true;
+        }
+        std::sort(touched.begin(), touched.end());
+        touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+        for (size_t slot : touched)
+          for (const Json& chunk : formatter->stream_chunks(slot, job->results[slot]))
+            if (!send(dump(chunk))) return false;  // the client is gone: the releaser aborts
+        if (job->num_finished == job->results.size()) {
+          if (job->request.include_usage && !send(dump(formatter->usage_chunk(job->results)))) return false;
+          if (!send("[DONE]")) return false;
+          job->complete = true;
+          sink.done();
+        }
+        return true;
+      },
+      [this, job](bool) {
+        if (!job->complete) abort_job(*job);
+      });
+}
+
+void HttpServer::Impl::routes() {
+  auto guarded = [this](auto handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      try {
+        handler(req, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      } catch (const Error& e) {
+        send_error(res, ApiError(e.code() == ErrorCode::kInvalidArgument ? 400 : 500,
+                                 e.code() == ErrorCode::kInvalidArgument ? "invalid_request_error" : "internal_error",
+                                 e.what()));
+      } catch (const std::bad_alloc&) {
+        send_error(res, ApiError(500, "internal_error", "out of memory"));
+      }
+    };
+  };
+
+  server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options.api_key.empty() || req.path.rfind("/v1", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
+      return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, ApiError(401, "invalid_request_error",
+                             req.has_header("Authorization") ? "Incorrect API key provided." : "Missing API key: send 'Authorization: Bearer <key>'.",
+                             "", "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413)
+      send_error(res, ApiError(413, "invalid_request_error", "the request body is larger than the server accepts (--max-request-body-bytes)"));
+    else if (res.status == 404)
+      send_error(res, ApiError(404, "invalid_request_error", "no route " + req.method + " " + req.path));
+    else
+      send_error(res, ApiError(res.status, "invalid_request_error", "HTTP error " + std::to_string(res.status)));
+  });
+  server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, ApiError(500, "internal_error", what));
+  });
+  server.set_logger([this](const httplib::Request&, const httplib::Response& res) { metrics.record_http_status(res.status); });
+
+  server.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    handle_generate(ApiEndpoint::kCompletions, req, res);
+  }));
+  server.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    handle_generate(ApiEndpoint::kChatCompletions, req, res);
+  }));
+  server.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
+    Json model = {{"id", options.served_model_name},
+                  {"object", "model"},
+                  {"created", static_cast<int64_t>(std::time(nullptr))},
+                  {"owned_by", "ditto"},
+                  {"root", options.model_path},
+                  {"parent", nullptr},
+                  {"max_model_len", context()}};
+    send_json(res, 200, {{"object", "list"}, {"data", Json::array({model})}});
+  }));
+  server.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  server.Get("/version", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"version", options.version}});
+  });
+  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    const Json body = parse_body(req);
+    if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
+    if (body.contains("model") && !body["model"].is_null())
+      check_model(model_field(body["model"]));
+    std::vector<int32_t> ids;
+    try {
+      if (body.contains("messages")) {
+        if (!body["messages"].is_array()) throw_bad_param("messages", "field 'messages' must be an array");
+        const bool agp = body.contains("add_generation_prompt") ? json_bool(body["add_generation_prompt"], "add_generation_prompt") : true;
+        const Json kwargs = body.contains("chat_template_kwargs") ? body["chat_template_kwargs"] : Json::object();
+        const Json tools = body.contains("tools") ? body["tools"] : Json(nullptr);
+        ids = llm.tokenizer().encode(llm.render_chat(body["messages"], tools, agp, kwargs), false);
+      } else if (body.contains("prompt")) {
+        const bool special = body.contains("add_special_tokens") ? json_bool(body["add_special_tokens"], "add_special_tokens") : true;
+        ids = llm.tokenizer().encode(json_string(body["prompt"], "prompt"), special);
+      } else {
+        throw_bad_param("prompt", "give 'prompt' (a string) or 'messages'");
+      }
+    } catch (const Error& e) {
+      throw_bad_param(body.contains("messages") ? "messages" : "prompt", e.what());
+    }
+    send_json(res, 200, {{"count", ids.size()}, {"max_model_len", context()}, {"tokens", ids}, {"token_strs", nullptr}});
+  }));
+  server.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    const Json body = parse_body(req);
+    if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
+    if (body.contains("model") && !body["model"].is_null()) check_model(model_field(body["model"]));
+    if (!body.contains("tokens")) throw_bad_param("tokens", "field 'tokens' is required");
+    std::vector<int32_t> ids;
+    try {
+      ids = json_token_ids(body["tokens"], "tokens");
+    } catch (const Error& e) {
+      throw_bad_param("tokens", e.what());
+    }
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] >= llm.model().config().vocab_size)
+        throw_bad_param("tokens", "tokens[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
+                                      " is outside the vocabulary [0, " + std::to_string(llm.model().config().vocab_size) + ")");
+    send_json(res, 200, {{"prompt", llm.tokenizer().decode(ids, false)}});
+  }));
+}
+
+HttpServer::HttpServer(LLM& llm, const ServerOptions& options) : impl_(std::make_unique<Impl>(llm, options)) {
+  if (options.served_model_name.empty()) throw_invalid_argument("--served-model-name must not be empty");
+  if (options.max_queued_requests < 1) throw_invalid_argument("--max-queued-requests must be at least 1");
+  if (options.max_request_body_bytes < 1024) throw_invalid_argument("--max-request-body-bytes must be at least 1024");
+  Impl& s = *impl_;
+  const int threads = options.http_threads > 0 ? options.http_threads : 128 + 64;
+  s.server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.server.set_payload_max_length(static_cast<size_t>(options.max_request_body_bytes));
+  s.server.set_read_timeout(options.timeout_seconds, 0);
+  s.server.set_write_timeout(options.timeout_seconds, 0);
+  s.server.set_keep_alive_timeout(5);
+  s.routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::bind() {
+  Impl& s = *impl_;
+  const int port = s.options.port == 0 ? s.server.bind_to_any_port(s.options.host)
+                                       : (s.server.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1);
+  if (port < 0)
+    throw_invalid_argument("cannot listen on " + s.options.host + ":" + std::to_string(s.options.port) +
+                           " (address in use, or not an address of this machine)");
+  s.bound_port = port;
+  return port;
+}
+
+void HttpServer::listen() { impl_->server.listen_after_bind(); }
+
+void HttpServer::stop() { impl_->server.stop(); }
+
+}  // namespace ditto

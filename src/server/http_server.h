@@ -1,0 +1,61 @@
+// `ditto serve`: the OpenAI-compatible HTTP server (cpp-httplib). HTTP threads parse and check
+// requests, hand them to the AsyncEngine's queue and write its reports back, as one JSON body or
+// as server-sent events; the one engine thread runs every request exactly as if it were alone.
+//
+// Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,
+// GET /version, POST /tokenize, POST /detokenize, GET /metrics. Errors are OpenAI error objects:
+// 400 invalid parameter (named in `param`), 401 missing or wrong API key, 404 unknown model or
+// route, 413 body too large, 503 queue full, 500 internal.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ditto/llm.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace ditto {
+
+class AsyncEngine;
+class ServerMetrics;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                        // 0: any free port (see bind())
+  std::string served_model_name;          // the `model` clients name; requests naming another get 404
+  std::string model_path;                 // reported as the model's root in /v1/models
+  std::string api_key;                    // empty: no authentication
+  int64_t max_request_body_bytes = int64_t{32} << 20;
+  int64_t max_queued_requests = 1024;     // beyond this, 503
+  int http_threads = 0;                   // connections served at once; 0: 192
+  int timeout_seconds = 60;               // a client that stalls this long while sending or reading is dropped
+  std::string version;                    // for GET /version
+};
+
+class HttpServer {
+ public:
+  // Starts the engine thread. `llm` must outlive the server. Throws Error(kInvalidArgument) for
+  // bad options.
+  HttpServer(LLM& llm, const ServerOptions& options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds host:port; returns the port bound. Throws Error(kInvalidArgument) when it cannot
+  // (address in use, bad host).
+  int bind();
+  // Serves until stop() (from another thread or a signal handler's helper thread).
+  void listen();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ditto

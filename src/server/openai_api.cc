@@ -1,0 +1,413 @@
+#include "server/openai_api.h"
+
+#include <set>
+#include <utility>
+
+#include "core/error.h"
+#include "core/json_input.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ditto {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Runs a strict reader and turns its Error into a 400 naming the field.
+template <typename F>
+auto field(const std::string& name, F&& read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    throw_bad_param(name, e.what());
+  }
+}
+
+bool present(const Json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
+
+// The fields both endpoints share: sampling and vLLM's extras.
+void parse_sampling(const Json& body, ApiRequest& r) {
+  SamplingParams& p = r.params;
+  if (present(body, "n")) p.n = field("n", [&] { return json_int(body["n"], "n", 1, kMaxChoices); });
+  if (present(body, "best_of")) {
+    const int64_t best_of = field("best_of", [&] { return json_int(body["best_of"], "best_of", 1, kMaxChoices); });
+    if (best_of != p.n) throw_bad_param("best_of", "best_of other than n is not supported");
+  }
+  for (const auto& [key, target] : {std::pair{"temperature", &p.temperature}, std::pair{"top_p", &p.top_p},
+                                    std::pair{"min_p", &p.min_p}, std::pair{"presence_penalty", &p.presence_penalty},
+                                    std::pair{"frequency_penalty", &p.frequency_penalty},
+                                    std::pair{"repetition_penalty", &p.repetition_penalty}})
+    if (present(body, key)) *target = field(key, [&] { return json_float(body[key], key); });
+  if (present(body, "top_k")) p.top_k = field("top_k", [&] { return json_int(body["top_k"], "top_k"); });
+  if (present(body, "seed")) p.seed = field("seed", [&] { return json_seed(body["seed"], "seed"); });
+  if (present(body, "stop")) {
+    p.stop = field("stop", [&] { return json_strings(body["stop"], "stop"); });
+    if (p.stop.size() > 16) throw_bad_param("stop", "at most 16 stop strings are allowed");
+  }
+  if (present(body, "stop_token_ids"))
+    p.stop_token_ids = field("stop_token_ids", [&] { return json_token_ids(body["stop_token_ids"], "stop_token_ids"); });
+  for (const auto& [key, target] : {std::pair{"ignore_eos", &p.ignore_eos},
+                                    std::pair{"include_stop_str_in_output", &p.include_stop_str_in_output},
+                                    std::pair{"skip_special_tokens", &p.skip_special_tokens}})
+    if (present(body, key)) *target = field(key, [&] { return json_bool(body[key], key); });
+  if (present(body, "min_tokens")) p.min_tokens = field("min_tokens", [&] { return json_int(body["min_tokens"], "min_tokens", 0); });
+  if (present(body, "prompt_logprobs"))
+    p.prompt_logprobs = field("prompt_logprobs", [&] { return json_int(body["prompt_logprobs"], "prompt_logprobs", 0, kMaxLogprobs); });
+  if (present(body, "stream")) r.stream = field("stream", [&] { return json_bool(body["stream"], "stream"); });
+  if (present(body, "stream_options")) {
+    const Json& so = body["stream_options"];
+    if (!so.is_object()) throw_bad_param("stream_options", "field 'stream_options' must be an object");
+    if (!r.stream) throw_bad_param("stream_options", "stream_options is only allowed when stream is true");
+    if (present(so, "include_usage"))
+      r.include_usage = field("stream_options.include_usage", [&] { return json_bool(so["include_usage"], "stream_options.include_usage"); });
+  }
+  if (present(body, "user")) field("user", [&] { return json_string(body["user"], "user"); });
+  if (present(body, "logit_bias")) {
+    const Json& lb = body["logit_bias"];
+    if (!lb.is_object()) throw_bad_param("logit_bias", "field 'logit_bias' must be an object");
+    if (!lb.empty()) throw_bad_param("logit_bias", "logit_bias is not supported");
+  }
+  if (present(body, "response_format")) {
+    const Json& rf = body["response_format"];
+    if (!rf.is_object() || !rf.contains("type") || rf["type"] != "text")
+      throw_bad_param("response_format", "only response_format {\"type\": \"text\"} is supported");
+  }
+}
+
+int64_t parse_max_tokens(const Json& body, const char* key) {
+  return field(key, [&] { return json_int(body[key], key, 1); });
+}
+
+}  // namespace
+
+Json ApiError::body() const {
+  Json e = {{"message", what()}, {"type", type_}};
+  e["param"] = param_.empty() ? Json(nullptr) : Json(param_);
+  e["code"] = code_.empty() ? Json(nullptr) : Json(code_);
+  return {{"error", e}};
+}
+
+void throw_bad_param(const std::string& param, const std::string& message) {
+  throw ApiError(400, "invalid_request_error", message, param);
+}
+
+ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body) {
+  if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
+  ApiRequest r;
+  r.endpoint = endpoint;
+  static const std::set<std::string> shared = {
+      "model", "n", "best_of", "temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty",
+      "repetition_penalty", "top_k", "seed", "stop", "stop_token_ids", "ignore_eos", "include_stop_str_in_output",
+      "skip_special_tokens", "min_tokens", "prompt_logprobs", "stream", "stream_options", "user", "logit_bias",
+      "response_format", "max_tokens", "logprobs"};
+  static const std::set<std::string> completions = {"prompt", "echo", "suffix"};
+  static const std::set<std::string> chat = {"messages", "tools", "tool_choice", "parallel_tool_calls",
+                                             "chat_template_kwargs", "add_generation_prompt",
+                                             "continue_final_message", "max_completion_tokens", "top_logprobs"};
+  const auto& own = endpoint == ApiEndpoint::kCompletions ? completions : chat;
+  for (const auto& [key, value] : body.items())
+    if (!shared.contains(key) && !own.contains(key)) r.ignored_fields.push_back(key);
+
+  if (present(body, "model")) r.model = field("model", [&] { return json_string(body["model"], "model"); });
+  parse_sampling(body, r);
+  SamplingParams& p = r.params;
+
+  if (endpoint == ApiEndpoint::kCompletions) {
+    if (!present(body, "prompt")) throw_bad_param("prompt", "field 'prompt' is required");
+    const Json& prompt = body["prompt"];
+    if (prompt.is_string()) {
+      r.prompts.push_back(PromptInput{.text = prompt.get<std::string>()});
+    } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
+      r.prompts.push_back(PromptInput{.token_ids = field("prompt", [&] { return json_token_ids(prompt, "prompt"); })});
+    } else if (prompt.is_array() && !prompt.empty()) {
+      for (size_t i = 0; i < prompt.size(); ++i) {
+        const std::string name = "prompt[" + std::to_string(i) + "]";
+        if (prompt[i].is_string())
+          r.prompts.push_back(PromptInput{.text = prompt[i].get<std::string>()});
+        else if (prompt[i].is_array())
+          r.prompts.push_back(PromptInput{.token_ids = field("prompt", [&] { return json_token_ids(prompt[i], name); })});
+        else
+          throw_bad_param("prompt", "field '" + name + "' must be a string or an array of token ids, got " +
+                                        json_excerpt(prompt[i]));
+      }
+    } else {
+      throw_bad_param("prompt", "field 'prompt' must be a string, an array of strings, an array of token ids or "
+                                "an array of token-id arrays (non-empty), got " + json_excerpt(prompt));
+    }
+    if (r.prompts.size() > 1024) throw_bad_param("prompt", "at most 1024 prompts per request");
+    if (present(body, "suffix")) throw_bad_param("suffix", "suffix is not supported");
+    if (present(body, "echo")) r.echo = field("echo", [&] { return json_bool(body["echo"], "echo"); });
+    if (present(body, "logprobs"))
+      r.logprobs = field("logprobs", [&] { return json_int(body["logprobs"], "logprobs", 0, kMaxLogprobs); });
+    if (present(body, "max_tokens")) {
+      p.max_tokens = parse_max_tokens(body, "max_tokens");
+      r.max_tokens_given = true;
+    }
+    if (r.echo && r.logprobs) p.prompt_logprobs = std::max<int64_t>(p.prompt_logprobs.value_or(0), *r.logprobs);
+  } else {
+    if (!present(body, "messages")) throw_bad_param("messages", "field 'messages' is required");
+    const Json& messages = body["messages"];
+    if (!messages.is_array() || messages.empty())
+      throw_bad_param("messages", "field 'messages' must be a non-empty array of messages");
+    for (size_t i = 0; i < messages.size(); ++i) {
+      const Json& m = messages[i];
+      const std::string name = "messages[" + std::to_string(i) + "]";
+      if (!m.is_object()) throw_bad_param("messages", "field '" + name + "' must be an object");
+      if (!m.contains("role") || !m["role"].is_string())
+        throw_bad_param("messages", "field '" + name + ".role' must be a string");
+      static const std::set<std::string> roles = {"system", "developer", "user", "assistant", "tool", "function"};
+      if (!roles.contains(m["role"].get<std::string>()))
+        throw_bad_param("messages", "field '" + name + ".role' must be one of system, developer, user, assistant, "
+                                    "tool, function, got " + json_excerpt(m["role"]));
+    }
+    PromptInput in;
+    in.messages = messages;
+    if (present(body, "tools")) {
+      if (!body["tools"].is_array()) throw_bad_param("tools", "field 'tools' must be an array");
+      for (size_t i = 0; i < body["tools"].size(); ++i) {
+        const Json& t = body["tools"][i];
+        if (!t.is_object() || !t.contains("function") || !t["function"].is_object() || !t["function"].contains("name"))
+          throw_bad_param("tools", "field 'tools[" + std::to_string(i) + "]' must be {\"type\": \"function\", "
+                                   "\"function\": {\"name\": ...}}");
+      }
+      in.tools = body["tools"];
+    }
+    if (present(body, "tool_choice")) {
+      const Json& tc = body["tool_choice"];
+      if (!(tc == "none" || tc == "auto"))
+        throw_bad_param("tool_choice", "tool_choice \"none\" and \"auto\" are supported, got " + json_excerpt(tc));
+      if (tc == "none") in.tools = nullptr;
+    }
+    if (present(body, "chat_template_kwargs")) {
+      if (!body["chat_template_kwargs"].is_object())
+        throw_bad_param("chat_template_kwargs", "field 'chat_template_kwargs' must be an object");
+      in.chat_template_kwargs = body["chat_template_kwargs"];
+    }
+    if (present(body, "add_generation_prompt"))
+      r.add_generation_prompt = field("add_generation_prompt", [&] { return json_bool(body["add_generation_prompt"], "add_generation_prompt"); });
+    if (present(body, "continue_final_message"))
+      r.continue_final_message = field("continue_final_message", [&] { return json_bool(body["continue_final_message"], "continue_final_message"); });
+    if (r.continue_final_message && r.add_generation_prompt && present(body, "add_generation_prompt"))
+      throw_bad_param("continue_final_message", "continue_final_message and add_generation_prompt cannot both be true");
+    if (r.continue_final_message) r.add_generation_prompt = false;
+    r.prompts.push_back(std::move(in));
+    if (present(body, "max_completion_tokens")) {
+      p.max_tokens = parse_max_tokens(body, "max_completion_tokens");
+      r.max_tokens_given = true;
+    } else if (present(body, "max_tokens")) {
+      p.max_tokens = parse_max_tokens(body, "max_tokens");
+      r.max_tokens_given = true;
+    }
+    const bool want = present(body, "logprobs") && field("logprobs", [&] { return json_bool(body["logprobs"], "logprobs"); });
+    int64_t top = 0;
+    if (present(body, "top_logprobs")) {
+      top = field("top_logprobs", [&] { return json_int(body["top_logprobs"], "top_logprobs", 0, kMaxLogprobs); });
+      if (!want) throw_bad_param("top_logprobs", "top_logprobs needs logprobs set to true");
+    }
+    if (want) r.logprobs = top;
+  }
+  if (r.logprobs) p.logprobs = *r.logprobs;
+  return r;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Responses
+
+Json stop_reason_json(const CompletionOutput& c) {
+  if (c.stop_string) return *c.stop_string;
+  if (c.stop_token_id) return *c.stop_token_id;
+  return nullptr;
+}
+
+ApiFormatter::ApiFormatter(const ApiRequest& request, const Tokenizer& tokenizer, std::string id, int64_t created,
+                           std::string model_name)
+    : request_(request), tokenizer_(tokenizer), id_(std::move(id)), created_(created), model_name_(std::move(model_name)) {
+  emitted_.resize(request.prompts.size(), std::vector<Emitted>(static_cast<size_t>(request.params.n)));
+}
+
+std::string ApiFormatter::token_text(int32_t id) const {
+  const int32_t ids[1] = {id};
+  return tokenizer_.decode(ids, /*skip_special_tokens=*/false);
+}
+
+namespace {
+size_t utf8_length(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+Json bytes_json(const std::string& s) {
+  Json b = Json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+}  // namespace
+
+Json ApiFormatter::completion_logprobs(const ApiResult& r, const CompletionOutput& c, size_t from_token,
+                                       bool with_prompt, size_t text_offset) const {
+  Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(), offsets = Json::array();
+  auto add = [&](int32_t id, std::optional<float> logprob, const SampledToken* s) {
+    const std::string text = token_text(id);
+    tokens.push_back(text);
+    token_logprobs.push_back(logprob ? Json(*logprob) : Json(nullptr));
+    if (s == nullptr) {
+      top.push_back(nullptr);
+    } else {
+      Json t = Json::object();
+      for (const TokenLogprob& e : s->top_logprobs) t.emplace(token_text(e.token_id), e.logprob);
+      t.emplace(text, s->token.logprob);  // vLLM lists the chosen token too
+      top.push_back(std::move(t));
+    }
+    offsets.push_back(text_offset);
+    text_offset += utf8_length(text);
+  };
+  if (with_prompt) {
+    const auto& ids = r.output.prompt_token_ids;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const auto& e = i < r.output.prompt_logprobs.size() ? r.output.prompt_logprobs[i] : std::nullopt;
+      add(ids[i], e ? std::optional<float>(e->token.logprob) : std::nullopt, e ? &*e : nullptr);
+    }
+  }
+  for (size_t t = from_token; t < c.logprobs.size(); ++t) add(c.token_ids[t], c.logprobs[t].token.logprob, &c.logprobs[t]);
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+Json ApiFormatter::chat_logprobs(const CompletionOutput& c, size_t from_token) const {
+  Json content = Json::array();
+  for (size_t t = from_token; t < c.logprobs.size(); ++t) {
+    const SampledToken& s = c.logprobs[t];
+    Json top = Json::array();
+    for (const TokenLogprob& e : s.top_logprobs)
+      top.push_back({{"token", token_text(e.token_id)}, {"logprob", e.logprob}, {"bytes", bytes_json(tokenizer_.token_bytes(e.token_id))}});
+    content.push_back({{"token", token_text(s.token.token_id)}, {"logprob", s.token.logprob},
+                       {"bytes", bytes_json(tokenizer_.token_bytes(s.token.token_id))}, {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+Json ApiFormatter::usage(const std::vector<ApiResult>& results) const {
+  int64_t prompt = 0, completion = 0;
+  for (const ApiResult& r : results) {
+    prompt += static_cast<int64_t>(r.output.prompt_token_ids.size());
+    for (const CompletionOutput& c : r.output.outputs) completion += static_cast<int64_t>(c.token_ids.size());
+  }
+  return {{"prompt_tokens", prompt}, {"total_tokens", prompt + completion}, {"completion_tokens", completion}};
+}
+
+Json ApiFormatter::response(const std::vector<ApiResult>& results) const {
+  const bool chat = request_.endpoint == ApiEndpoint::kChatCompletions;
+  Json choices = Json::array();
+  for (size_t slot = 0; slot < results.size(); ++slot) {
+    const ApiResult& r = results[slot];
+    for (const CompletionOutput& c : r.output.outputs) {
+      Json choice = {{"index", static_cast<int64_t>(slot) * request_.params.n + c.index}};
+      if (chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"tool_calls", Json::array()}};
+        choice["logprobs"] = request_.logprobs ? chat_logprobs(c, 0) : Json(nullptr);
+      } else {
+        choice["text"] = request_.echo ? r.prompt_text + c.text : c.text;
+        choice["logprobs"] = request_.logprobs ? completion_logprobs(r, c, 0, request_.echo, 0) : Json(nullptr);
+      }
+      choice["finish_reason"] = c.finish_reason;
+      choice["stop_reason"] = stop_reason_json(c);
+      if (!chat && request_.params.prompt_logprobs) {
+        Json pl = Json::array();
+        for (const auto& e : r.output.prompt_logprobs) {
+          if (!e) {
+            pl.push_back(nullptr);
+            continue;
+          }
+          Json m = Json::object();
+          m[std::to_string(e->token.token_id)] = {{"logprob", e->token.logprob}, {"rank", e->token.rank},
+                                                  {"decoded_token", token_text(e->token.token_id)}};
+          for (const TokenLogprob& t : e->top_logprobs)
+            m[std::to_string(t.token_id)] = {{"logprob", t.logprob}, {"rank", t.rank}, {"decoded_token", token_text(t.token_id)}};
+          pl.push_back(std::move(m));
+        }
+        choice["prompt_logprobs"] = std::move(pl);
+      }
+      choices.push_back(std::move(choice));
+    }
+  }
+  return {{"id", id_},
+          {"object", chat ? "chat.completion" : "text_completion"},
+          {"created", created_},
+          {"model", model_name_},
+          {"choices", choices},
+          {"usage", usage(results)}};
+}
+
+Json ApiFormatter::chunk_base() const {
+  const bool chat = request_.endpoint == ApiEndpoint::kChatCompletions;
+  Json j = {{"id", id_},
+            {"object", chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", created_},
+            {"model", model_name_}};
+  return j;
+}
+
+std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const ApiResult& r) {
+  const bool chat = request_.endpoint == ApiEndpoint::kChatCompletions;
+  std::vector<Json> out;
+  // echo with logprobs: the first chunk carries the prompt's logprobs, so wait for them.
+  if (!chat && request_.echo && request_.logprobs && r.output.prompt_logprobs.empty() && !r.output.finished) return out;
+  for (const CompletionOutput& c : r.output.outputs) {
+    Emitted& e = emitted_[slot][static_cast<size_t>(c.index)];
+    if (e.finished) continue;
+    const bool finishing = !c.finish_reason.empty();
+    const bool started = e.started;
+    const bool has_new = c.text.size() > e.text || c.token_ids.size() > e.tokens;
+    if (started && !has_new && !finishing) continue;
+    Json choice = {{"index", static_cast<int64_t>(slot) * request_.params.n + c.index}};
+    if (chat) {
+      Json delta = Json::object();
+      if (!started) delta["role"] = "assistant";
+      if (has_new || !started) delta["content"] = c.text.substr(e.text);
+      choice["delta"] = std::move(delta);
+      choice["logprobs"] = request_.logprobs ? chat_logprobs(c, e.tokens) : Json(nullptr);
+    } else {
+      std::string text = c.text.substr(e.text);
+      const bool with_prompt = request_.echo && !started;
+      if (with_prompt) text = r.prompt_text + text;
+      choice["text"] = std::move(text);
+      size_t offset = 0;
+      if (request_.logprobs && started) {
+        offset = utf8_length(request_.echo ? r.prompt_text : std::string()) ;
+        for (size_t t = 0; t < e.tokens; ++t) offset += utf8_length(token_text(c.token_ids[t]));
+      }
+      choice["logprobs"] = request_.logprobs ? completion_logprobs(r, c, e.tokens, with_prompt, offset) : Json(nullptr);
+    }
+    choice["finish_reason"] = finishing ? Json(c.finish_reason) : Json(nullptr);
+    choice["stop_reason"] = finishing ? stop_reason_json(c) : Json(nullptr);
+    e.started = true;
+    e.text = c.text.size();
+    e.tokens = c.token_ids.size();
+    e.finished = finishing;
+    // A finish chunk for chat carries an empty delta after the content chunk (OpenAI's shape).
+    if (chat && finishing && (has_new || !started)) {
+      Json content = choice;
+      content["finish_reason"] = nullptr;
+      content["stop_reason"] = nullptr;
+      Json chunk = chunk_base();
+      chunk["choices"] = Json::array({content});
+      if (request_.include_usage) chunk["usage"] = nullptr;
+      out.push_back(std::move(chunk));
+      choice["delta"] = Json::object();
+      choice["logprobs"] = nullptr;
+    }
+    Json chunk = chunk_base();
+    chunk["choices"] = Json::array({std::move(choice)});
+    if (request_.include_usage) chunk["usage"] = nullptr;
+    out.push_back(std::move(chunk));
+  }
+  return out;
+}
+
+Json ApiFormatter::usage_chunk(const std::vector<ApiResult>& results) const {
+  Json chunk = chunk_base();
+  chunk["choices"] = Json::array();
+  chunk["usage"] = usage(results);
+  return chunk;
+}
+
+}  // namespace ditto

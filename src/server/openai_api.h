@@ -1,0 +1,117 @@
+// The OpenAI API's request and response bodies (https://platform.openai.com/docs/api-reference:
+// /v1/completions and /v1/chat/completions, with vLLM's extra sampling fields), translated to and
+// from the engine's SamplingParams and RequestOutput. No I/O: http_server.cc does that.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ditto/llm.h"
+#include "engine/request_output.h"
+#include "engine/sampling_params.h"
+
+namespace ditto {
+
+class Tokenizer;
+
+// An error answered as an OpenAI error object:
+// {"error": {"message": ..., "type": ..., "param": ..., "code": ...}} with HTTP `status`.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string type, const std::string& message, std::string param = "", std::string code = "")
+      : std::runtime_error(message), status_(status), type_(std::move(type)), param_(std::move(param)),
+        code_(std::move(code)) {}
+  int status() const { return status_; }
+  nlohmann::ordered_json body() const;
+
+ private:
+  int status_;
+  std::string type_;
+  std::string param_;
+  std::string code_;
+};
+
+// 400 invalid_request_error naming `param`.
+[[noreturn]] void throw_bad_param(const std::string& param, const std::string& message);
+
+enum class ApiEndpoint { kCompletions, kChatCompletions };
+
+// The most choices (n) and top logprobs one request may ask for (OpenAI's limits for n; vLLM's
+// default max_logprobs).
+inline constexpr int64_t kMaxChoices = 128;
+inline constexpr int64_t kMaxLogprobs = 20;
+
+// A request body, checked field by field (types and ranges; unknown fields are listed in
+// `ignored_fields`, as vLLM ignores them).
+struct ApiRequest {
+  ApiEndpoint endpoint = ApiEndpoint::kCompletions;
+  std::optional<std::string> model;
+  // completions: one per prompt (text or token ids); chat: one holding the messages.
+  std::vector<PromptInput> prompts;
+  SamplingParams params;        // output_kind is set by the engine side
+  bool max_tokens_given = false;  // else: completions 16, chat the rest of the context
+  bool stream = false;
+  bool include_usage = false;   // stream_options.include_usage
+  bool echo = false;            // completions: prepend the prompt (and its logprobs)
+  // completions: `logprobs` N (top N per token); chat: `logprobs` true with `top_logprobs` N.
+  std::optional<int64_t> logprobs;
+  bool add_generation_prompt = true;     // chat
+  bool continue_final_message = false;   // chat
+  std::vector<std::string> ignored_fields;
+};
+
+// Parses a request body (already JSON). Throws ApiError 400 naming the field at fault.
+ApiRequest parse_api_request(ApiEndpoint endpoint, const nlohmann::ordered_json& body);
+
+// What a finished (or streaming) HTTP request has to format: each engine request's output so far.
+struct ApiResult {
+  std::string prompt_text;             // the prompt as text (echo)
+  RequestOutput output;                // accumulated with append_delta
+};
+
+// Formats responses. `id` is "cmpl-…" / "chatcmpl-…", `created` Unix seconds.
+class ApiFormatter {
+ public:
+  ApiFormatter(const ApiRequest& request, const Tokenizer& tokenizer, std::string id, int64_t created,
+               std::string model_name);
+
+  // The whole non-streaming response body.
+  nlohmann::ordered_json response(const std::vector<ApiResult>& results) const;
+
+  // Streaming: the chunks for what `result` (slot `slot`) gained since the last call for that slot
+  // (its own emitted offsets are kept here). Returns zero or more chunk objects.
+  std::vector<nlohmann::ordered_json> stream_chunks(size_t slot, const ApiResult& result);
+  // The final usage chunk (stream_options.include_usage).
+  nlohmann::ordered_json usage_chunk(const std::vector<ApiResult>& results) const;
+
+ private:
+  struct Emitted {
+    bool started = false;
+    size_t text = 0;
+    size_t tokens = 0;
+    bool finished = false;
+  };
+  nlohmann::ordered_json usage(const std::vector<ApiResult>& results) const;
+  nlohmann::ordered_json completion_logprobs(const ApiResult& r, const CompletionOutput& c, size_t from_token,
+                                             bool with_prompt, size_t text_offset) const;
+  nlohmann::ordered_json chat_logprobs(const CompletionOutput& c, size_t from_token) const;
+  nlohmann::ordered_json chunk_base() const;
+  std::string token_text(int32_t id) const;
+
+  const ApiRequest& request_;
+  const Tokenizer& tokenizer_;
+  std::string id_;
+  int64_t created_;
+  std::string model_name_;
+  std::vector<std::vector<Emitted>> emitted_;  // [slot][choice]
+};
+
+// stop_reason as vLLM reports it: the stop string, the stop token id, or null.
+nlohmann::ordered_json stop_reason_json(const CompletionOutput& c);
+
+}  // namespace ditto

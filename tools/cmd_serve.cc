@@ -1,0 +1,128 @@
+// `ditto serve MODEL`: the OpenAI-compatible server (src/server/http_server.h).
+#include <CLI/CLI.hpp>
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "commands.h"
+#include "core/error.h"
+#include "ditto/llm.h"
+#include "model/hub.h"
+#include "model_options.h"
+#include "server/http_server.h"
+
+namespace ditto {
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  ServerOptions server;
+  int threads = 0;
+  int64_t block_size = 16;
+  std::string kv_cache_memory = "2GiB";
+  std::string max_request_body = "32MiB";
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_num_seqs = 256;
+  bool no_prefix_caching = false;
+};
+
+void run_serve(ServeOptions o) {
+  // SIGINT/SIGTERM are taken by one thread with sigwait, so every other thread (created below,
+  // inheriting this mask) never runs a handler; that thread stops the server cleanly.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a dead server
+
+  LLMOptions lo;
+  lo.model = o.model;
+  lo.threads = o.threads;
+  lo.block_size = o.block_size;
+  lo.kv_cache_memory = parse_size_bytes(o.kv_cache_memory, "--kv-cache-memory");
+  lo.max_num_batched_tokens = o.max_num_batched_tokens;
+  lo.max_num_seqs = o.max_num_seqs;
+  lo.enable_prefix_caching = !o.no_prefix_caching;
+  o.server.max_request_body_bytes = parse_size_bytes(o.max_request_body, "--max-request-body-bytes");
+  LLM llm(lo);
+  o.server.model_path = resolve_model_path(o.model);
+  if (o.server.served_model_name.empty()) o.server.served_model_name = o.model;
+  o.server.version = DITTO_VERSION;
+  if (o.server.http_threads == 0) o.server.http_threads = static_cast<int>(std::max<int64_t>(128, o.max_num_seqs + 64));
+  HttpServer server(llm, o.server);
+  const int port = server.bind();
+
+  std::atomic<bool> signalled{false};
+  std::thread waiter([&server, &signalled, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (signalled.exchange(true)) return;  // our own wake-up after listen() returned
+    std::fprintf(stderr, "ditto serve: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    server.stop();
+  });
+  const std::string base = "http://" + o.server.host + ":" + std::to_string(port);
+  std::printf("ditto serve: listening on %s (model \"%s\", %s)\n", base.c_str(), o.server.served_model_name.c_str(),
+              o.server.model_path.c_str());
+  std::printf("  try: curl %s/v1/completions -H 'Content-Type: application/json'%s -d '{\"model\": \"%s\", "
+              "\"prompt\": \"The future of AI is\", \"max_tokens\": 32, \"temperature\": 0.7, \"seed\": 42}'\n",
+              base.c_str(), o.server.api_key.empty() ? "" : " -H 'Authorization: Bearer $KEY'",
+              o.server.served_model_name.c_str());
+  std::printf("  or any OpenAI client with base_url %s/v1; Ctrl-C stops.\n", base.c_str());
+  std::fflush(stdout);
+  server.listen();
+  // listen() returned: stopped by a signal, or the socket failed. Wake the waiter if needed.
+  if (!signalled.exchange(true)) pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions (streaming or not), /v1/models, "
+      "/tokenize, /detokenize, /health, /version, /metrics. Every answer is the same bits under any load.");
+  cmd->add_option("model", o->model, "Model directory, or a hub id in the local Hugging Face cache")->required();
+  cmd->add_option("--host", o->server.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->server.port, "Port to listen on (0: any free port, printed at start)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--served-model-name", o->server.served_model_name,
+                  "The model name clients send and responses carry (default: MODEL as given)");
+  cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
+  cmd->add_option("--threads", o->threads, "Compute threads (default: $DITTO_NUM_THREADS or all cores)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache size, e.g. 2GiB or 512MB")->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->capture_default_str();
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences running at once")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Recompute shared prompt prefixes");
+  cmd->add_option("--max-queued-requests", o->server.max_queued_requests,
+                  "Requests (choices) waiting for the engine beyond which new ones get HTTP 503")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--max-request-body-bytes", o->max_request_body, "Largest request body accepted (else HTTP 413)")
+      ->capture_default_str();
+  cmd->add_option("--timeout", o->server.timeout_seconds,
+                  "Seconds a client may stall while sending a request or reading the response")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->callback([o] { run_serve(*o); });
+}
+
+}  // namespace ditto
