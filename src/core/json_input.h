@@ -61,7 +61,7 @@ inline int64_t json_int(const nlohmann::ordered_json& v, const std::string& key,
                                : "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   if (v.is_number_unsigned()) {
     const auto u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(hi)) bad_json_field(key, rule, v);
+    if (u > static_cast<uint64_t>(hi) || static_cast<int64_t>(u) < lo) bad_json_field(key, rule, v);
     return static_cast<int64_t>(u);
   }
   if (!v.is_number_integer()) bad_json_field(key, rule, v);

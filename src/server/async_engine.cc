@@ -72,24 +72,31 @@ int64_t AsyncEngine::num_unfinished() const {
 }
 
 void AsyncEngine::admit(Submission& s) {
+  std::string error;
+  bool internal = false;
   try {
     const auto prompt_tokens = static_cast<int64_t>(s.prompt_token_ids.size());
     engine_->add_request(s.request_id, std::move(s.prompt_token_ids), s.params, s.prompt_text);
     routes_[s.request_id] = Route{s.channel, s.slot, prompt_tokens, s.arrival, std::nullopt};
     metrics_.add_prompt_tokens(prompt_tokens);
     s.channel->push({s.slot, true, std::nullopt, "", false});
+    return;
   } catch (const Error& e) {
-    s.channel->push({s.slot, false, std::nullopt, e.what(), e.code() == ErrorCode::kInternal});
+    error = e.what();
+    internal = e.code() == ErrorCode::kInternal;
   } catch (const std::bad_alloc&) {
-    s.channel->push({s.slot, false, std::nullopt, "out of memory while queueing the request", true});
+    error = "out of memory while queueing the request";
+    internal = true;
   } catch (const std::exception& e) {
-    s.channel->push({s.slot, false, std::nullopt, e.what(), true});
+    error = e.what();
+    internal = true;
   }
-  if (!routes_.contains(s.request_id)) {
-    metrics_.record_request_finished("error");
+  metrics_.record_request_finished("error");
+  {  // counted before the reader can see the end
     std::lock_guard lock(mu_);
     --unfinished_;
   }
+  s.channel->push({s.slot, false, std::nullopt, error, internal});
 }
 
 void AsyncEngine::deliver(RequestOutput&& report, std::chrono::steady_clock::time_point now) {
@@ -115,22 +122,24 @@ void AsyncEngine::deliver(RequestOutput&& report, std::chrono::steady_clock::tim
     metrics_.record_request_finished(reason);
     metrics_.observe_e2e_latency(std::chrono::duration<double>(now - route.arrival).count());
   }
-  route.channel->push({route.slot, false, std::move(report), "", false});
-  if (finished) {
+  std::shared_ptr<OutputChannel> channel = route.channel;
+  const size_t slot = route.slot;
+  if (finished) {  // counted before the reader can see the end
     routes_.erase(found);
     std::lock_guard lock(mu_);
     --unfinished_;
   }
+  channel->push({slot, false, std::move(report), "", false});
 }
 
 void AsyncEngine::fail_all(const std::string& why) {
-  for (auto& [id, route] : routes_) {
-    route.channel->push({route.slot, false, std::nullopt, why, true});
-    metrics_.record_request_finished("error");
-  }
-  {
+  {  // counted before the readers can see the end
     std::lock_guard lock(mu_);
     unfinished_ -= static_cast<int64_t>(routes_.size());
+  }
+  for (auto& [id, route] : routes_) {
+    metrics_.record_request_finished("error");
+    route.channel->push({route.slot, false, std::nullopt, why, true});
   }
   routes_.clear();
 }

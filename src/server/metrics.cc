@@ -1,16 +1,17 @@
 #include "server/metrics.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
 #include <utility>
 
 namespace ditto {
 namespace {
 
+// The shortest decimal that reads back as `v`.
 std::string number(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  return std::string(buf, end);
 }
 
 // Label values escape backslash, double quote and newline (the exposition format's rule).

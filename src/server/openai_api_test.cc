@@ -1,0 +1,234 @@
+// Request parsing (types, ranges, the field named in each error) and response formatting (the
+// OpenAI shapes; streamed chunks concatenate to the non-streamed body's text and logprobs).
+#include "server/openai_api.h"
+
+#include <gtest/gtest.h>
+
+#include "tokenizer/tokenizer.h"
+
+namespace ditto {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+ApiRequest parse(ApiEndpoint e, const std::string& body) { return parse_api_request(e, Json::parse(body)); }
+
+// The ApiError of parsing `body`, or a failure.
+ApiError parse_error(ApiEndpoint e, const std::string& body) {
+  try {
+    parse(e, body);
+  } catch (const ApiError& err) {
+    return err;
+  }
+  ADD_FAILURE() << "no error for " << body;
+  return ApiError(0, "", "");
+}
+
+constexpr auto kCompletions = ApiEndpoint::kCompletions;
+constexpr auto kChat = ApiEndpoint::kChatCompletions;
+
+TEST(OpenAiApiTest, CompletionPromptKinds) {
+  EXPECT_EQ(*parse(kCompletions, R"({"prompt": "hi"})").prompts.at(0).text, "hi");
+  const ApiRequest ids = parse(kCompletions, R"({"prompt": [1, 2, 3]})");
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_EQ(*ids.prompts[0].token_ids, (std::vector<int32_t>{1, 2, 3}));
+  const ApiRequest many = parse(kCompletions, R"({"prompt": ["a", [4, 5], "b"]})");
+  ASSERT_EQ(many.prompts.size(), 3u);
+  EXPECT_EQ(*many.prompts[1].token_ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(*many.prompts[2].text, "b");
+}
+
+TEST(OpenAiApiTest, SamplingFieldsMapToSamplingParams) {
+  const ApiRequest r = parse(kCompletions, R"({"prompt": "x", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
+      "top_k": 4, "min_p": 0.1, "n": 3, "seed": 18446744073709551615, "stop": "END", "presence_penalty": 0.5,
+      "frequency_penalty": -0.5, "repetition_penalty": 1.1, "ignore_eos": true, "min_tokens": 2,
+      "stop_token_ids": [9], "logprobs": 2, "echo": true, "user": "u", "stream": true,
+      "stream_options": {"include_usage": true}})");
+  EXPECT_EQ(r.params.max_tokens, 7);
+  EXPECT_TRUE(r.max_tokens_given);
+  EXPECT_EQ(r.params.temperature, 0.5f);
+  EXPECT_EQ(r.params.top_k, 4);
+  EXPECT_EQ(r.params.n, 3);
+  EXPECT_EQ(*r.params.seed, 18446744073709551615ull);
+  EXPECT_EQ(r.params.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(r.params.stop_token_ids, std::vector<int32_t>{9});
+  EXPECT_EQ(*r.params.logprobs, 2);
+  EXPECT_EQ(*r.params.prompt_logprobs, 2);  // echo with logprobs scores the prompt too
+  EXPECT_TRUE(r.echo && r.stream && r.include_usage && r.params.ignore_eos);
+  EXPECT_TRUE(r.ignored_fields.empty());
+}
+
+TEST(OpenAiApiTest, ChatFields) {
+  const ApiRequest r = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 9,
+      "max_tokens": 3, "logprobs": true, "top_logprobs": 4, "tools": [{"type": "function", "function": {"name": "f"}}],
+      "chat_template_kwargs": {"enable_thinking": false}, "frequency_penalty": 0.1, "metadata": {"a": 1}})");
+  EXPECT_EQ(r.params.max_tokens, 9);  // max_completion_tokens wins
+  EXPECT_EQ(*r.params.logprobs, 4);
+  EXPECT_EQ(r.prompts.at(0).tools.size(), 1u);
+  EXPECT_EQ(r.prompts[0].chat_template_kwargs["enable_thinking"], false);
+  EXPECT_EQ(r.ignored_fields, std::vector<std::string>{"metadata"});
+  EXPECT_FALSE(parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": false})").params.logprobs);
+  EXPECT_TRUE(parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function",
+      "function": {"name": "f"}}], "tool_choice": "none"})").prompts[0].tools.is_null());
+}
+
+TEST(OpenAiApiTest, ErrorsNameTheParameter) {
+  struct Case {
+    ApiEndpoint endpoint;
+    const char* body;
+    const char* param;
+  };
+  const Case cases[] = {
+      {kCompletions, R"({"prompt": "x", "temperature": "hot"})", "temperature"},
+      {kCompletions, R"({"prompt": "x", "n": 1000})", "n"},
+      {kCompletions, R"({"prompt": "x", "n": 0})", "n"},
+      {kCompletions, R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
+      {kCompletions, R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens"},
+      {kCompletions, R"({"prompt": "x", "logprobs": 21})", "logprobs"},
+      {kCompletions, R"({"prompt": "x", "seed": -1})", "seed"},
+      {kCompletions, R"({"prompt": "x", "stop": [1]})", "stop"},
+      {kCompletions, R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
+      {kCompletions, R"({"prompt": "x", "logit_bias": {"5": 1}})", "logit_bias"},
+      {kCompletions, R"({"prompt": "x", "best_of": 3})", "best_of"},
+      {kCompletions, R"({"prompt": "x", "suffix": "y"})", "suffix"},
+      {kCompletions, R"({"prompt": [1, -2]})", "prompt"},
+      {kCompletions, R"({"prompt": []})", "prompt"},
+      {kCompletions, R"({"prompt": [true]})", "prompt"},
+      {kCompletions, R"({"max_tokens": 3})", "prompt"},
+      {kCompletions, R"({"prompt": "x", "model": 5})", "model"},
+      {kChat, R"({"messages": []})", "messages"},
+      {kChat, R"({"messages": [{"content": "hi"}]})", "messages"},
+      {kChat, R"({"messages": [{"role": "wizard", "content": "hi"}]})", "messages"},
+      {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})", "top_logprobs"},
+      {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": 3})", "logprobs"},
+      {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tools": {}})", "tools"},
+      {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"})", "tool_choice"},
+      {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})",
+       "response_format"},
+      {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": -1})", "max_completion_tokens"},
+  };
+  for (const Case& c : cases) {
+    const ApiError e = parse_error(c.endpoint, c.body);
+    EXPECT_EQ(e.status(), 400) << c.body;
+    EXPECT_EQ(e.body()["error"]["param"], c.param) << c.body << " -> " << e.what();
+    EXPECT_EQ(e.body()["error"]["type"], "invalid_request_error");
+  }
+  EXPECT_EQ(parse_error(kCompletions, "[1]").status(), 400);
+}
+
+class FormatterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { tokenizer_ = Tokenizer::load(DITTO_QWEN3_TOKENIZER_DIR).release(); }
+  static void TearDownTestSuite() { delete tokenizer_; }
+  static Tokenizer* tokenizer_;
+
+  // A finished result of n choices, text from the tokenizer.
+  static ApiResult result(const std::vector<std::vector<int32_t>>& choices, bool logprobs) {
+    ApiResult r;
+    r.prompt_text = "Hello";
+    r.output.prompt_token_ids = tokenizer_->encode("Hello");
+    r.output.prompt_logprobs.resize(r.output.prompt_token_ids.size());
+    for (size_t c = 0; c < choices.size(); ++c) {
+      CompletionOutput o;
+      o.index = static_cast<int64_t>(c);
+      o.token_ids = choices[c];
+      o.text = tokenizer_->decode(choices[c]);
+      for (int32_t id : choices[c])
+        if (logprobs) o.logprobs.push_back({{id, -0.5f, 1}, {{id, -0.5f, 1}, {id + 1, -1.5f, 2}}});
+      o.finish_reason = "length";
+      r.output.outputs.push_back(o);
+    }
+    r.output.finished = true;
+    return r;
+  }
+};
+Tokenizer* FormatterTest::tokenizer_ = nullptr;
+
+TEST_F(FormatterTest, CompletionStreamConcatenatesToTheResponse) {
+  ApiRequest req = parse(kCompletions, R"({"prompt": "Hello", "n": 2, "logprobs": 1, "echo": true, "stream": true,
+      "stream_options": {"include_usage": true}})");
+  const ApiResult full = result({tokenizer_->encode(" big world", false), tokenizer_->encode(" é!", false)}, true);
+  ApiFormatter whole(req, *tokenizer_, "cmpl-1", 5, "m");
+  const Json body = whole.response({full});
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["choices"][0]["text"], "Hello big world");
+  EXPECT_EQ(body["usage"]["completion_tokens"], full.output.outputs[0].token_ids.size() + full.output.outputs[1].token_ids.size());
+  EXPECT_TRUE(body["choices"][0]["logprobs"]["token_logprobs"][0].is_null());  // the first prompt token
+
+  // Stream the same result one token at a time.
+  ApiFormatter streamer(req, *tokenizer_, "cmpl-1", 5, "m");
+  ApiResult partial = full;
+  std::vector<std::string> texts(2);
+  std::vector<Json> token_logprobs(2, Json::array());
+  std::vector<std::string> finish(2);
+  const size_t steps = std::max(full.output.outputs[0].token_ids.size(), full.output.outputs[1].token_ids.size());
+  for (size_t t = 1; t <= steps; ++t) {
+    for (size_t c = 0; c < 2; ++c) {
+      const CompletionOutput& f = full.output.outputs[c];
+      CompletionOutput& p = partial.output.outputs[c];
+      const size_t k = std::min(t, f.token_ids.size());
+      p.token_ids.assign(f.token_ids.begin(), f.token_ids.begin() + static_cast<std::ptrdiff_t>(k));
+      p.logprobs.assign(f.logprobs.begin(), f.logprobs.begin() + static_cast<std::ptrdiff_t>(k));
+      p.text = tokenizer_->decode(p.token_ids);
+      p.finish_reason = k == f.token_ids.size() && t == steps ? "length" : "";
+    }
+    partial.output.finished = t == steps;
+    for (const Json& chunk : streamer.stream_chunks(0, partial)) {
+      EXPECT_EQ(chunk["id"], "cmpl-1");
+      EXPECT_TRUE(chunk.contains("usage") && chunk["usage"].is_null());
+      for (const Json& choice : chunk["choices"]) {
+        const size_t c = choice["index"].get<size_t>();
+        texts[c] += choice["text"].get<std::string>();
+        for (const Json& lp : choice["logprobs"]["token_logprobs"]) token_logprobs[c].push_back(lp);
+        if (!choice["finish_reason"].is_null()) finish[c] = choice["finish_reason"];
+      }
+    }
+  }
+  for (size_t c = 0; c < 2; ++c) {
+    EXPECT_EQ(texts[c], body["choices"][c]["text"]) << c;
+    EXPECT_EQ(token_logprobs[c], body["choices"][c]["logprobs"]["token_logprobs"]) << c;
+    EXPECT_EQ(finish[c], "length");
+  }
+  const Json usage = streamer.usage_chunk({full});
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"], body["usage"]);
+}
+
+TEST_F(FormatterTest, ChatShapes) {
+  ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true,
+      "top_logprobs": 1, "stream": true})");
+  const ApiResult full = result({tokenizer_->encode("Sure, é", false)}, true);
+  ApiFormatter f(req, *tokenizer_, "chatcmpl-1", 5, "m");
+  const Json body = f.response({full});
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "Sure, é");
+  const Json& lp = body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(lp.size(), full.output.outputs[0].token_ids.size());
+  EXPECT_EQ(lp[0]["top_logprobs"].size(), 2u);  // the fake entries hold 2
+  std::string bytes;
+  for (const Json& e : lp)
+    for (const Json& b : e["bytes"]) bytes.push_back(static_cast<char>(b.get<int>()));
+  EXPECT_EQ(bytes, "Sure, é");  // raw token bytes reassemble the text, split characters included
+
+  ApiFormatter s(req, *tokenizer_, "chatcmpl-1", 5, "m");
+  const std::vector<Json> chunks = s.stream_chunks(0, full);
+  ASSERT_EQ(chunks.size(), 2u);  // content, then the finish with an empty delta
+  EXPECT_EQ(chunks[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["content"], "Sure, é");
+  EXPECT_TRUE(chunks[0]["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(chunks[1]["choices"][0]["delta"].empty());
+  EXPECT_EQ(chunks[1]["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(s.stream_chunks(0, full).empty());  // nothing new
+}
+
+TEST(OpenAiApiTest, ErrorBodyShape) {
+  const Json b = ApiError(404, "invalid_request_error", "no such model", "model", "model_not_found").body();
+  EXPECT_EQ(b, Json::parse(R"({"error": {"message": "no such model", "type": "invalid_request_error",
+      "param": "model", "code": "model_not_found"}})"));
+  EXPECT_TRUE(ApiError(500, "internal_error", "x").body()["error"]["param"].is_null());
+}
+
+}  // namespace
+}  // namespace ditto
