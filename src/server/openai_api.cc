@@ -52,6 +52,10 @@ void parse_sampling(const Json& body, ApiRequest& r) {
   if (present(body, "min_tokens")) p.min_tokens = field("min_tokens", [&] { return json_int(body["min_tokens"], "min_tokens", 0); });
   if (present(body, "prompt_logprobs"))
     p.prompt_logprobs = field("prompt_logprobs", [&] { return json_int(body["prompt_logprobs"], "prompt_logprobs", 0, kMaxLogprobs); });
+  if (present(body, "return_tokens_as_token_ids"))
+    r.return_tokens_as_token_ids = field("return_tokens_as_token_ids", [&] {
+      return json_bool(body["return_tokens_as_token_ids"], "return_tokens_as_token_ids");
+    });
   if (present(body, "stream")) r.stream = field("stream", [&] { return json_bool(body["stream"], "stream"); });
   if (present(body, "stream_options")) {
     const Json& so = body["stream_options"];
@@ -98,7 +102,7 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body) {
       "model", "n", "best_of", "temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty",
       "repetition_penalty", "top_k", "seed", "stop", "stop_token_ids", "ignore_eos", "include_stop_str_in_output",
       "skip_special_tokens", "min_tokens", "prompt_logprobs", "stream", "stream_options", "user", "logit_bias",
-      "response_format", "max_tokens", "logprobs"};
+      "response_format", "max_tokens", "logprobs", "return_tokens_as_token_ids"};
   static const std::set<std::string> completions = {"prompt", "echo", "suffix"};
   static const std::set<std::string> chat = {"messages", "tools", "tool_choice", "parallel_tool_calls",
                                              "chat_template_kwargs", "add_generation_prompt",
@@ -225,6 +229,7 @@ ApiFormatter::ApiFormatter(const ApiRequest& request, const Tokenizer& tokenizer
 }
 
 std::string ApiFormatter::token_text(int32_t id) const {
+  if (request_.return_tokens_as_token_ids) return "token_id:" + std::to_string(id);
   const int32_t ids[1] = {id};
   return tokenizer_.decode(ids, /*skip_special_tokens=*/false);
 }

@@ -60,6 +60,7 @@ struct ApiRequest {
   bool echo = false;            // completions: prepend the prompt (and its logprobs)
   // completions: `logprobs` N (top N per token); chat: `logprobs` true with `top_logprobs` N.
   std::optional<int64_t> logprobs;
+  bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N" (vLLM's extension)
   bool add_generation_prompt = true;     // chat
   bool continue_final_message = false;   // chat
   std::vector<std::string> ignored_fields;
