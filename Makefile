@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 DEMO_MODEL ?= models/demo-qwen3-0.6b
 DITTO := $(BUILD_DIR)/tools/ditto
 
-.PHONY: run test deps build demo-model clean
+.PHONY: run demo test deps build demo-model clean
 
 deps:
 	@scripts/install-deps.sh
@@ -19,9 +19,14 @@ $(DEMO_MODEL)/config.json: | build
 
 demo-model: build $(DEMO_MODEL)/config.json
 
-# The seed scenario: three prompts sampled (temperature 0.7, seed 42) alone, then shuffled into a
-# batch of 30 other requests; prints both outputs and "identical: yes/no" per prompt.
+# The OpenAI-compatible server on the demo model (prints how to call it; Ctrl-C stops).
+PORT ?= 8000
 run: demo-model
+	$(DITTO) serve $(DEMO_MODEL) --served-model-name demo-qwen3-0.6b --port $(PORT)
+
+# The seed scenario offline: three prompts sampled (temperature 0.7, seed 42) alone, then shuffled
+# into a batch of 30 other requests; prints both outputs and "identical: yes/no" per prompt.
+demo: demo-model
 	$(DITTO) demo --model $(DEMO_MODEL)
 
 test: build
