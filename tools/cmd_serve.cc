@@ -52,9 +52,10 @@ void run_serve(ServeOptions o) {
   lo.max_num_seqs = o.max_num_seqs;
   lo.enable_prefix_caching = !o.no_prefix_caching;
   o.server.max_request_body_bytes = parse_size_bytes(o.max_request_body, "--max-request-body-bytes");
+  if (o.server.served_model_name.empty()) o.server.served_model_name = o.model;
+  validate_server_options(o.server);  // before the (long) model load
   LLM llm(lo);
   o.server.model_path = resolve_model_path(o.model);
-  if (o.server.served_model_name.empty()) o.server.served_model_name = o.model;
   o.server.version = DITTO_VERSION;
   if (o.server.http_threads == 0) o.server.http_threads = static_cast<int>(std::max<int64_t>(128, o.max_num_seqs + 64));
   HttpServer server(llm, o.server);
@@ -122,6 +123,11 @@ void add_serve_command(CLI::App& app) {
                   "Seconds a client may stall while sending a request or reading the response")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  cmd->add_option("--reasoning-parser", o->server.reasoning_parser,
+                  "Split <think>...</think> off chat replies into reasoning_content: qwen3 or deepseek_r1");
+  cmd->add_flag("--enable-auto-tool-choice", o->server.enable_auto_tool_choice,
+                "Return <tool_call> blocks of chat replies to requests with tools as tool_calls (needs --tool-call-parser)");
+  cmd->add_option("--tool-call-parser", o->server.tool_call_parser, "Tool-call format: hermes (Qwen3's)");
   cmd->callback([o] { run_serve(*o); });
 }
 

@@ -247,6 +247,10 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
     std::fprintf(stderr, "ditto serve: ignoring unsupported fields: %s\n", names.c_str());
   }
   const bool chat = endpoint == ApiEndpoint::kChatCompletions;
+  if (chat) {
+    request.parsers.reasoning = !options.reasoning_parser.empty();
+    request.parsers.tool_calls = options.enable_auto_tool_choice && !request.prompts[0].tools.is_null();
+  }
   std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
   auto formatter = std::make_shared<ApiFormatter>(job->request, llm.tokenizer(), job->id, job->created,
                                                   options.served_model_name);
@@ -417,10 +421,20 @@ void HttpServer::Impl::routes() {
   }));
 }
 
-HttpServer::HttpServer(LLM& llm, const ServerOptions& options) : impl_(std::make_unique<Impl>(llm, options)) {
+void validate_server_options(const ServerOptions& options) {
   if (options.served_model_name.empty()) throw_invalid_argument("--served-model-name must not be empty");
   if (options.max_queued_requests < 1) throw_invalid_argument("--max-queued-requests must be at least 1");
   if (options.max_request_body_bytes < 1024) throw_invalid_argument("--max-request-body-bytes must be at least 1024");
+  if (!options.reasoning_parser.empty() && options.reasoning_parser != "qwen3" && options.reasoning_parser != "deepseek_r1")
+    throw_invalid_argument("--reasoning-parser must be qwen3 or deepseek_r1, got '" + options.reasoning_parser + "'");
+  if (!options.tool_call_parser.empty() && options.tool_call_parser != "hermes")
+    throw_invalid_argument("--tool-call-parser must be hermes, got '" + options.tool_call_parser + "'");
+  if (options.enable_auto_tool_choice && options.tool_call_parser.empty())
+    throw_invalid_argument("--enable-auto-tool-choice needs --tool-call-parser (hermes for Qwen3)");
+}
+
+HttpServer::HttpServer(LLM& llm, const ServerOptions& options)
+    : impl_((validate_server_options(options), std::make_unique<Impl>(llm, options))) {
   Impl& s = *impl_;
   const int threads = options.http_threads > 0 ? options.http_threads : 128 + 64;
   s.server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };

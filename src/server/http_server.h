@@ -35,7 +35,17 @@ struct ServerOptions {
   int http_threads = 0;                   // connections served at once; 0: 192
   int timeout_seconds = 60;               // a client that stalls this long while sending or reading is dropped
   std::string version;                    // for GET /version
+  // Chat output parsing (vLLM's flags): "qwen3" / "deepseek_r1" split <think>…</think> into
+  // reasoning_content; with enable_auto_tool_choice and tool_call_parser "hermes", requests that
+  // send tools get <tool_call> blocks as tool_calls.
+  std::string reasoning_parser;
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;
 };
+
+// Throws Error(kInvalidArgument) naming the flag for an empty served name, a queue limit < 1, a
+// body limit < 1 KiB, an unknown parser, or auto tool choice without a parser.
+void validate_server_options(const ServerOptions& options);
 
 class HttpServer {
  public:

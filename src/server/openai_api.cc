@@ -306,14 +306,22 @@ Json ApiFormatter::response(const std::vector<ApiResult>& results) const {
     const ApiResult& r = results[slot];
     for (const CompletionOutput& c : r.output.outputs) {
       Json choice = {{"index", static_cast<int64_t>(slot) * request_.params.n + c.index}};
+      std::string finish_reason = c.finish_reason;
       if (chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"tool_calls", Json::array()}};
+        const ChatOutputView view = parse_chat_output(c.text, /*finished=*/true, request_.parsers);
+        Json message = {{"role", "assistant"}};
+        message["content"] = view.content.empty() && !view.tool_calls.empty() ? Json(nullptr) : Json(view.content);
+        if (request_.parsers.reasoning)
+          message["reasoning_content"] = view.reasoning.empty() ? Json(nullptr) : Json(view.reasoning);
+        message["tool_calls"] = tool_calls_json(view.tool_calls, 0, slot, c.index, /*streaming=*/false);
+        if (!view.tool_calls.empty() && finish_reason == "stop") finish_reason = "tool_calls";
+        choice["message"] = std::move(message);
         choice["logprobs"] = request_.logprobs ? chat_logprobs(c, 0) : Json(nullptr);
       } else {
         choice["text"] = request_.echo ? r.prompt_text + c.text : c.text;
         choice["logprobs"] = request_.logprobs ? completion_logprobs(r, c, 0, request_.echo, 0) : Json(nullptr);
       }
-      choice["finish_reason"] = c.finish_reason;
+      choice["finish_reason"] = finish_reason;
       choice["stop_reason"] = stop_reason_json(c);
       if (!chat && request_.params.prompt_logprobs) {
         Json pl = Json::array();
@@ -361,31 +369,45 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const ApiResult& r) {
     if (e.finished) continue;
     const bool finishing = !c.finish_reason.empty();
     const bool started = e.started;
-    const bool has_new = c.text.size() > e.text || c.token_ids.size() > e.tokens;
-    if (started && !has_new && !finishing) continue;
     Json choice = {{"index", static_cast<int64_t>(slot) * request_.params.n + c.index}};
+    bool has_new = c.token_ids.size() > e.tokens;
+    std::string finish_reason = c.finish_reason;
     if (chat) {
+      // The message so far, split by the output parsers; send what the last view lacked.
+      const ChatOutputView view = parse_chat_output(c.text, finishing, request_.parsers);
       Json delta = Json::object();
       if (!started) delta["role"] = "assistant";
-      if (has_new || !started) delta["content"] = c.text.substr(e.text);
+      if (view.reasoning.size() > e.reasoning) delta["reasoning_content"] = view.reasoning.substr(e.reasoning);
+      if (view.content.size() > e.text || !started) delta["content"] = view.content.substr(e.text);
+      if (view.tool_calls.size() > e.tool_calls)
+        delta["tool_calls"] = tool_calls_json(view.tool_calls, e.tool_calls, slot, c.index, /*streaming=*/true);
+      has_new = has_new || view.reasoning.size() > e.reasoning || view.content.size() > e.text ||
+                view.tool_calls.size() > e.tool_calls;
+      if (started && !has_new && !finishing) continue;
+      e.reasoning = view.reasoning.size();
+      e.text = view.content.size();
+      e.tool_calls = view.tool_calls.size();
+      if (finishing && !view.tool_calls.empty() && finish_reason == "stop") finish_reason = "tool_calls";
       choice["delta"] = std::move(delta);
       choice["logprobs"] = request_.logprobs ? chat_logprobs(c, e.tokens) : Json(nullptr);
     } else {
+      has_new = has_new || c.text.size() > e.text;
+      if (started && !has_new && !finishing) continue;
       std::string text = c.text.substr(e.text);
       const bool with_prompt = request_.echo && !started;
       if (with_prompt) text = r.prompt_text + text;
       choice["text"] = std::move(text);
       size_t offset = 0;
       if (request_.logprobs && started) {
-        offset = utf8_length(request_.echo ? r.prompt_text : std::string()) ;
+        offset = utf8_length(request_.echo ? r.prompt_text : std::string());
         for (size_t t = 0; t < e.tokens; ++t) offset += utf8_length(token_text(c.token_ids[t]));
       }
       choice["logprobs"] = request_.logprobs ? completion_logprobs(r, c, e.tokens, with_prompt, offset) : Json(nullptr);
+      e.text = c.text.size();
     }
-    choice["finish_reason"] = finishing ? Json(c.finish_reason) : Json(nullptr);
+    choice["finish_reason"] = finishing ? Json(finish_reason) : Json(nullptr);
     choice["stop_reason"] = finishing ? stop_reason_json(c) : Json(nullptr);
     e.started = true;
-    e.text = c.text.size();
     e.tokens = c.token_ids.size();
     e.finished = finishing;
     // A finish chunk for chat carries an empty delta after the content chunk (OpenAI's shape).
@@ -404,6 +426,21 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const ApiResult& r) {
     chunk["choices"] = Json::array({std::move(choice)});
     if (request_.include_usage) chunk["usage"] = nullptr;
     out.push_back(std::move(chunk));
+  }
+  return out;
+}
+
+Json ApiFormatter::tool_calls_json(const std::vector<ParsedToolCall>& calls, size_t from, size_t slot, int64_t choice,
+                                   bool streaming) const {
+  Json out = Json::array();
+  const std::string base = id_.substr(id_.find('-') + 1);
+  for (size_t k = from; k < calls.size(); ++k) {
+    Json call = Json::object();
+    if (streaming) call["index"] = k;
+    call["id"] = "call_" + base + "_" + std::to_string(slot) + "_" + std::to_string(choice) + "_" + std::to_string(k);
+    call["type"] = "function";
+    call["function"] = {{"name", calls[k].name}, {"arguments", calls[k].arguments}};
+    out.push_back(std::move(call));
   }
   return out;
 }

@@ -14,6 +14,7 @@
 #include "ditto/llm.h"
 #include "engine/request_output.h"
 #include "engine/sampling_params.h"
+#include "server/output_parsers.h"
 
 namespace ditto {
 
@@ -61,6 +62,9 @@ struct ApiRequest {
   // completions: `logprobs` N (top N per token); chat: `logprobs` true with `top_logprobs` N.
   std::optional<int64_t> logprobs;
   bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N" (vLLM's extension)
+  // chat: how the output is split into reasoning_content / content / tool_calls (set by the
+  // server from its flags and the request's tools).
+  ChatOutputParsers parsers;
   bool add_generation_prompt = true;     // chat
   bool continue_final_message = false;   // chat
   std::vector<std::string> ignored_fields;
@@ -93,10 +97,14 @@ class ApiFormatter {
  private:
   struct Emitted {
     bool started = false;
-    size_t text = 0;
+    size_t text = 0;        // completions: bytes of text; chat: bytes of content
+    size_t reasoning = 0;   // chat: bytes of reasoning_content
+    size_t tool_calls = 0;  // chat
     size_t tokens = 0;
     bool finished = false;
   };
+  nlohmann::ordered_json tool_calls_json(const std::vector<ParsedToolCall>& calls, size_t from, size_t slot,
+                                         int64_t choice, bool streaming) const;
   nlohmann::ordered_json usage(const std::vector<ApiResult>& results) const;
   nlohmann::ordered_json completion_logprobs(const ApiResult& r, const CompletionOutput& c, size_t from_token,
                                              bool with_prompt, size_t text_offset) const;

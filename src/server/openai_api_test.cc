@@ -223,6 +223,55 @@ TEST_F(FormatterTest, ChatShapes) {
   EXPECT_TRUE(s.stream_chunks(0, full).empty());  // nothing new
 }
 
+// With the reasoning and tool-call parsers on, streaming token by token sends the same
+// reasoning_content, content and tool_calls as the non-streamed message.
+TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
+  ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "stream": true})");
+  req.parsers = {.reasoning = true, .tool_calls = true};
+  const std::string text = "<think>\nLet me see.\n</think>\n\nChecking.<tool_call>\n{\"name\": \"get_weather\", "
+                           "\"arguments\": {\"city\": \"Zürich\"}}\n</tool_call>";
+  ApiResult full = result({tokenizer_->encode(text, false)}, false);
+  full.output.outputs[0].finish_reason = "stop";
+  ApiFormatter whole(req, *tokenizer_, "chatcmpl-7", 5, "m");
+  const Json message = whole.response({full})["choices"][0]["message"];
+  EXPECT_EQ(whole.response({full})["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(message["reasoning_content"], "\nLet me see.\n");
+  EXPECT_EQ(message["content"], "\n\nChecking.");
+  ASSERT_EQ(message["tool_calls"].size(), 1u);
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], "{\"city\":\"Zürich\"}");
+
+  ApiFormatter streamer(req, *tokenizer_, "chatcmpl-7", 5, "m");
+  ApiResult partial = full;
+  const std::vector<int32_t>& ids = full.output.outputs[0].token_ids;
+  std::string reasoning, content, finish;
+  Json calls = Json::array();
+  for (size_t t = 1; t <= ids.size(); ++t) {
+    CompletionOutput& p = partial.output.outputs[0];
+    p.token_ids.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(t));
+    p.text = tokenizer_->decode(p.token_ids);
+    p.finish_reason = t == ids.size() ? "stop" : "";
+    partial.output.finished = t == ids.size();
+    for (const Json& chunk : streamer.stream_chunks(0, partial)) {
+      const Json& choice = chunk["choices"][0];
+      const Json& d = choice["delta"];
+      if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+      if (d.contains("content")) content += d["content"].get<std::string>();
+      if (d.contains("tool_calls"))
+        for (Json c : d["tool_calls"]) {
+          EXPECT_EQ(c["index"], calls.size());
+          c.erase("index");
+          calls.push_back(c);
+        }
+      if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+    }
+  }
+  EXPECT_EQ(reasoning, message["reasoning_content"]);
+  EXPECT_EQ(content, message["content"]);
+  EXPECT_EQ(calls, message["tool_calls"]);
+  EXPECT_EQ(finish, "tool_calls");
+}
+
 TEST(OpenAiApiTest, ErrorBodyShape) {
   const Json b = ApiError(404, "invalid_request_error", "no such model", "model", "model_not_found").body();
   EXPECT_EQ(b, Json::parse(R"({"error": {"message": "no such model", "type": "invalid_request_error",

@@ -1,0 +1,76 @@
+#include "server/output_parsers.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace ditto {
+namespace {
+
+const ChatOutputParsers kBoth{.reasoning = true, .tool_calls = true};
+
+TEST(OutputParsersTest, SplitsReasoningContentAndToolCalls) {
+  const std::string text =
+      "<think>\nweigh it up\n</think>\n\nLet me check.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+      "{\"city\": \"Zürich\"}}\n</tool_call>\n<tool_call>{\"name\": \"now\"}</tool_call>";
+  const ChatOutputView v = parse_chat_output(text, true, kBoth);
+  EXPECT_EQ(v.reasoning, "\nweigh it up\n");
+  EXPECT_EQ(v.content, "\n\nLet me check.\n");
+  ASSERT_EQ(v.tool_calls.size(), 2u);
+  EXPECT_EQ(v.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(v.tool_calls[0].arguments, "{\"city\":\"Zürich\"}");
+  EXPECT_EQ(v.tool_calls[1].name, "now");
+  EXPECT_EQ(v.tool_calls[1].arguments, "{}");
+}
+
+TEST(OutputParsersTest, OffMeansEverythingIsContent) {
+  const std::string text = "<think>x</think><tool_call>{\"name\": \"f\"}</tool_call>";
+  const ChatOutputView v = parse_chat_output(text, true, {});
+  EXPECT_EQ(v.content, text);
+  EXPECT_TRUE(v.reasoning.empty());
+  EXPECT_TRUE(v.tool_calls.empty());
+}
+
+TEST(OutputParsersTest, MalformedOrUnclosedBlocksStayText) {
+  EXPECT_EQ(parse_chat_output("a<tool_call>{not json}</tool_call>b", true, kBoth).content,
+            "a<tool_call>{not json}</tool_call>b");
+  EXPECT_EQ(parse_chat_output("a<tool_call>{\"name\": 5}</tool_call>", true, kBoth).content,
+            "a<tool_call>{\"name\": 5}</tool_call>");
+  EXPECT_EQ(parse_chat_output("a<tool_call>{\"name\": \"f\"", true, kBoth).content, "a<tool_call>{\"name\": \"f\"");
+  EXPECT_EQ(parse_chat_output("<think>still thinking", true, kBoth).reasoning, "still thinking");
+  EXPECT_EQ(parse_chat_output("<thi", true, kBoth).content, "<thi");
+  // Undecided text is held back while the output may go on.
+  EXPECT_EQ(parse_chat_output("<thi", false, kBoth).content, "");
+  EXPECT_EQ(parse_chat_output("hello <tool_c", false, kBoth).content, "hello ");
+  EXPECT_EQ(parse_chat_output("<think>abc</thi", false, kBoth).reasoning, "abc");
+}
+
+// The streaming guarantee: the view of every prefix is a prefix of the final view.
+TEST(OutputParsersTest, ViewsArePrefixStable) {
+  const std::vector<std::string> pieces = {
+      "<think>", "</think>", "<tool_call>", "</tool_call>", "{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
+      "{\"name\": \"g\"}", "{oops", "<", "</", "<tool", "<thi", "hello", " ", "\n", "é", "think>", "call>"};
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string text;
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) text += pieces[rng() % pieces.size()];
+    for (const ChatOutputParsers parsers : {kBoth, ChatOutputParsers{.reasoning = true},
+                                            ChatOutputParsers{.tool_calls = true}}) {
+      const ChatOutputView full = parse_chat_output(text, true, parsers);
+      for (size_t len = 0; len <= text.size(); ++len) {
+        const ChatOutputView part = parse_chat_output(text.substr(0, len), false, parsers);
+        ASSERT_EQ(full.reasoning.compare(0, part.reasoning.size(), part.reasoning), 0) << text << " @" << len;
+        ASSERT_EQ(full.content.compare(0, part.content.size(), part.content), 0) << text << " @" << len;
+        ASSERT_LE(part.tool_calls.size(), full.tool_calls.size()) << text << " @" << len;
+        for (size_t k = 0; k < part.tool_calls.size(); ++k) {
+          EXPECT_EQ(part.tool_calls[k].name, full.tool_calls[k].name);
+          EXPECT_EQ(part.tool_calls[k].arguments, full.tool_calls[k].arguments);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ditto
