@@ -1,6 +1,11 @@
 #include "server/http_server.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -45,6 +50,53 @@ std::string param_of(const std::string& message) {
   return "";
 }
 
+// The file descriptor of the connection `req` came on: cpp-httplib 0.11 does not expose it, so it
+// is found among this process's sockets by its (peer address, peer port, local port). The fd stays
+// open while the handler runs (httplib closes it afterwards), even if the peer hangs up. -1 when
+// not found.
+int connection_fd(const httplib::Request& req) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int found = -1;
+  while (dirent* e = readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(dir)) continue;
+    sockaddr_storage peer{}, local{};
+    socklen_t peer_len = sizeof peer, local_len = sizeof local;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0)
+      continue;
+    char addr[INET6_ADDRSTRLEN] = {};
+    int peer_port = -1, local_port = -1;
+    if (peer.ss_family == AF_INET) {
+      const auto* p = reinterpret_cast<const sockaddr_in*>(&peer);
+      inet_ntop(AF_INET, &p->sin_addr, addr, sizeof addr);
+      peer_port = ntohs(p->sin_port);
+      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
+    } else if (peer.ss_family == AF_INET6) {
+      const auto* p = reinterpret_cast<const sockaddr_in6*>(&peer);
+      inet_ntop(AF_INET6, &p->sin6_addr, addr, sizeof addr);
+      peer_port = ntohs(p->sin6_port);
+      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
+    } else {
+      continue;
+    }
+    if (peer_port == req.remote_port && local_port == req.local_port && req.remote_addr == addr) {
+      found = fd;
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+// True when the peer of `fd` has hung up (or the socket failed). Pipelined data is left unread.
+bool peer_closed(int fd) {
+  if (fd < 0) return false;
+  pollfd p{fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 std::string model_field(const Json& v) {
   if (!v.is_string()) throw_bad_param("model", "field 'model' must be a string, got " + json_excerpt(v));
   return v.get<std::string>();
@@ -61,6 +113,7 @@ struct Job {
   size_t num_finished = 0;
   std::shared_ptr<OutputChannel> channel = std::make_shared<OutputChannel>();
   bool complete = false;                // every slot finished and the response was written
+  int connection_fd = -1;               // to notice a client that hangs up while it waits
 };
 
 }  // namespace
@@ -252,14 +305,19 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
     request.parsers.tool_calls = options.enable_auto_tool_choice && !request.prompts[0].tools.is_null();
   }
   std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
+  job->connection_fd = connection_fd(req);
   auto formatter = std::make_shared<ApiFormatter>(job->request, llm.tokenizer(), job->id, job->created,
                                                   options.served_model_name);
 
   if (!job->request.stream) {
     try {
       while (job->num_finished < job->results.size()) {
-        std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(1000));
+        std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(200));
         apply(*job, items, nullptr);
+        if (job->num_finished < job->results.size() && peer_closed(job->connection_fd)) {
+          abort_job(*job);  // nobody will read the answer: free the engine for others
+          throw ApiError(400, "invalid_request_error", "the client disconnected before the response was ready");
+        }
       }
     } catch (...) {
       abort_job(*job);
@@ -280,6 +338,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
           return sink.write(event.data(), event.size());
         };
         std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(200));
+        if (items.empty() && peer_closed(job->connection_fd)) return false;  // gone before a write noticed
         std::vector<size_t> touched;
         try {
           touched = apply(*job, items, nullptr);
@@ -325,6 +384,39 @@ void HttpServer::Impl::routes() {
     };
   };
 
+  // POST bodies are read here, counting bytes as they come, so a chunked body (no Content-Length)
+  // meets the same limit as one that announces its size.
+  auto with_body = [this, guarded](auto handler) {
+    return [this, h = guarded(handler)](const httplib::Request& req, httplib::Response& res,
+                                        const httplib::ContentReader& reader) {
+      const auto limit = static_cast<size_t>(options.max_request_body_bytes);
+      std::string body;
+      bool too_large = false;
+      const bool ok = reader([&](const char* data, size_t n) {
+        if (body.size() + n > limit) {
+          too_large = true;
+          return false;
+        }
+        body.append(data, n);
+        return true;
+      });
+      if (too_large || res.status == 413) {
+        send_error(res, ApiError(413, "invalid_request_error",
+                                 "the request body is larger than the server accepts (--max-request-body-bytes " +
+                                     std::to_string(limit) + ")"));
+        res.set_header("Connection", "close");
+        return;
+      }
+      if (!ok) {
+        send_error(res, ApiError(400, "invalid_request_error", "could not read the request body"));
+        res.set_header("Connection", "close");
+        return;
+      }
+      httplib::Request with = req;
+      with.body = std::move(body);
+      h(with, res);
+    };
+  };
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (options.api_key.empty() || req.path.rfind("/v1", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
@@ -355,10 +447,10 @@ void HttpServer::Impl::routes() {
   });
   server.set_logger([this](const httplib::Request&, const httplib::Response& res) { metrics.record_http_status(res.status); });
 
-  server.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  server.Post("/v1/completions", with_body([this](const httplib::Request& req, httplib::Response& res) {
     handle_generate(ApiEndpoint::kCompletions, req, res);
   }));
-  server.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  server.Post("/v1/chat/completions", with_body([this](const httplib::Request& req, httplib::Response& res) {
     handle_generate(ApiEndpoint::kChatCompletions, req, res);
   }));
   server.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
@@ -378,7 +470,7 @@ void HttpServer::Impl::routes() {
   server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  server.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  server.Post("/tokenize", with_body([this](const httplib::Request& req, httplib::Response& res) {
     const Json body = parse_body(req);
     if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
     if (body.contains("model") && !body["model"].is_null())
@@ -402,7 +494,7 @@ void HttpServer::Impl::routes() {
     }
     send_json(res, 200, {{"count", ids.size()}, {"max_model_len", context()}, {"tokens", ids}, {"token_strs", nullptr}});
   }));
-  server.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  server.Post("/detokenize", with_body([this](const httplib::Request& req, httplib::Response& res) {
     const Json body = parse_body(req);
     if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
     if (body.contains("model") && !body["model"].is_null()) check_model(model_field(body["model"]));
