@@ -107,6 +107,7 @@ class LLM {
   // add_generation_prompt). Throws as encode(). Thread-safe.
   std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                           bool add_generation_prompt, const nlohmann::ordered_json& chat_template_kwargs) const;
+  const LLMOptions& options() const { return options_; }
   // generation_config.json's and tokenizer_config.json's EOS ids.
   const std::vector<int32_t>& eos_token_ids() const { return eos_token_ids_; }
   // A long-lived engine over this model with the current engine options (a server's). Throws

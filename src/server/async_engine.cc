@@ -1,5 +1,6 @@
 #include "server/async_engine.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -27,7 +28,8 @@ std::vector<OutputChannel::Item> OutputChannel::pop(std::chrono::milliseconds ti
 }
 
 AsyncEngine::AsyncEngine(const LLM& llm, const AsyncEngineConfig& config, ServerMetrics& metrics)
-    : llm_(llm), config_(config), metrics_(metrics), engine_(llm.make_engine()) {
+    : llm_(llm), max_num_seqs_(llm.options().max_num_seqs), config_(config), metrics_(metrics),
+      engine_(llm.make_engine()) {
   publish_gauges();
   thread_ = std::thread([this] { loop(); });
 }
@@ -46,11 +48,13 @@ void AsyncEngine::submit(const std::string& request_id, std::vector<int32_t> pro
   params.output_kind = RequestOutputKind::kDelta;
   {
     std::lock_guard lock(mu_);
-    const auto queued = static_cast<int64_t>(pending_.size()) + waiting_in_engine_;
-    if (queued >= config_.max_queued_requests)
+    if (abort_all_) throw Error(ErrorCode::kResourceExhausted, "the server is shutting down");
+    const int64_t queued = std::max<int64_t>(0, pending_sequences_ + params.n + waiting_in_engine_ - free_running_);
+    if (queued > config_.max_queued_requests)
       throw Error(ErrorCode::kResourceExhausted,
                   "the server is at capacity: " + std::to_string(queued) + " requests are queued (--max-queued-requests " +
                       std::to_string(config_.max_queued_requests) + "); retry later");
+    pending_sequences_ += params.n;
     pending_.push_back(Submission{request_id, std::move(prompt_token_ids), std::move(params), std::move(prompt_text),
                                   std::move(channel), slot, std::chrono::steady_clock::now()});
     ++unfinished_;
@@ -62,6 +66,14 @@ void AsyncEngine::abort(const std::string& request_id) {
   {
     std::lock_guard lock(mu_);
     aborts_.push_back(request_id);
+  }
+  cv_.notify_one();
+}
+
+void AsyncEngine::abort_all() {
+  {
+    std::lock_guard lock(mu_);
+    abort_all_ = abort_all_pending_ = true;
   }
   cv_.notify_one();
 }
@@ -150,20 +162,28 @@ void AsyncEngine::publish_gauges() {
                             kv.prefix_queries_tokens, kv.prefix_hit_tokens);
   std::lock_guard lock(mu_);
   waiting_in_engine_ = engine_->scheduler().num_waiting();
+  free_running_ = std::max<int64_t>(0, max_num_seqs_ - engine_->scheduler().num_running());
 }
 
 void AsyncEngine::loop() {
   for (;;) {
     std::deque<Submission> submissions;
     std::vector<std::string> aborts;
+    bool abort_everything = false;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished(); });
+      cv_.wait(lock, [&] {
+        return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished() || abort_all_pending_;
+      });
       if (stop_) break;
       submissions.swap(pending_);
+      pending_sequences_ = 0;
       aborts.swap(aborts_);
+      abort_everything = std::exchange(abort_all_pending_, false);
     }
     for (Submission& s : submissions) admit(s);
+    if (abort_everything)
+      for (const auto& [id, route] : routes_) aborts.push_back(id);
     for (const std::string& id : aborts) engine_->abort(id);
     if (!engine_->has_unfinished()) {
       publish_gauges();

@@ -48,8 +48,9 @@ class OutputChannel {
 };
 
 struct AsyncEngineConfig {
-  // Requests accepted but not yet running (submitted, or waiting in the scheduler) beyond which
-  // submit() refuses new ones (the server's HTTP 503).
+  // Sequences (a request counts its n) that could not start running at once — submitted or
+  // waiting in the scheduler, beyond the free places of the running batch — beyond which submit()
+  // refuses new requests (the server's HTTP 503).
   int64_t max_queued_requests = 1024;
 };
 
@@ -72,6 +73,10 @@ class AsyncEngine {
   // Stops a request (its KV blocks are freed; its last report has finish_reason "abort").
   // Unknown or finished ids are ignored. Callable from any thread.
   void abort(const std::string& request_id);
+
+  // Shutting down: aborts every request the engine holds and refuses new ones (submit throws
+  // Error(kResourceExhausted)). Callable from any thread.
+  void abort_all();
 
   // Requests submitted and not yet finished (queued, waiting or running).
   int64_t num_unfinished() const;
@@ -101,6 +106,7 @@ class AsyncEngine {
   void publish_gauges();
 
   const LLM& llm_;
+  const int64_t max_num_seqs_;  // the engine's, as built
   AsyncEngineConfig config_;
   ServerMetrics& metrics_;
   std::unique_ptr<Engine> engine_;  // engine thread only
@@ -108,10 +114,14 @@ class AsyncEngine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Submission> pending_;
+  int64_t pending_sequences_ = 0;  // Σ n over pending_
   std::vector<std::string> aborts_;
-  int64_t waiting_in_engine_ = 0;  // the scheduler's waiting requests after the last step
+  int64_t waiting_in_engine_ = 0;  // the scheduler's waiting sequences after the last step
+  int64_t free_running_ = 0;       // max_num_seqs minus the running sequences after the last step
   int64_t unfinished_ = 0;         // submitted, not yet finished or refused
   bool stop_ = false;
+  bool abort_all_ = false;          // set by abort_all(): new submissions are refused
+  bool abort_all_pending_ = false;  // the engine thread has yet to abort what it holds
 
   std::unordered_map<std::string, Route> routes_;  // engine thread only
   std::thread thread_;

@@ -217,13 +217,18 @@ TEST_F(AsyncEngineTest, RefusedRequestGetsItsErrorAndOthersComplete) {
 
 TEST_F(AsyncEngineTest, FullQueueIsRefusedAndAbortFreesTheCache) {
   ServerMetrics metrics("tiny");
+  LLMOptions small = llm_->options();
+  small.max_num_seqs = 4;
+  llm_->set_engine_options(small);
   AsyncEngine engine(*llm_, {.max_queued_requests = 2}, metrics);
+  small.max_num_seqs = 256;
+  llm_->set_engine_options(small);
   auto channel = std::make_shared<OutputChannel>();
   SamplingParams p;
   p.max_tokens = 3000;
   p.ignore_eos = true;
-  // Submitted back to back, the first two are queued before the engine thread can take them, or
-  // taken; either way, flooding must hit the limit.
+  // 4 places in the running batch and 2 in the queue: the first 6 submitted back to back are
+  // taken, and flooding must hit the limit.
   int refused = 0;
   std::vector<std::string> ids;
   for (int i = 0; i < 50; ++i) {
@@ -237,6 +242,7 @@ TEST_F(AsyncEngineTest, FullQueueIsRefusedAndAbortFreesTheCache) {
     }
   }
   EXPECT_GT(refused, 0);
+  EXPECT_GE(ids.size(), 6u);
   for (const std::string& id : ids) engine.abort(id);
   size_t aborted = 0;
   while (aborted < ids.size()) {
@@ -253,6 +259,41 @@ TEST_F(AsyncEngineTest, FullQueueIsRefusedAndAbortFreesTheCache) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_NE(metrics.render().find("ditto:kv_cache_usage_perc{model_name=\"tiny\"} 0\n"), std::string::npos)
       << metrics.render();
+}
+
+}  // namespace
+}  // namespace ditto
+
+namespace ditto {
+namespace {
+
+TEST_F(AsyncEngineTest, AbortAllEndsEverythingAndRefusesNewRequests) {
+  ServerMetrics metrics("tiny");
+  AsyncEngine engine(*llm_, {}, metrics);
+  auto channel = std::make_shared<OutputChannel>();
+  SamplingParams p;
+  p.max_tokens = 3000;
+  p.ignore_eos = true;
+  for (size_t i = 0; i < 4; ++i) engine.submit("long" + std::to_string(i), {1, 2, 3}, p, "", channel, i);
+  bool started = false;
+  while (!started)
+    for (OutputChannel::Item& item : channel->pop(std::chrono::milliseconds(100))) started = started || item.report.has_value();
+  engine.abort_all();
+  size_t aborted = 0;
+  while (aborted < 4)
+    for (OutputChannel::Item& item : channel->pop(std::chrono::milliseconds(100)))
+      if (item.report && item.report->finished) {
+        EXPECT_EQ(item.report->outputs[0].finish_reason, "abort");
+        EXPECT_LT(item.report->outputs[0].token_ids.size(), 3000u);
+        ++aborted;
+      }
+  EXPECT_EQ(engine.num_unfinished(), 0);
+  try {
+    engine.submit("late", {1}, p, "", channel, 9);
+    ADD_FAILURE() << "a request after abort_all was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <httplib.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -12,7 +13,9 @@
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
+#include <strings.h>
 #include <random>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +50,7 @@ std::string param_of(const std::string& message) {
       "max_tokens", "min_tokens", "logprobs", "prompt_logprobs", "stop_token_ids", "stop"};
   for (const std::string& f : fields)
     if (message.rfind(f + " ", 0) == 0 || message.rfind(f + "[", 0) == 0 || message.rfind(f + " (", 0) == 0) return f;
+  if (message.rfind("the request needs", 0) == 0) return "max_tokens";  // KV cache too small for it
   return "";
 }
 
@@ -134,6 +138,20 @@ struct HttpServer::Impl {
   uint64_t id_prefix = 0;
   std::atomic<uint64_t> next_id{0};
   int bound_port = -1;
+  std::atomic<int64_t> open_responses{0};  // generation responses not yet fully written
+
+  // Counts a generation response as open until the guard (or the stream releaser) goes.
+  struct OpenResponse {
+    explicit OpenResponse(std::atomic<int64_t>& n) : n_(&n) { ++*n_; }
+    // The last open response gone, hand the pages freed by this burst back to the OS: glibc keeps
+    // them in per-thread arenas otherwise, and a server's RSS would only ever grow.
+    ~OpenResponse() {
+      if (--*n_ == 0) malloc_trim(0);
+    }
+    OpenResponse(const OpenResponse&) = delete;
+    OpenResponse& operator=(const OpenResponse&) = delete;
+    std::atomic<int64_t>* n_;
+  };
 
   int64_t context() const { return llm.model().config().max_position_embeddings; }
 
@@ -291,6 +309,7 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
 }
 
 void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  auto open = std::make_shared<OpenResponse>(open_responses);  // a stream hands it to its releaser
   const Json body = parse_body(req);
   ApiRequest request = parse_api_request(endpoint, body);
   check_model(request.model);
@@ -362,7 +381,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
         }
         return true;
       },
-      [this, job](bool) {
+      [this, job, open](bool) {
         if (!job->complete) abort_job(*job);
       });
 }
@@ -392,10 +411,16 @@ void HttpServer::Impl::routes() {
       const auto limit = static_cast<size_t>(options.max_request_body_bytes);
       std::string body;
       bool too_large = false;
+      // Past the limit the rest is read and dropped (up to 64 MiB more), so the client, still
+      // sending, reads the 413 instead of a reset connection.
+      size_t dropped = 0;
       const bool ok = reader([&](const char* data, size_t n) {
-        if (body.size() + n > limit) {
+        if (too_large || body.size() + n > limit) {
           too_large = true;
-          return false;
+          body.clear();
+          body.shrink_to_fit();
+          dropped += n;
+          return dropped <= (size_t{64} << 20);
         }
         body.append(data, n);
         return true;
@@ -418,13 +443,43 @@ void HttpServer::Impl::routes() {
     };
   };
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options.api_key.empty() || req.path.rfind("/v1", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
-      return httplib::Server::HandlerResponse::Unhandled;
+    using R = httplib::Server::HandlerResponse;
+    // Framing first, from the headers alone, before any body is read.
+    const size_t lengths = req.get_header_value_count("Content-Length");
+    if (lengths > 1) {
+      send_error(res, ApiError(400, "invalid_request_error", "more than one Content-Length header"));
+      res.set_header("Connection", "close");
+      return R::Handled;
+    }
+    if (lengths == 1) {
+      const std::string v = req.get_header_value("Content-Length");
+      if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos) {
+        send_error(res, ApiError(400, "invalid_request_error", "Content-Length '" + v + "' is not a byte count"));
+        res.set_header("Connection", "close");
+        return R::Handled;
+      }
+      if (std::stoull(v) > static_cast<uint64_t>(options.max_request_body_bytes)) {
+        send_error(res, ApiError(413, "invalid_request_error",
+                                 "the request body (" + v + " bytes) is larger than the server accepts "
+                                 "(--max-request-body-bytes " + std::to_string(options.max_request_body_bytes) + ")"));
+        res.set_header("Connection", "close");
+        return R::Handled;
+      }
+    } else if (req.method == "POST" && !req.has_header("Transfer-Encoding")) {
+      send_error(res, ApiError(411, "invalid_request_error", "a POST needs a Content-Length header or a chunked body"));
+      res.set_header("Connection", "close");
+      return R::Handled;
+    }
+    if (options.api_key.empty() || req.path.rfind("/v1", 0) != 0) return R::Unhandled;
+    // "Bearer" is case-insensitive (RFC 9110 §11.1); the key is not.
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string scheme = auth.substr(0, std::min<size_t>(auth.size(), 7));
+    if (auth.size() > 7 && strcasecmp(scheme.c_str(), "Bearer ") == 0 && auth.substr(7) == options.api_key)
+      return R::Unhandled;
     send_error(res, ApiError(401, "invalid_request_error",
                              req.has_header("Authorization") ? "Incorrect API key provided." : "Missing API key: send 'Authorization: Bearer <key>'.",
                              "", "invalid_api_key"));
-    return httplib::Server::HandlerResponse::Handled;
+    return R::Handled;
   });
   server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -432,6 +487,10 @@ void HttpServer::Impl::routes() {
       send_error(res, ApiError(413, "invalid_request_error", "the request body is larger than the server accepts (--max-request-body-bytes)"));
     else if (res.status == 404)
       send_error(res, ApiError(404, "invalid_request_error", "no route " + req.method + " " + req.path));
+    else if (res.status == 400)
+      send_error(res, ApiError(400, "invalid_request_error", "malformed HTTP request (request line, headers or chunked framing)"));
+    else if (res.status == 414)
+      send_error(res, ApiError(414, "invalid_request_error", "the request path is too long"));
     else
       send_error(res, ApiError(res.status, "invalid_request_error", "HTTP error " + std::to_string(res.status)));
   });
@@ -463,6 +522,20 @@ void HttpServer::Impl::routes() {
                   {"max_model_len", context()}};
     send_json(res, 200, {{"object", "list"}, {"data", Json::array({model})}});
   }));
+  // Known routes with the wrong method: 405 naming the one that works.
+  for (const auto& [path, allowed] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/tokenize", "POST"},
+           {"/detokenize", "POST"}, {"/v1/models", "GET"}, {"/health", "GET"}, {"/version", "GET"}, {"/metrics", "GET"}}) {
+    auto refuse = [path, allowed](const httplib::Request& req, httplib::Response& res) {
+      send_error(res, ApiError(405, "invalid_request_error", req.method + " is not allowed on " + path + "; use " + allowed));
+      res.set_header("Allow", allowed);
+    };
+    if (allowed == "POST") server.Get(path, refuse);
+    else server.Post(path, refuse);
+    server.Put(path, refuse);
+    server.Delete(path, refuse);
+    server.Patch(path, refuse);
+  }
   server.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   server.Get("/version", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"version", options.version}});
@@ -478,11 +551,11 @@ void HttpServer::Impl::routes() {
     std::vector<int32_t> ids;
     try {
       if (body.contains("messages")) {
-        if (!body["messages"].is_array()) throw_bad_param("messages", "field 'messages' must be an array");
+        const Json messages = normalize_chat_messages(body["messages"]);
         const bool agp = body.contains("add_generation_prompt") ? json_bool(body["add_generation_prompt"], "add_generation_prompt") : true;
         const Json kwargs = body.contains("chat_template_kwargs") ? body["chat_template_kwargs"] : Json::object();
         const Json tools = body.contains("tools") ? body["tools"] : Json(nullptr);
-        ids = llm.tokenizer().encode(llm.render_chat(body["messages"], tools, agp, kwargs), false);
+        ids = llm.tokenizer().encode(llm.render_chat(messages, tools, agp, kwargs), false);
       } else if (body.contains("prompt")) {
         const bool special = body.contains("add_special_tokens") ? json_bool(body["add_special_tokens"], "add_special_tokens") : true;
         ids = llm.tokenizer().encode(json_string(body["prompt"], "prompt"), special);
@@ -492,7 +565,12 @@ void HttpServer::Impl::routes() {
     } catch (const Error& e) {
       throw_bad_param(body.contains("messages") ? "messages" : "prompt", e.what());
     }
-    send_json(res, 200, {{"count", ids.size()}, {"max_model_len", context()}, {"tokens", ids}, {"token_strs", nullptr}});
+    Json strs = nullptr;
+    if (body.contains("return_token_strs") && json_bool(body["return_token_strs"], "return_token_strs")) {
+      strs = Json::array();
+      for (int32_t id : ids) strs.push_back(llm.tokenizer().id_to_token(id).value_or(""));
+    }
+    send_json(res, 200, {{"count", ids.size()}, {"max_model_len", context()}, {"tokens", ids}, {"token_strs", strs}});
   }));
   server.Post("/detokenize", with_body([this](const httplib::Request& req, httplib::Response& res) {
     const Json body = parse_body(req);
@@ -552,6 +630,14 @@ int HttpServer::bind() {
 
 void HttpServer::listen() { impl_->server.listen_after_bind(); }
 
-void HttpServer::stop() { impl_->server.stop(); }
+void HttpServer::stop() {
+  // In-flight requests end now (finish_reason "abort"); give their responses, streams included, a
+  // moment to be written in full before the sockets close.
+  impl_->engine.abort_all();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (impl_->open_responses.load() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  impl_->server.stop();
+}
 
 }  // namespace ditto

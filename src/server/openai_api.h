@@ -70,6 +70,11 @@ struct ApiRequest {
   std::vector<std::string> ignored_fields;
 };
 
+// Chat messages checked and put in the shape chat templates expect: roles known, content a string
+// (null → "", text parts joined with "\n"), tool_calls well formed with their arguments as objects.
+// Throws ApiError 400 (param "messages") naming the message and field.
+nlohmann::ordered_json normalize_chat_messages(const nlohmann::ordered_json& messages);
+
 // Parses a request body (already JSON). Throws ApiError 400 naming the field at fault.
 ApiRequest parse_api_request(ApiEndpoint endpoint, const nlohmann::ordered_json& body);
 

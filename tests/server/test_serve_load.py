@@ -325,3 +325,90 @@ def test_bad_input_and_misbehaving_clients(server):
     run_all(server, reqs, lambda i: i % 2 == 1)
     after = server.rss_kib()
     assert after <= baseline * 1.10 + 20 * 1024, (baseline, after)
+
+
+def raw_exchange(server, data, timeout=10):
+    """Sends raw bytes, returns (status, the reply up to the server's close or `timeout`, seconds
+    until its first byte)."""
+    s = socket.create_connection((server.host, server.port))
+    s.settimeout(timeout)
+    t0 = time.time()
+    s.sendall(data)
+    reply = b""
+    first = None
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            first = first or time.time() - t0
+            reply += chunk
+    except socket.timeout:
+        pass
+    finally:
+        s.close()
+    status = int(reply.split(b" ", 2)[1]) if reply.startswith(b"HTTP/1.1 ") else None
+    return status, reply, first
+
+
+def test_http_framing_methods_and_message_shapes(server):
+    # Framing is judged from the headers, at once: no waiting for a body that will not come.
+    for head, status in [
+        (b"Content-Length: 900000000\r\n", 413),  # over --max-request-body-bytes
+        (b"Content-Length: -5\r\n", 400),
+        (b"Content-Length: 5\r\nContent-Length: 31\r\n", 400),
+        (b"", 411),  # POST with neither a length nor a chunked body
+    ]:
+        got, reply, seconds = raw_exchange(server, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n{")
+        assert got == status, (head, reply[:300])
+        assert seconds is not None and seconds < 3, (head, seconds)
+        assert b'"error"' in reply, reply
+    # A known route with the wrong method: 405 naming the allowed one.
+    status, payload = server.request("GET", "/v1/completions")
+    assert status == 405 and b"use POST" in payload
+    status, payload = server.request("DELETE", "/v1/models")
+    assert status == 405
+
+    # Chat messages in OpenAI's shapes: text parts, and a tool-call round trip with null content.
+    base = {"model": NAME, "max_tokens": 4, "temperature": 0}
+    parts = dict(base, messages=[{"role": "user", "content": [{"type": "text", "text": "Hello"},
+                                                              {"type": "text", "text": "there"}]}])
+    plain = dict(base, messages=[{"role": "user", "content": "Hello\nthere"}])
+    s1, r1 = server.post("/v1/chat/completions", parts)
+    s2, r2 = server.post("/v1/chat/completions", plain)
+    assert s1 == 200 and s2 == 200, (r1, r2)
+    assert r1["usage"] == r2["usage"] and r1["choices"] == r2["choices"]
+    tools = [{"type": "function", "function": {"name": "add", "description": "Add two numbers",
+                                               "parameters": {"type": "object", "properties": {"a": {"type": "number"}}}}}]
+    round_trip = dict(base, tools=tools, messages=[
+        {"role": "user", "content": "add 1"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 1}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "1"}])
+    status, resp = server.post("/v1/chat/completions", round_trip)
+    assert status == 200, resp
+    status, tok = server.post("/tokenize", {"messages": round_trip["messages"], "tools": tools})
+    assert status == 200 and tok["count"] == resp["usage"]["prompt_tokens"]
+    bad = dict(base, messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])
+    status, resp = server.post("/v1/chat/completions", bad)
+    assert status == 400 and resp["error"]["param"] == "messages" and "text only" in resp["error"]["message"]
+    status, resp = server.post("/v1/chat/completions", dict(base, messages=[
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}]}]))
+    assert status == 400 and "tool_calls[0]" in resp["error"]["message"]
+
+
+def test_api_key_scheme_is_case_insensitive():
+    s = Server("--api-key", "sekret")
+    try:
+        for auth, status in [(None, 401), ("Bearer wrong", 401), ("Bearer sekret", 200), ("bearer sekret", 200),
+                             ("BEARER sekret", 200), ("Bearer SEKRET", 401)]:
+            conn = http.client.HTTPConnection(s.host, s.port, timeout=30)
+            conn.request("GET", "/v1/models", headers={"Authorization": auth} if auth else {})
+            resp = conn.getresponse()
+            body = resp.read()
+            conn.close()
+            assert resp.status == status, (auth, resp.status, body)
+        status, _ = s.request("GET", "/health")
+        assert status == 200  # open without a key
+    finally:
+        s.close()
