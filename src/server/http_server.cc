@@ -94,6 +94,29 @@ int connection_fd(const httplib::Request& req) {
   return found;
 }
 
+// cpp-httplib 0.11 listens with a backlog of 5 (compiled into the library), so a burst of a few
+// dozen connects overflows it and clients see resets. Linux lets listen() be called again on a
+// listening socket to change its backlog: find ours by its local port and do that.
+void widen_listen_backlog(int port, int backlog) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const int fd = std::atoi(e->d_name);
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage local{};
+    socklen_t local_len = sizeof local;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
+    const int local_port = local.ss_family == AF_INET    ? ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port)
+                           : local.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port)
+                                                         : -1;
+    if (local_port == port) ::listen(fd, backlog);
+  }
+  closedir(dir);
+}
+
 // True when the peer of `fd` has hung up (or the socket failed). Pipelined data is left unread.
 bool peer_closed(int fd) {
   if (fd < 0) return false;
@@ -625,6 +648,7 @@ int HttpServer::bind() {
     throw_invalid_argument("cannot listen on " + s.options.host + ":" + std::to_string(s.options.port) +
                            " (address in use, or not an address of this machine)");
   s.bound_port = port;
+  widen_listen_backlog(port, 1024);
   return port;
 }
 
