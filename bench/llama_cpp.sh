@@ -7,6 +7,7 @@
 #   bench/llama_cpp.sh bench MODEL_DIR     llama-bench -p 512 -n 128: prefill/decode tokens/s as JSON
 #   bench/llama_cpp.sh validate MODEL_DIR  next-token log-probabilities and tokenization vs ditto
 #   bench/llama_cpp.sh compare MODEL_DIR   ditto bench, llama-bench, ditto bench again: ditto ÷ llama.cpp
+#   bench/llama_cpp.sh gguf MODEL_DIR      ditto export-gguf (cached, ditto not rebuilt); prints the path
 #
 # Environment: DITTO_BENCH_CACHE (llama.cpp source, build and GGUF files; default
 # ~/.cache/ditto-bench), BUILD_DIR (ditto's build, default build), THREADS (llama-bench -t,
@@ -33,7 +34,7 @@ PROBE=$LLAMA_BIN/llama_cpp_probe
 
 log() { echo "llama_cpp.sh: $*" >&2; }
 die() { echo "error: llama_cpp.sh: $*" >&2; exit 1; }
-usage() { sed -n '6,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '6,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # The llama.cpp source: node-llama-cpp's tarball (npm pack: no install scripts run) holds
 # llama/gitRelease.bundle, a git bundle of the llama.cpp release it was built against.
@@ -201,5 +202,12 @@ case ${1:-} in
   bench) [[ $# -eq 2 ]] || usage; cmd_bench "$2" ;;
   validate) [[ $# -eq 2 ]] || usage; cmd_validate "$2" ;;
   compare) [[ $# -eq 2 ]] || usage; cmd_compare "$2" ;;
+  # For bench/serve.sh, which uses ditto's build as it is rather than rebuilding it.
+  gguf)
+    [[ $# -eq 2 ]] || usage
+    DITTO=$REPO/$BUILD_DIR/tools/ditto
+    [[ -x $DITTO ]] || die "$DITTO not found; build ditto first (cmake --build $BUILD_DIR --target ditto)"
+    export_gguf "$2"
+    echo "$GGUF" ;;
   *) usage ;;
 esac
