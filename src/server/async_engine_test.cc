@@ -88,9 +88,10 @@ void expect_same(const RequestOutput& a, const RequestOutput& b, const std::stri
   ASSERT_EQ(a.prompt_logprobs.size(), b.prompt_logprobs.size()) << label;
   for (size_t i = 0; i < a.prompt_logprobs.size(); ++i) {
     ASSERT_EQ(a.prompt_logprobs[i].has_value(), b.prompt_logprobs[i].has_value()) << label;
-    if (a.prompt_logprobs[i])
+    if (a.prompt_logprobs[i]) {
       EXPECT_EQ(std::bit_cast<uint32_t>(a.prompt_logprobs[i]->token.logprob),
                 std::bit_cast<uint32_t>(b.prompt_logprobs[i]->token.logprob)) << label << " prompt token " << i;
+    }
   }
   for (size_t c = 0; c < a.outputs.size(); ++c) {
     const CompletionOutput& x = a.outputs[c];
