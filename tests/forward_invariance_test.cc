@@ -155,7 +155,7 @@ TEST_P(CausalLMInvarianceTest, ThreadCountDoesNotMatter) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, CausalLMInvarianceTest, ::testing::Values("qwen3", "llama"));
+INSTANTIATE_TEST_SUITE_P(Families, CausalLMInvarianceTest, ::testing::Values("qwen3", "llama", "qwen3_moe"));
 
 TEST(CausalLMTest, RejectsTokenIdsOutsideTheVocabulary) {
   TempDir dir;
@@ -169,14 +169,64 @@ TEST(CausalLMTest, RejectsTokenIdsOutsideTheVocabulary) {
   DITTO_EXPECT_MESSAGE_HAS(msg, "token id 300", "vocabulary");
 }
 
-TEST(CausalLMTest, RejectsMoeUntilItsForwardPassExists) {
+// All-position logits of four sequences from a tiny MoE model written with `edit`: each run
+// alone (batched = false) or all four in one batch, prompts in chunks of 5 tokens.
+std::vector<std::vector<float>> moe_logits(const TensorEdit& edit, bool batched) {
   TempDir dir;
-  dir.write("config.json", R"({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 4,
-                               "num_experts_per_tok": 2, "num_hidden_layers": 1})");
+  ThreadPool pool(2);
+  const auto model = CausalLM::load(write_tiny_model(dir, "qwen3_moe", edit), &pool);
+  std::mt19937 rng(21);
+  std::vector<Seq> seqs;
+  for (size_t n : {9, 1, 33, 17}) seqs.push_back({random_ids(rng, n)});
+  if (batched) return run(*model, seqs, 16, {5, 0, 5, 0});
+  std::vector<std::vector<float>> out;
+  for (const Seq& s : seqs) out.push_back(run(*model, {s}, 16)[0]);
+  return out;
+}
+
+// Router ties: layer 0's router is all zeros, so all 8 experts' probabilities are bitwise equal
+// and the top 3 must be experts 0, 1, 2 (ties to the lower id) — in any batch, alone or together.
+TEST(CausalLMTest, MoeRouterTiesGoToTheLowerExpertIdInEveryBatch) {
+  auto zero_router = [](const std::string& name, std::vector<float>& v) {
+    if (name == "model.layers.0.mlp.gate.weight") std::fill(v.begin(), v.end(), 0.0f);
+  };
+  const auto alone = moe_logits(zero_router, false);
+  const auto batched = moe_logits(zero_router, true);
+  for (size_t i = 0; i < alone.size(); ++i) expect_same_bits(alone[i], batched[i], "sequence " + std::to_string(i));
+  // Experts 3..7 are never chosen: changing them changes nothing; changing expert 2 does.
+  auto unused_changed = [&](const std::string& name, std::vector<float>& v) {
+    zero_router(name, v);
+    for (int e = 3; e < 8; ++e)
+      if (name.rfind("model.layers.0.mlp.experts." + std::to_string(e) + ".", 0) == 0)
+        for (float& x : v) x = -x * 3.0f;
+  };
+  const auto other = moe_logits(unused_changed, true);
+  for (size_t i = 0; i < alone.size(); ++i) expect_same_bits(alone[i], other[i], "unused experts changed");
+  auto chosen_changed = [&](const std::string& name, std::vector<float>& v) {
+    zero_router(name, v);
+    if (name == "model.layers.0.mlp.experts.2.down_proj.weight")
+      for (float& x : v) x = -x;
+  };
+  const auto changed = moe_logits(chosen_changed, false);
+  EXPECT_NE(std::memcmp(alone[0].data(), changed[0].data(), alone[0].size() * sizeof(float)), 0)
+      << "expert 2 (tied at the 3rd place) should be one of the chosen";
+}
+
+// mlp_only_layers and decoder_sparse_step decide which layers are sparse; decode_weight_bytes
+// counts the active weights (router and top-k experts) of those.
+TEST(CausalLMTest, MoeLayersAreTheOnesTheConfigSelects) {
+  TempDir dir;
   ThreadPool pool(1);
-  const std::string msg = testing::error_message([&] { CausalLM::load(dir.path().string(), &pool); },
-                                                 ErrorCode::kInvalidArgument);
-  DITTO_EXPECT_MESSAGE_HAS(msg, "config.json", "Qwen3MoeForCausalLM");
+  const auto model = CausalLM::load(write_tiny_model(dir, "qwen3_moe"), &pool);
+  EXPECT_TRUE(model->config().is_moe_layer(0));
+  EXPECT_FALSE(model->config().is_moe_layer(1));  // mlp_only_layers [1]
+  // Active bytes: the router and 3 of 8 experts on layer 0, the dense MLP on layer 1.
+  const int64_t hidden = 64, mi = 32, inter = 96, bf16 = 2;
+  const int64_t attn = (64 + 2 * 32) * hidden * bf16 + hidden * 64 * bf16;  // qkv + o
+  const int64_t norms = (2 * hidden + 2 * 16) * 4;
+  const int64_t expected = 2 * (attn + norms) + (8 * hidden + 3 * (2 * mi * hidden + hidden * mi)) * bf16 +
+                           (2 * inter * hidden + hidden * inter) * bf16 + hidden * 4 + 300 * hidden * bf16;
+  EXPECT_EQ(model->decode_weight_bytes(), expected);
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // A tiny model directory for engine and forward-pass tests: real tensor names and layout, small
 // sizes (vocab 300, hidden 64, 2 layers, 4 heads / 2 KV heads of 16), seeded bf16 weights.
+// Families: "qwen3", "llama", and "qwen3_moe" (layer 0 a sparse MoE block of 8 experts, top 3,
+// moe_intermediate_size 32, norm_topk_prob; layer 1 dense via mlp_only_layers).
 #pragma once
 
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -16,9 +19,12 @@
 
 namespace ditto {
 
-// family: "qwen3" (tied head) or "llama" (biases, llama3 rope scaling, untied head).
+// family: "qwen3" (tied head), "llama" (biases, llama3 rope scaling, untied head) or "qwen3_moe".
+// `edit`, if set, may change any tensor's float32 values (before bf16 rounding) by name.
 // Returns the directory.
-inline std::string write_tiny_model(const testing::TempDir& dir, const std::string& family) {
+using TensorEdit = std::function<void(const std::string& name, std::vector<float>& values)>;
+inline std::string write_tiny_model(const testing::TempDir& dir, const std::string& family,
+                                    const TensorEdit& edit = nullptr) {
   nlohmann::json c = {{"vocab_size", 300},         {"hidden_size", 64},       {"intermediate_size", 96},
                       {"num_hidden_layers", 2},    {"num_attention_heads", 4}, {"num_key_value_heads", 2},
                       {"head_dim", 16},            {"rms_norm_eps", 1e-6},    {"max_position_embeddings", 4096},
@@ -28,6 +34,17 @@ inline std::string write_tiny_model(const testing::TempDir& dir, const std::stri
     c["model_type"] = "qwen3";
     c["rope_theta"] = 1000000.0;
     c["tie_word_embeddings"] = true;
+  } else if (family == "qwen3_moe") {
+    c["architectures"] = {"Qwen3MoeForCausalLM"};
+    c["model_type"] = "qwen3_moe";
+    c["rope_theta"] = 1000000.0;
+    c["tie_word_embeddings"] = false;
+    c["num_experts"] = 8;
+    c["num_experts_per_tok"] = 3;
+    c["moe_intermediate_size"] = 32;
+    c["norm_topk_prob"] = true;
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = {1};
   } else {  // llama with biases, llama3 rope scaling and an untied head
     c["architectures"] = {"LlamaForCausalLM"};
     c["model_type"] = "llama";
@@ -48,8 +65,10 @@ inline std::string write_tiny_model(const testing::TempDir& dir, const std::stri
     std::vector<uint8_t> bytes(e.nbytes());
     auto* h = reinterpret_cast<uint16_t*>(bytes.data());
     const bool is_norm = spec.name.find("norm.weight") != std::string::npos;
-    for (size_t i = 0; i < bytes.size() / 2; ++i)
-      h[i] = f32_to_bf16(is_norm ? 1.0f + normal(rng) : normal(rng));
+    std::vector<float> values(bytes.size() / 2);
+    for (float& v : values) v = is_norm ? 1.0f + normal(rng) : normal(rng);
+    if (edit) edit(spec.name, values);
+    for (size_t i = 0; i < values.size(); ++i) h[i] = f32_to_bf16(values[i]);
     tensors.emplace_back(e, std::move(bytes));
   }
   write_safetensors(dir.file("model.safetensors"), tensors);

@@ -1,5 +1,6 @@
 #include "model/causal_lm.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "kernels/gemm.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
+#include "kernels/softmax.h"
 #include "model/rope_frequencies.h"
 #include "model/safetensors.h"
 
@@ -83,9 +85,6 @@ std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_dir, ThreadPoo
   m->pool_ = pool;
   m->config_ = load_model_config(model_dir + "/config.json");
   const ModelConfig& c = m->config_;
-  if (c.is_moe())
-    throw_invalid_argument(model_dir + "/config.json: architecture '" + c.architecture +
-                           "' parses, but its forward pass (Qwen3-MoE) is not implemented yet");
   const WeightStore store = WeightStore::open(model_dir);
   validate_weights(c, store);
   m->load_stats_.num_tensors = static_cast<int64_t>(expected_tensors(c).size());
@@ -111,6 +110,17 @@ std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_dir, ThreadPoo
       l.k_norm = load_vector(store, p + "self_attn.k_norm.weight");
     }
     l.post_attention_layernorm = load_vector(store, p + "post_attention_layernorm.weight");
+    if (c.is_moe_layer(i)) {
+      l.router = load_matrix(store, {p + "mlp.gate.weight"}, pool);
+      l.experts.resize(static_cast<size_t>(c.num_experts));
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        const std::string q = p + "mlp.experts." + std::to_string(e) + ".";
+        ExpertWeights& x = l.experts[static_cast<size_t>(e)];
+        x.gate_up_proj = load_matrix(store, {q + "gate_proj.weight", q + "up_proj.weight"}, pool);
+        x.down_proj = load_matrix(store, {q + "down_proj.weight"}, pool);
+      }
+      continue;
+    }
     l.gate_up_proj = load_matrix(store, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, pool);
     l.down_proj = load_matrix(store, {p + "mlp.down_proj.weight"}, pool);
     if (c.mlp_bias) {
@@ -131,11 +141,112 @@ int64_t CausalLM::decode_weight_bytes() const {
   auto vec = [](const std::vector<float>& v) { return static_cast<int64_t>(v.size() * sizeof(float)); };
   int64_t bytes = vec(norm_) + matrix(config_.tie_word_embeddings ? embed_tokens_ : lm_head_);
   for (const DecoderLayerWeights& l : layers_) {
-    bytes += matrix(l.qkv_proj) + matrix(l.o_proj) + matrix(l.gate_up_proj) + matrix(l.down_proj);
+    bytes += matrix(l.qkv_proj) + matrix(l.o_proj);
+    if (l.is_moe()) {  // the router, and k experts of equal size
+      bytes += matrix(l.router) + config_.num_experts_per_tok * (matrix(l.experts[0].gate_up_proj) +
+                                                                  matrix(l.experts[0].down_proj));
+    } else {
+      bytes += matrix(l.gate_up_proj) + matrix(l.down_proj);
+    }
     bytes += vec(l.input_layernorm) + vec(l.post_attention_layernorm) + vec(l.q_norm) + vec(l.k_norm);
     bytes += vec(l.qkv_bias) + vec(l.o_bias) + vec(l.gate_up_bias) + vec(l.down_bias);
   }
   return bytes;
+}
+
+size_t CausalLM::moe_scratch_floats(int64_t num_tokens) const {
+  const ModelConfig& c = config_;
+  const auto t = static_cast<size_t>(num_tokens);
+  const auto rows = t * static_cast<size_t>(c.num_experts_per_tok);  // (token, expert) pairs
+  const auto hidden = static_cast<size_t>(c.hidden_size);
+  const auto mi = static_cast<size_t>(c.moe_intermediate_size);
+  return t * static_cast<size_t>(c.num_experts) + rows * (hidden + 2 * mi + mi + hidden);
+}
+
+void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t num_tokens, float* delta,
+                         float* scratch) const {
+  const ModelConfig& c = config_;
+  const int64_t num_experts = c.num_experts;
+  const int64_t k = c.num_experts_per_tok;
+  const int64_t hidden = c.hidden_size;
+  const int64_t mi = c.moe_intermediate_size;
+  const int64_t rows = num_tokens * k;
+  float* probs = scratch;                    // [num_tokens, num_experts] router logits, then softmax
+  float* xg = probs + num_tokens * num_experts;  // [rows, hidden] x gathered by expert
+  float* gate_up = xg + rows * hidden;       // [rows, 2·mi]
+  float* act = gate_up + rows * 2 * mi;      // [rows, mi]
+  float* y = act + rows * mi;                // [rows, hidden] expert outputs
+  auto for_tokens = [&](const std::function<void(int64_t t0, int64_t t1)>& fn) {
+    if (pool_ == nullptr || num_tokens == 1) return fn(0, num_tokens);
+    pool_->parallel_for(static_cast<size_t>(num_tokens),
+                        [&](size_t b, size_t e) { fn(static_cast<int64_t>(b), static_cast<int64_t>(e)); });
+  };
+
+  // Routing: per token, its k experts (ascending id) and weights.
+  gemm(x, num_tokens, hidden, l.router, probs, num_experts, pool_);
+  std::vector<int32_t> expert(static_cast<size_t>(rows));  // [num_tokens, k] ascending expert id
+  std::vector<float> weight(static_cast<size_t>(rows));    // [num_tokens, k] matching weights
+  for_tokens([&](int64_t t0, int64_t t1) {
+    std::vector<int32_t> order(static_cast<size_t>(num_experts));
+    std::vector<std::pair<int32_t, float>> picked(static_cast<size_t>(k));
+    for (int64_t t = t0; t < t1; ++t) {
+      float* p = probs + t * num_experts;
+      softmax_row(p, num_experts, p);
+      for (int64_t e = 0; e < num_experts; ++e) order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
+      // (probability desc, id asc); NaN ranks last, so the order is a strict weak one.
+      auto key = [&](int32_t e) { return std::isnan(p[e]) ? -INFINITY : p[e]; };
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+        return key(a) > key(b) || (key(a) == key(b) && a < b);
+      });
+      float sum = 0.0f;
+      for (int64_t j = 0; j < k; ++j) sum += p[order[static_cast<size_t>(j)]];
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t e = order[static_cast<size_t>(j)];
+        picked[static_cast<size_t>(j)] = {e, c.norm_topk_prob ? p[e] / sum : p[e]};
+      }
+      std::sort(picked.begin(), picked.end());
+      for (int64_t j = 0; j < k; ++j) {
+        expert[static_cast<size_t>(t * k + j)] = picked[static_cast<size_t>(j)].first;
+        weight[static_cast<size_t>(t * k + j)] = picked[static_cast<size_t>(j)].second;
+      }
+    }
+  });
+
+  // Group the (token, expert) pairs by expert (counting sort; tokens ascending within an expert).
+  std::vector<int64_t> begin(static_cast<size_t>(num_experts) + 1, 0);
+  for (int32_t e : expert) ++begin[static_cast<size_t>(e) + 1];
+  for (int64_t e = 0; e < num_experts; ++e) begin[static_cast<size_t>(e) + 1] += begin[static_cast<size_t>(e)];
+  std::vector<int64_t> fill(begin.begin(), begin.end() - 1);
+  std::vector<int64_t> row_of(static_cast<size_t>(rows));  // pair (t, j) → its row in xg / y
+  for (int64_t i = 0; i < rows; ++i) row_of[static_cast<size_t>(i)] = fill[static_cast<size_t>(expert[static_cast<size_t>(i)])]++;
+  for_tokens([&](int64_t t0, int64_t t1) {
+    for (int64_t i = t0 * k; i < t1 * k; ++i)
+      std::memcpy(xg + row_of[static_cast<size_t>(i)] * hidden, x + (i / k) * hidden, static_cast<size_t>(hidden) * sizeof(float));
+  });
+
+  // Each expert over its tokens: its weights are read once for all of them.
+  for (int64_t e = 0; e < num_experts; ++e) {
+    const int64_t r0 = begin[static_cast<size_t>(e)];
+    const int64_t m = begin[static_cast<size_t>(e) + 1] - r0;
+    if (m == 0) continue;
+    const ExpertWeights& w = l.experts[static_cast<size_t>(e)];
+    gemm(xg + r0 * hidden, m, hidden, w.gate_up_proj, gate_up + r0 * 2 * mi, 2 * mi, pool_);
+    silu_mul(gate_up + r0 * 2 * mi, m, mi, 2 * mi, act + r0 * mi, mi);
+    gemm(act + r0 * mi, m, mi, w.down_proj, y + r0 * hidden, hidden, pool_);
+  }
+
+  // Combine: Σ over the token's experts in ascending id of weight · output, from +0.
+  for_tokens([&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* out = delta + t * hidden;
+      std::fill(out, out + hidden, 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        const float w = weight[static_cast<size_t>(t * k + j)];
+        const float* yr = y + row_of[static_cast<size_t>(t * k + j)] * hidden;
+        for (int64_t i = 0; i < hidden; ++i) out[i] += w * yr[i];
+      }
+    }
+  });
 }
 
 void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits) const {
@@ -166,7 +277,7 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
   // Activations live in one arena reused across calls (it only grows), so a prefill does not pay
   // for fresh zeroed pages on every step.
   const size_t sizes[] = {n * hidden, n * hidden, n * qkv_dim, n * q_dim, n * 2 * inter, n * inter,
-                          n * hidden, n * head_dim};
+                          n * hidden, n * head_dim, c.is_moe() ? moe_scratch_floats(num_tokens) : 0};
   size_t total = 0;
   for (size_t sz : sizes) total += sz;
   if (arena_.size() < total) arena_.resize(total);
@@ -184,6 +295,7 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
   std::span<float> act = take(sizes[5]);      // [num_tokens, intermediate_size]
   std::span<float> delta = take(sizes[6]);    // [num_tokens, hidden_size] a sublayer's output
   std::span<float> cos_sin = take(sizes[7]);  // [num_tokens, 2, head_dim / 2]
+  std::span<float> moe = take(sizes[8]);      // moe_block's scratch
 
   embedding(embed_tokens_, batch.token_ids.data(), num_tokens, h.data());
   rope_cos_sin(batch.positions.data(), num_tokens, inv_freq_, cos_sin.data());
@@ -229,12 +341,16 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
       rms_norm(h.data() + t0 * hidden, t1 - t0, hidden, hidden, l.post_attention_layernorm.data(), eps,
                x.data() + t0 * hidden, hidden);
     });
-    gemm(x.data(), num_tokens, hidden, l.gate_up_proj, gate_up.data(), 2 * inter, pool_);
-    for_tokens([&](int64_t t0, int64_t t1) {
-      add_bias(gate_up.data() + t0 * 2 * inter, t1 - t0, 2 * inter, 2 * inter, l.gate_up_bias);
-      silu_mul(gate_up.data() + t0 * 2 * inter, t1 - t0, inter, 2 * inter, act.data() + t0 * inter, inter);
-    });
-    gemm(act.data(), num_tokens, inter, l.down_proj, delta.data(), hidden, pool_);
+    if (l.is_moe()) {
+      moe_block(l, x.data(), num_tokens, delta.data(), moe.data());
+    } else {
+      gemm(x.data(), num_tokens, hidden, l.gate_up_proj, gate_up.data(), 2 * inter, pool_);
+      for_tokens([&](int64_t t0, int64_t t1) {
+        add_bias(gate_up.data() + t0 * 2 * inter, t1 - t0, 2 * inter, 2 * inter, l.gate_up_bias);
+        silu_mul(gate_up.data() + t0 * 2 * inter, t1 - t0, inter, 2 * inter, act.data() + t0 * inter, inter);
+      });
+      gemm(act.data(), num_tokens, inter, l.down_proj, delta.data(), hidden, pool_);
+    }
     for_tokens([&](int64_t t0, int64_t t1) {
       add_bias(delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.down_bias);
       add_residual(h.data() + t0 * hidden, delta.data() + t0 * hidden, static_cast<size_t>((t1 - t0) * hidden));

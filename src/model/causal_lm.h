@@ -1,7 +1,18 @@
-// The dense decoder-only transformer shared by Qwen3ForCausalLM and LlamaForCausalLM.
-// The two differ only in configuration data (Qwen3: per-head q/k RMSNorm; Llama: llama3 rope
-// scaling, optional biases), so one forward pass serves both (Hugging Face modeling_qwen3.py,
-// modeling_llama.py). Weights are repacked once at load (kernels/packed_matrix.h).
+// The decoder-only transformer shared by Qwen3ForCausalLM, Qwen3MoeForCausalLM and
+// LlamaForCausalLM. They differ only in configuration data (Qwen3: per-head q/k RMSNorm; Llama:
+// llama3 rope scaling, optional biases; Qwen3-MoE: a sparse MoE block instead of the MLP on the
+// layers config.is_moe_layer selects), so one forward pass serves all three (Hugging Face
+// modeling_qwen3.py, modeling_qwen3_moe.py, modeling_llama.py). Weights are repacked once at load
+// (kernels/packed_matrix.h).
+//
+// The MoE block (DESIGN.md §2, canonical routing): router logits by the canonical GEMM; softmax
+// over the experts in float32 (kernels/softmax.h); the top num_experts_per_tok experts by
+// (probability desc, expert id asc), so ties go to the lower id; with norm_topk_prob each weight is
+// divided by the float32 sum of the selected probabilities taken in that same order; each selected
+// expert computes down(silu(gate(x)) · up(x)); the token's output is the sum over its experts in
+// ascending expert id of weight · output, one float32 multiply then add per term, from +0.
+// Tokens are grouped by expert so each expert's weights are read once per step; because GEMM is
+// per-row invariant, grouping never changes a bit.
 //
 // Thread-safety: forward() may not run concurrently on one instance (it uses the thread pool and
 // an activation arena owned by the instance).
@@ -19,6 +30,12 @@
 
 namespace ditto {
 
+// One expert of a sparse MoE layer.
+struct ExpertWeights {
+  PackedMatrix gate_up_proj;  // [2·moe_intermediate_size, hidden_size] gate, up fused
+  PackedMatrix down_proj;     // [hidden_size, moe_intermediate_size]
+};
+
 struct DecoderLayerWeights {
   std::vector<float> input_layernorm;           // [hidden_size] f32
   PackedMatrix qkv_proj;                        // [q_dim + 2·kv_dim, hidden_size] q, k, v fused
@@ -32,6 +49,10 @@ struct DecoderLayerWeights {
   std::vector<float> gate_up_bias;              // [2·intermediate_size] f32, empty without mlp_bias
   PackedMatrix down_proj;                       // [hidden_size, intermediate_size]
   std::vector<float> down_bias;                 // [hidden_size] f32, empty without mlp_bias
+  // Sparse MoE layers (gate_up_proj/down_proj above are then empty):
+  PackedMatrix router;                          // [num_experts, hidden_size] mlp.gate.weight
+  std::vector<ExpertWeights> experts;           // [num_experts]
+  bool is_moe() const { return !experts.empty(); }
 };
 
 struct LoadStats {
@@ -45,17 +66,17 @@ class CausalLM {
   // Loads a Hugging Face model directory: config.json, then every tensor the config implies
   // (validated for presence and shape before anything is packed). `pool` is used for packing
   // and by forward(); it must outlive the model.
-  // Throws Error naming the file and key/tensor for any malformed or missing input, and
-  // Error(kInvalidArgument) for Qwen3-MoE (its forward pass is not implemented yet).
+  // Throws Error naming the file and key/tensor for any malformed or missing input.
   static std::unique_ptr<CausalLM> load(const std::string& model_dir, ThreadPool* pool);
 
   const ModelConfig& config() const { return config_; }
   const LoadStats& load_stats() const { return load_stats_; }
 
   // Bytes of weights one decode step reads at batch size 1: every layer's packed matrices and
-  // norm vectors, the final norm and the LM head (the embedding table when tied); one embedding
-  // row is negligible and not counted. The denominator of the decode roofline:
-  // tokens/s ≤ read bandwidth ÷ decode_weight_bytes().
+  // norm vectors, the final norm and the LM head (the embedding table when tied); on MoE layers
+  // the router and num_experts_per_tok experts (the *active* weights; every expert is the same
+  // size). One embedding row is negligible and not counted. The denominator of the decode
+  // roofline: tokens/s ≤ read bandwidth ÷ decode_weight_bytes().
   int64_t decode_weight_bytes() const;
 
   // Runs the model over a flat batch: writes every token's K/V into `cache` at its slot, then
@@ -68,6 +89,12 @@ class CausalLM {
 
  private:
   CausalLM() = default;
+
+  // The sparse MoE block for x [num_tokens, hidden_size] into delta [num_tokens, hidden_size]
+  // (see the file comment). scratch holds moe_scratch_floats(num_tokens) floats.
+  void moe_block(const DecoderLayerWeights& l, const float* x, int64_t num_tokens, float* delta,
+                 float* scratch) const;
+  size_t moe_scratch_floats(int64_t num_tokens) const;
 
   ModelConfig config_;
   ThreadPool* pool_ = nullptr;
