@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/memory_info.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "model/causal_lm.h"
@@ -22,6 +23,11 @@ LLM::LLM(const LLMOptions& options) : options_(options) {
   model_dir_ = resolve_model_path(options.model);
   pool_ = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : default_num_threads());
   model_ = CausalLM::load(model_dir_, pool_.get());
+  // The KV cache is allocated when an engine starts; say now if it cannot fit.
+  if (const std::optional<int64_t> available = mem_available_bytes(); available && options.kv_cache_memory > *available)
+    throw Error(ErrorCode::kResourceExhausted,
+                "kv_cache_memory (--kv-cache-memory) is " + format_gib(options.kv_cache_memory) + " but only " +
+                    format_gib(*available) + " is available after loading the model (MemAvailable, /proc/meminfo)");
   tokenizer_ = Tokenizer::load(model_dir_);
   try {
     chat_template_ = std::make_unique<ChatTemplate>(ChatTemplate::load(model_dir_));

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/memory_info.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/embedding.h"
@@ -87,6 +88,14 @@ std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_dir, ThreadPoo
   const ModelConfig& c = m->config_;
   const WeightStore store = WeightStore::open(model_dir);
   validate_weights(c, store);
+  // The packed weights are one anonymous copy (each tensor's mapped pages are released once it
+  // is packed), so loading needs about the checkpoint's size. Refuse now, with the numbers, rather
+  // than be killed for memory halfway.
+  if (const std::optional<int64_t> available = mem_available_bytes(); available && store.total_bytes() > *available)
+    throw Error(ErrorCode::kResourceExhausted,
+                model_dir + ": the weights need " + format_gib(store.total_bytes()) + " of memory, but " +
+                    format_gib(*available) + " is available (MemAvailable, /proc/meminfo); free memory or use a "
+                    "machine with more");
   m->load_stats_.num_tensors = static_cast<int64_t>(expected_tensors(c).size());
   m->load_stats_.weight_bytes = store.total_bytes();
   m->inv_freq_ = rope_inv_freq(c);

@@ -66,7 +66,9 @@ class CausalLM {
   // Loads a Hugging Face model directory: config.json, then every tensor the config implies
   // (validated for presence and shape before anything is packed). `pool` is used for packing
   // and by forward(); it must outlive the model.
-  // Throws Error naming the file and key/tensor for any malformed or missing input.
+  // Throws Error naming the file and key/tensor for any malformed or missing input, and
+  // Error(kResourceExhausted) when the weights need more memory than the machine has available
+  // (core/memory_info.h), before anything is loaded.
   static std::unique_ptr<CausalLM> load(const std::string& model_dir, ThreadPool* pool);
 
   const ModelConfig& config() const { return config_; }

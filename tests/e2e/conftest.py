@@ -19,10 +19,11 @@ def ditto_bin():
     return str(path)
 
 
-def run_ditto(ditto_bin, *args, check=True, input_text=None):
-    """Runs ditto (stdin: input_text); returns the CompletedProcess (text mode)."""
+def run_ditto(ditto_bin, *args, check=True, input_text=None, env=None):
+    """Runs ditto (stdin: input_text, environment: env or ours); returns the CompletedProcess
+    (text mode)."""
     proc = subprocess.run([ditto_bin, *map(str, args)], capture_output=True, text=True, timeout=900,
-                          input=input_text)
+                          input=input_text, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"ditto {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
     return proc

@@ -43,3 +43,24 @@ def test_bad_fault_name(ditto_bin, model):
     proc = run_ditto(ditto_bin, "check-invariance", "--model", model, "--inject-fault", "cosmic-ray", check=False)
     assert proc.returncode == 1
     assert "the only fault is 'batch-size'" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def moe_model(ditto_bin, tmp_path_factory):
+    """Qwen3-30B-A3B's configuration cut to 2 layers and 16 experts (top 8 stays: routing picks
+    half of them per token)."""
+    out = tmp_path_factory.mktemp("qwen3moecheck") / "m"
+    run_ditto(ditto_bin, "make-test-model", "--preset", "qwen3-30b-a3b", "--num-hidden-layers", "2",
+              "--num-experts", "16", "--seed", "9", "--out", out)
+    return out
+
+
+def test_every_row_matches_on_qwen3_moe(ditto_bin, moe_model):
+    report = json.loads(run_ditto(ditto_bin, "check-invariance", "--model", moe_model, *ARGS).stdout)
+    assert len(report["rows"]) == 11
+    for r in report["rows"]:
+        assert r["mismatches"] == 0, r
+        assert r["cases"] > 0 and r["tokens_compared"] > 0, r
+    proc = run_ditto(ditto_bin, "check-invariance", "--model", moe_model, *ARGS, "--inject-fault", "batch-size",
+                     check=False)
+    assert proc.returncode == 1 and json.loads(proc.stdout)["mismatches"] > 0
