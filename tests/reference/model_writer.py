@@ -113,12 +113,26 @@ def write_model(model_dir: str, config: dict, weights: Dict[str, object], dtype:
     return exact
 
 
+def sparse_layers(config: dict) -> list:
+    """Qwen3-MoE: the layers that hold a sparse MoE block (written out here, independently of
+    reference.py): not in mlp_only_layers, num_experts > 0, (layer+1) % decoder_sparse_step == 0."""
+    if config.get("model_type") != "qwen3_moe":
+        return []
+    step = config.get("decoder_sparse_step", 1)
+    only = config.get("mlp_only_layers") or []
+    return [li for li in range(config["num_hidden_layers"])
+            if li not in only and config["num_experts"] > 0 and (li + 1) % step == 0]
+
+
 def random_weights(config: dict, seed: int = 0, std: float = 0.02,
                    random_norms: bool = False, lazy: bool = False) -> Dict[str, object]:
-    """Random normal weights (std) in HF naming for a Qwen3 / Llama config; norms = 1 unless
-    random_norms; biases (if the config enables them) std*10. Each tensor has its own
-    seed derived from (seed, its index). lazy=True returns `Lazy` tensors."""
-    qwen3 = config.get("model_type") == "qwen3"
+    """Random normal weights (std) in HF naming for a Qwen3 / Qwen3-MoE / Llama config; norms
+    = 1 unless random_norms; biases (if the config enables them) std*10. Each tensor has its
+    own seed derived from (seed, its index). lazy=True returns `Lazy` tensors.
+    Qwen3-MoE sparse layers get mlp.gate.weight [E, H] and mlp.experts.{e}.{gate,up,down}_proj
+    (moe_intermediate_size); its other layers the dense MLP (intermediate_size)."""
+    qwen3 = config.get("model_type") in ("qwen3", "qwen3_moe")
+    sparse = set(sparse_layers(config))
     H = config["hidden_size"]
     nh = config["num_attention_heads"]
     nkv = config.get("num_key_value_heads") or nh
@@ -145,6 +159,14 @@ def random_weights(config: dict, seed: int = 0, std: float = 0.02,
             add(p + "self_attn.q_norm.weight", (d,), "norm")
             add(p + "self_attn.k_norm.weight", (d,), "norm")
         add(p + "post_attention_layernorm.weight", (H,), "norm")
+        if li in sparse:
+            E, Im = config["num_experts"], config["moe_intermediate_size"]
+            add(p + "mlp.gate.weight", (E, H))
+            for e in range(E):
+                add(p + f"mlp.experts.{e}.gate_proj.weight", (Im, H))
+                add(p + f"mlp.experts.{e}.up_proj.weight", (Im, H))
+                add(p + f"mlp.experts.{e}.down_proj.weight", (H, Im))
+            continue
         add(p + "mlp.gate_proj.weight", (I, H))
         add(p + "mlp.up_proj.weight", (I, H))
         add(p + "mlp.down_proj.weight", (H, I))

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Independent float64 reference ("oracle") for Hugging Face causal-LM checkpoints.
 
-Supported architectures: ``Qwen3ForCausalLM`` and ``LlamaForCausalLM`` (dense).
+Supported architectures: ``Qwen3ForCausalLM``, ``LlamaForCausalLM`` (dense) and
+``Qwen3MoeForCausalLM`` (Qwen3-30B-A3B family).
 
-This file is written from the Hugging Face ``transformers`` semantics
-(modeling_qwen3.py, modeling_llama.py, modeling_rope_utils.py), NOT from ditto's
+This file is written from the Hugging Face ``transformers`` semantics (modeling_qwen3.py,
+modeling_qwen3_moe.py, modeling_llama.py, modeling_rope_utils.py), NOT from ditto's
 C++ code, so that it can catch errors in ditto rather than reproduce them.
 Everything is computed in float64 NumPy; the weights are decoded exactly from
 their stored dtype (BF16 / F16 / F32 / F64) to float64.
@@ -15,16 +16,35 @@ Forward pass (per token row, causal):
     for each layer:
         x  = RMSNorm(h; input_layernorm)
         q, k, v = x Wq^T (+bq), x Wk^T (+bk), x Wv^T (+bv)      split into heads
-        Qwen3 only: q, k = RMSNorm_head(q; q_norm), RMSNorm_head(k; k_norm)
+        Qwen3 / Qwen3-MoE: q, k = RMSNorm_head(q; q_norm), RMSNorm_head(k; k_norm)
         q, k = RoPE(q), RoPE(k)     rotate-half convention, angle = pos * inv_freq
         [kv_cache_dtype="bfloat16": k, v rounded to bf16, round-to-nearest-even]
         a  = softmax(q k^T * head_dim**-0.5 + causal mask) v    (GQA: kv head = h // group)
         h  = h + a Wo^T (+bo)
         x  = RMSNorm(h; post_attention_layernorm)
-        h  = h + down(silu(gate(x)) * up(x))
+        h  = h + down(silu(gate(x)) * up(x))                    dense layers, or
+        h  = h + MoE(x)                                          Qwen3-MoE sparse layers
     logits = RMSNorm(h; norm) lm_head^T     (lm_head = embed_tokens when tied)
 
 RMSNorm(x; w) = x / sqrt(mean(x^2) + eps) * w.
+
+Qwen3-MoE (Qwen3MoeSparseMoeBlock). A layer is sparse iff it is not in mlp_only_layers,
+num_experts > 0 and (layer + 1) % decoder_sparse_step == 0; other layers use the dense
+MLP above (mlp.{gate,up,down}_proj, intermediate_size). For a sparse layer, per token x:
+
+    router_logits = x Wgate^T                       Wgate = mlp.gate.weight [E, hidden]
+    p = softmax(router_logits)                      float64, over all E experts
+    S = the k = num_experts_per_tok experts of largest p; equal p -> the LOWER expert id
+        is ranked first (ditto's canonical rule; HF leaves it to torch.topk)
+    w_e = p_e, or p_e / sum_{j in S} p_j when norm_topk_prob
+    MoE(x) = sum_{e in S, ascending e} w_e * down_e(silu(gate_e(x)) * up_e(x))
+             (accumulated from 0; expert weights mlp.experts.{e}.{gate,up,down}_proj.weight,
+              moe_intermediate_size)
+
+Pass ``routing=[]`` to ``log_softmax_variants`` / ``Model.forward_variants`` to get the
+router logits, probabilities, selected experts and weights of every sparse layer, and
+``Routing.kth_margin()`` for the gap between the k-th and (k+1)-th expert (near-ties are
+where a float32 computation may legitimately choose a different expert).
 
 Memory: tensors are memory-mapped and converted to float64 one at a time; the
 embedding is gathered for the requested token rows only and the lm_head is applied
@@ -35,7 +55,7 @@ Public API:
     load_model(model_dir) -> Model
     logits(model_dir, token_ids, kv_cache_dtype="float64") -> float64 [T, vocab]
     log_softmax(model_dir, token_ids, kv_cache_dtype="float64") -> float64 [T, vocab]
-    log_softmax_variants(model_dir, token_ids, variants) -> list of float64 [T, vocab]
+    log_softmax_variants(model_dir, token_ids, variants, routing=None) -> list of [T, vocab]
     round_to_bf16(x) -> float64 array holding bf16-representable values (RNE)
 
 The keyword arguments starting with ``_debug_`` are TEST-ONLY deliberate bugs used
@@ -45,6 +65,7 @@ use them for anything else. ``_emulate_float32`` runs the same algorithm in floa
 
 CLI:
     /usr/bin/python3 tests/reference/reference.py MODEL_DIR 1,2,3 [--kv-cache-dtype bfloat16]
+        [--top 5] [--routing]     (--routing: MoE experts, weights and k-th margins per token)
 """
 
 from __future__ import annotations
@@ -69,6 +90,8 @@ DEBUG_FLAGS = (
     "_debug_interleaved_rope",   # rotate pairs (2i, 2i+1) instead of (i, i + d/2)
     "_debug_no_rope_scaling",    # ignore rope_scaling (llama3) -> plain inv_freq
     "_debug_no_causal_mask",     # let every position attend to every position
+    "_debug_moe_no_topk_renorm",  # MoE: ignore norm_topk_prob (never renormalise)
+    "_debug_moe_swap_kth_expert",  # MoE: take the (k+1)-th expert instead of the k-th
     "_emulate_float32",          # diagnostic: compute in float32 instead of float64
 )
 
@@ -181,7 +204,7 @@ class SafeTensors:
 
 @dataclass
 class Config:
-    arch: str                      # "qwen3" or "llama"
+    arch: str                      # "qwen3", "qwen3_moe" or "llama"
     vocab_size: int
     hidden_size: int
     intermediate_size: int
@@ -195,33 +218,59 @@ class Config:
     tie_word_embeddings: bool
     attention_bias: bool
     mlp_bias: bool
+    # Qwen3-MoE only (num_experts == 0 for dense models)
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    decoder_sparse_step: int = 1
+    mlp_only_layers: tuple = ()
+    norm_topk_prob: bool = False
     raw: dict = field(default_factory=dict)
+
+    @property
+    def qk_norm(self) -> bool:
+        """Qwen3 and Qwen3-MoE RMS-normalise every q and k head before RoPE."""
+        return self.arch in ("qwen3", "qwen3_moe")
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """transformers' Qwen3MoeDecoderLayer: sparse block iff the layer is not in
+        mlp_only_layers, num_experts > 0 and (layer + 1) % decoder_sparse_step == 0."""
+        return (layer not in self.mlp_only_layers and self.num_experts > 0
+                and (layer + 1) % self.decoder_sparse_step == 0)
 
 
 def load_config(model_dir: str) -> Config:
     """config.json with the Hugging Face class defaults for missing keys.
 
-    Defaults (from transformers' Qwen3Config / LlamaConfig):
-      - head_dim: Qwen3Config default 128; LlamaConfig default hidden_size // num_heads.
-        (null -> hidden_size // num_attention_heads for both)
+    Defaults (from transformers' Qwen3Config / Qwen3MoeConfig / LlamaConfig):
+      - head_dim: Qwen3Config default 128; LlamaConfig default hidden_size // num_heads;
+        Qwen3MoeConfig has no default (the attention uses hidden_size // num_heads).
+        (null -> hidden_size // num_attention_heads for all)
       - num_key_value_heads: null -> num_attention_heads (Llama absent -> same);
-        Qwen3Config's class default when the key is absent is 32.
+        the class default when the key is absent is 32 (Qwen3Config), 4 (Qwen3MoeConfig).
       - rms_norm_eps 1e-6, rope_theta 10000, tie_word_embeddings False,
         attention_bias False, mlp_bias False (Llama only; Qwen3 MLP has no bias).
       - rope_theta / rope_scaling may also come from the newer ``rope_parameters`` dict.
+      - Qwen3MoeConfig: hidden_size 2048, intermediate_size 6144 (the dense MLP of
+        mlp_only layers), num_hidden_layers 24, num_experts 128, num_experts_per_tok 8,
+        moe_intermediate_size 768, decoder_sparse_step 1, mlp_only_layers None -> [],
+        norm_topk_prob False (the Qwen3-30B-A3B config.json sets it true).
     """
     with open(os.path.join(model_dir, "config.json")) as f:
         c = json.load(f)
     archs = c.get("architectures") or []
     model_type = c.get("model_type", "")
-    if "Qwen3ForCausalLM" in archs or model_type == "qwen3":
+    if "Qwen3MoeForCausalLM" in archs or model_type == "qwen3_moe":
+        arch = "qwen3_moe"
+    elif "Qwen3ForCausalLM" in archs or model_type == "qwen3":
         arch = "qwen3"
     elif "LlamaForCausalLM" in archs or model_type == "llama":
         arch = "llama"
     else:
         raise ValueError(f"unsupported architecture {archs} / model_type {model_type!r}")
 
-    hidden = int(c.get("hidden_size", 4096))
+    moe = arch == "qwen3_moe"
+    hidden = int(c.get("hidden_size", 2048 if moe else 4096))
     heads = int(c.get("num_attention_heads", 32))
     if "head_dim" in c and c["head_dim"] is not None:
         head_dim = int(c["head_dim"])
@@ -231,8 +280,8 @@ def load_config(model_dir: str) -> Config:
         head_dim = hidden // heads
     if c.get("num_key_value_heads") is not None:
         kv_heads = int(c["num_key_value_heads"])
-    elif "num_key_value_heads" not in c and arch == "qwen3":
-        kv_heads = 32
+    elif "num_key_value_heads" not in c and arch in ("qwen3", "qwen3_moe"):
+        kv_heads = 4 if moe else 32
     else:
         kv_heads = heads
 
@@ -251,15 +300,34 @@ def load_config(model_dir: str) -> Config:
         raise NotImplementedError("partial_rotary_factor != 1")
     if c.get("hidden_act", "silu") != "silu":
         raise NotImplementedError(f"hidden_act {c.get('hidden_act')!r}")
-    if arch == "qwen3" and c.get("use_sliding_window", False):
+    if arch != "llama" and c.get("use_sliding_window", False):
         raise NotImplementedError("use_sliding_window=true")
+
+    moe_kw = {}
+    if moe:
+        mlp_only = c.get("mlp_only_layers")
+        moe_kw = dict(
+            num_experts=int(c.get("num_experts", 128)),
+            num_experts_per_tok=int(c.get("num_experts_per_tok", 8)),
+            moe_intermediate_size=int(c.get("moe_intermediate_size", 768)),
+            decoder_sparse_step=int(c.get("decoder_sparse_step", 1)),
+            mlp_only_layers=tuple(int(i) for i in (mlp_only or [])),
+            norm_topk_prob=bool(c.get("norm_topk_prob", False)),
+        )
+        if moe_kw["num_experts"] < 0 or moe_kw["decoder_sparse_step"] < 1:
+            raise ValueError("num_experts must be >= 0 and decoder_sparse_step >= 1")
+        if moe_kw["num_experts"] > 0 and not (
+                1 <= moe_kw["num_experts_per_tok"] <= moe_kw["num_experts"]):
+            raise ValueError(f"num_experts_per_tok {moe_kw['num_experts_per_tok']} must be in "
+                             f"[1, num_experts={moe_kw['num_experts']}]")
 
     return Config(
         arch=arch,
-        vocab_size=int(c.get("vocab_size", 151936 if arch == "qwen3" else 32000)),
+        vocab_size=int(c.get("vocab_size", 151936 if arch != "llama" else 32000)),
         hidden_size=hidden,
-        intermediate_size=int(c.get("intermediate_size", 22016 if arch == "qwen3" else 11008)),
-        num_hidden_layers=int(c.get("num_hidden_layers", 32)),
+        intermediate_size=int(c.get("intermediate_size", 6144 if moe else
+                                    22016 if arch == "qwen3" else 11008)),
+        num_hidden_layers=int(c.get("num_hidden_layers", 24 if moe else 32)),
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
         head_dim=head_dim,
@@ -270,6 +338,7 @@ def load_config(model_dir: str) -> Config:
         attention_bias=bool(c.get("attention_bias", False)),
         mlp_bias=bool(c.get("mlp_bias", False)) if arch == "llama" else False,
         raw=c,
+        **moe_kw,
     )
 
 
@@ -352,6 +421,69 @@ def _apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bo
 
 
 # --------------------------------------------------------------------------------------
+# Qwen3-MoE routing
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class Routing:
+    """What one sparse MoE layer decided for one variant (all arrays float64 / int64).
+
+    router_logits [T, num_experts]; probs = softmax(router_logits) [T, num_experts];
+    experts [T, k]: the selected ids in rank order (highest probability first, ties to the
+    lower id); weights [T, k]: the mixing weights (renormalised when norm_topk_prob).
+    """
+    layer: int
+    router_logits: np.ndarray
+    probs: np.ndarray
+    experts: np.ndarray
+    weights: np.ndarray
+
+    def kth_margin(self):
+        """(prob_margin [T], logit_gap [T]): how far the k-th choice is from the (k+1)-th.
+
+        prob_margin = p_(k) - p_(k+1) and logit_gap = log p_(k) - log p_(k+1) for the sorted
+        routing probabilities. A computation whose router logits differ from these by more
+        than about logit_gap / 2 may legitimately pick a different expert set. Infinite when
+        k == num_experts (every expert is taken, nothing to flip)."""
+        T, E = self.probs.shape
+        k = self.experts.shape[1]
+        if k >= E:
+            return np.full(T, np.inf), np.full(T, np.inf)
+        order = _topk_order(self.probs)
+        rows = np.arange(T)
+        pk, pk1 = self.probs[rows, order[:, k - 1]], self.probs[rows, order[:, k]]
+        lk = self.router_logits[rows, order[:, k - 1]]
+        lk1 = self.router_logits[rows, order[:, k]]
+        return pk - pk1, lk - lk1
+
+
+def _topk_order(probs: np.ndarray) -> np.ndarray:
+    """Expert ids of each row sorted by probability descending, equal probabilities by
+    ascending id (ditto's canonical tie rule; a stable sort keeps ids ascending)."""
+    return np.argsort(-probs, axis=-1, kind="stable")
+
+
+def _route(router_logits: np.ndarray, k: int, norm_topk_prob: bool, swap_kth: bool):
+    """transformers' Qwen3MoeSparseMoeBlock routing, with the tie rule made explicit:
+    probs = softmax(router_logits); the k most probable experts; weights = their probs,
+    divided by their sum when norm_topk_prob. Returns (probs, experts [T,k], weights [T,k])."""
+    z = router_logits - np.max(router_logits, axis=-1, keepdims=True)
+    e = np.exp(z)
+    probs = e / np.sum(e, axis=-1, keepdims=True)
+    order = _topk_order(probs)
+    if swap_kth:  # TEST-ONLY bug: ranks 0..k-2 and k
+        if k >= probs.shape[-1]:
+            raise ValueError("_debug_moe_swap_kth_expert needs num_experts_per_tok < num_experts")
+        experts = np.concatenate([order[:, :k - 1], order[:, k:k + 1]], axis=1)
+    else:
+        experts = order[:, :k]
+    weights = np.take_along_axis(probs, experts, axis=1)
+    if norm_topk_prob:
+        weights = weights / np.sum(weights, axis=-1, keepdims=True)
+    return probs, experts, weights
+
+
+# --------------------------------------------------------------------------------------
 # model
 # --------------------------------------------------------------------------------------
 
@@ -402,12 +534,80 @@ class Model:
                 y = y + b
         return y.reshape(*lead, -1)
 
+    def _dense_mlp(self, x: np.ndarray, p: str, intermediate: int, bias: bool,
+                   dt) -> np.ndarray:
+        """down(silu(gate(x)) * up(x)); x [..., hidden] -> [..., hidden]. p ends in "mlp."."""
+        g = self._linear(x, p + "gate_proj.weight", p + "gate_proj.bias", bias, dt)
+        if g.shape[-1] != intermediate:
+            raise ValueError(f"{p}gate_proj.weight has {g.shape[-1]} rows, expected "
+                             f"{intermediate}")
+        u = self._linear(x, p + "up_proj.weight", p + "up_proj.bias", bias, dt)
+        a = _silu(g) * u
+        del g, u
+        return self._linear(a, p + "down_proj.weight", p + "down_proj.bias", bias, dt)
+
+    def _sparse_moe(self, x: np.ndarray, li: int, variants: List[dict], dt,
+                    routing_out: Optional[List[List[Routing]]]) -> np.ndarray:
+        """Qwen3MoeSparseMoeBlock. x [V, T, hidden] (one slab per variant) -> [V, T, hidden].
+
+        out[t] = sum over the selected experts e of token t, in ascending e, of
+                 weight[t, e] * down_e(silu(gate_e(x_t)) * up_e(x_t)),  starting from 0.
+        Each expert's weights are converted once and applied to the rows routed to it."""
+        cfg = self.cfg
+        p = f"model.layers.{li}.mlp."
+        V, T, H = x.shape
+        E, k = cfg.num_experts, cfg.num_experts_per_tok
+        gate = self._w(p + "gate.weight", dt)
+        if gate.shape != (E, H):
+            raise ValueError(f"{p}gate.weight shape {gate.shape} != ({E}, {H})")
+        # sel[v, t, e]: mixing weight of expert e for token t of variant v (0 if unselected)
+        sel = np.zeros((V, T, E), dtype=dt)
+        chosen = np.zeros((V, T, E), dtype=bool)
+        picked = []  # experts [T, k] per variant
+        for vi, var in enumerate(variants):
+            logits_v = x[vi] @ gate.T
+            renorm = cfg.norm_topk_prob and not var.get("_debug_moe_no_topk_renorm", False)
+            probs, experts, weights = _route(logits_v, k, renorm,
+                                             var.get("_debug_moe_swap_kth_expert", False))
+            if var.get("moe_experts_from") is not None:
+                # same expert sets as an earlier variant, weights from this variant's probs
+                experts = picked[var["moe_experts_from"]]
+                weights = np.take_along_axis(probs, experts, axis=1)
+                if renorm:
+                    weights = weights / np.sum(weights, axis=-1, keepdims=True)
+            picked.append(experts)
+            np.put_along_axis(sel[vi], experts, weights, axis=1)
+            np.put_along_axis(chosen[vi], experts, True, axis=1)
+            if routing_out is not None:
+                routing_out[vi].append(Routing(
+                    li, logits_v.astype(np.float64), probs.astype(np.float64),
+                    experts.astype(np.int64), weights.astype(np.float64)))
+        del gate
+        xf = x.reshape(V * T, H)
+        sel = sel.reshape(V * T, E)
+        chosen = chosen.reshape(V * T, E)
+        out = np.zeros((V * T, H), dtype=dt)
+        for e in range(E):  # ascending expert id: each row accumulates its experts in order
+            rows = np.nonzero(chosen[:, e])[0]
+            if len(rows) == 0:
+                continue
+            y = self._dense_mlp(xf[rows], p + f"experts.{e}.", cfg.moe_intermediate_size,
+                                False, dt)
+            out[rows] += sel[rows, e:e + 1] * y
+        return out.reshape(V, T, H)
+
     # -- forward -------------------------------------------------------------------
-    def forward_variants(self, token_ids: Sequence[int], variants: List[dict]) -> List[np.ndarray]:
+    def forward_variants(self, token_ids: Sequence[int], variants: List[dict],
+                         routing: Optional[list] = None) -> List[np.ndarray]:
         """Logits [T, vocab] (float64) for each variant, sharing one pass over the weights.
 
-        A variant is a dict of keyword options: kv_cache_dtype ("float64" | "bfloat16")
-        and the TEST-ONLY flags in DEBUG_FLAGS. All variants must agree on _emulate_float32.
+        A variant is a dict of keyword options: kv_cache_dtype ("float64" | "bfloat16"),
+        moe_experts_from (index of an EARLIER variant: every sparse layer takes that
+        variant's expert sets, while the mixing weights come from this variant's own
+        probabilities -- isolates smooth numerical effects from routing flips), and the
+        TEST-ONLY flags in DEBUG_FLAGS. All variants must agree on _emulate_float32.
+        routing: if a list is given, one list per variant is appended to it, holding a
+        `Routing` record per sparse MoE layer (in layer order); empty lists for dense models.
         """
         cfg = self.cfg
         ids = np.asarray(list(token_ids), dtype=np.int64)
@@ -415,10 +615,13 @@ class Model:
             raise ValueError("token_ids must be a non-empty 1-D sequence")
         if ids.min() < 0 or ids.max() >= cfg.vocab_size:
             raise ValueError(f"token id out of range [0, {cfg.vocab_size})")
-        for v in variants:
+        for vi, v in enumerate(variants):
             for k in v:
-                if k != "kv_cache_dtype" and k not in DEBUG_FLAGS:
+                if k not in ("kv_cache_dtype", "moe_experts_from") and k not in DEBUG_FLAGS:
                     raise TypeError(f"unknown option {k!r}")
+            src = v.get("moe_experts_from")
+            if src is not None and not (isinstance(src, int) and 0 <= src < vi):
+                raise ValueError(f"variant {vi}: moe_experts_from must name an earlier variant")
             if v.get("kv_cache_dtype", "float64") not in ("float64", "bfloat16"):
                 raise ValueError(f"kv_cache_dtype {v.get('kv_cache_dtype')!r}")
         emu = {bool(v.get("_emulate_float32", False)) for v in variants}
@@ -443,6 +646,7 @@ class Model:
             rope.append((np.cos(ang).astype(dt), np.sin(ang).astype(dt)))
         causal = np.tril(np.ones((T, T), dtype=bool))
 
+        per_variant = [[] for _ in variants] if routing is not None else None
         emb = self.st.f64("model.embed_tokens.weight", rows=ids).astype(dt)
         h = np.broadcast_to(emb, (V, T, H)).copy()
         del emb
@@ -458,13 +662,13 @@ class Model:
             q = q.reshape(V, T, nh, d)
             k = k.reshape(V, T, nkv, d)
             vv = vv.reshape(V, T, nkv, d)
-            if cfg.arch == "qwen3":
+            if cfg.qk_norm:
                 qn = self._w(p + "self_attn.q_norm.weight", dt)
                 kn = self._w(p + "self_attn.k_norm.weight", dt)
             attn = np.empty((V, T, nh, d), dtype=dt)
             for vi, var in enumerate(variants):
                 qi, ki, vi_ = q[vi], k[vi], vv[vi]
-                if cfg.arch == "qwen3" and not var.get("_debug_skip_qk_norm", False):
+                if cfg.qk_norm and not var.get("_debug_skip_qk_norm", False):
                     qi = _rms_norm(qi, qn, eps)
                     ki = _rms_norm(ki, kn, eps)
                 if not var.get("_debug_disable_rope", False):
@@ -488,15 +692,13 @@ class Model:
             o = self._linear(attn.reshape(V, T, nh * d), p + "self_attn.o_proj.weight",
                              p + "self_attn.o_proj.bias", ab, dt)
             h = h + o
-            # ---- MLP block ----
+            # ---- MLP block: Qwen3-MoE's sparse block on the layers the config selects ----
             x = _rms_norm(h, self._w(p + "post_attention_layernorm.weight", dt), eps)
-            mb = cfg.mlp_bias
-            g = self._linear(x, p + "mlp.gate_proj.weight", p + "mlp.gate_proj.bias", mb, dt)
-            u = self._linear(x, p + "mlp.up_proj.weight", p + "mlp.up_proj.bias", mb, dt)
-            a = _silu(g) * u
-            del g, u
-            h = h + self._linear(a, p + "mlp.down_proj.weight", p + "mlp.down_proj.bias", mb, dt)
-            del a
+            if cfg.is_moe_layer(li):
+                h = h + self._sparse_moe(x, li, variants, dt, per_variant)
+            else:
+                h = h + self._dense_mlp(x, p + "mlp.", cfg.intermediate_size, cfg.mlp_bias, dt)
+            del x
 
         hn = _rms_norm(h, self._w("model.norm.weight", dt), eps).reshape(V * T, H)
         logits = np.empty((V * T, cfg.vocab_size), dtype=np.float64)
@@ -505,6 +707,8 @@ class Model:
             wc = self.st.f64(self.lm_head_name, rows=slice(r0, r1)).astype(dt, copy=False)
             logits[:, r0:r1] = hn @ wc.T
             del wc
+        if routing is not None:
+            routing.extend(per_variant)
         return [logits[i * T:(i + 1) * T] for i in range(V)]
 
 
@@ -537,9 +741,13 @@ def log_softmax(model_dir: str, token_ids: Sequence[int], kv_cache_dtype: str = 
 
 
 def log_softmax_variants(model_dir: str, token_ids: Sequence[int],
-                         variants: List[dict]) -> List[np.ndarray]:
-    """log_softmax for several option dicts at once (one pass over the weights)."""
-    out = load_model(model_dir).forward_variants(token_ids, variants)
+                         variants: List[dict], routing: Optional[list] = None
+                         ) -> List[np.ndarray]:
+    """log_softmax for several option dicts at once (one pass over the weights).
+
+    routing: optional list that receives, per variant, the list of `Routing` records of the
+    sparse MoE layers (see Model.forward_variants)."""
+    out = load_model(model_dir).forward_variants(token_ids, variants, routing=routing)
     return [_log_softmax_rows(z) for z in out]
 
 
@@ -549,13 +757,24 @@ def main(argv=None) -> int:
     ap.add_argument("token_ids", help="comma-separated token ids, e.g. 1,2,3")
     ap.add_argument("--kv-cache-dtype", default="float64", choices=["float64", "bfloat16"])
     ap.add_argument("--top", type=int, default=1, help="top-k tokens to print per position")
+    ap.add_argument("--routing", action="store_true",
+                    help="MoE: print each sparse layer's experts, weights and k-th margin")
     args = ap.parse_args(argv)
     ids = [int(t) for t in args.token_ids.replace(" ", "").split(",") if t]
-    lp = log_softmax(args.model_dir, ids, kv_cache_dtype=args.kv_cache_dtype)
+    routing: list = []
+    lp = log_softmax_variants(args.model_dir, ids, [{"kv_cache_dtype": args.kv_cache_dtype}],
+                              routing=routing)[0]
     for i, tok in enumerate(ids):
         order = np.argsort(-lp[i], kind="stable")[:args.top]
         best = "  ".join(f"{int(j)}:{lp[i, j]:.6f}" for j in order)
         print(f"pos {i} token {tok} -> {best}")
+    if args.routing:
+        for r in routing[0]:
+            pm, gap = r.kth_margin()
+            for i in range(len(ids)):
+                ex = " ".join(f"{int(e)}:{w:.4f}" for e, w in zip(r.experts[i], r.weights[i]))
+                print(f"layer {r.layer} pos {i} experts {ex}  k-th margin p {pm[i]:.3e} "
+                      f"logit {gap[i]:.3e}")
     return 0
 
 
