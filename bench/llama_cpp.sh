@@ -7,11 +7,13 @@
 #   bench/llama_cpp.sh bench MODEL_DIR     llama-bench -p 512 -n 128: prefill/decode tokens/s as JSON
 #   bench/llama_cpp.sh validate MODEL_DIR  next-token log-probabilities and tokenization vs ditto
 #   bench/llama_cpp.sh compare MODEL_DIR   ditto bench, llama-bench, ditto bench again: ditto ÷ llama.cpp
+#   bench/llama_cpp.sh batched MODEL_DIR   ditto bench --scenario offline, llama-batched-bench, ditto again
 #   bench/llama_cpp.sh gguf MODEL_DIR      ditto export-gguf (cached, ditto not rebuilt); prints the path
 #
 # Environment: DITTO_BENCH_CACHE (llama.cpp source, build and GGUF files; default
 # ~/.cache/ditto-bench), BUILD_DIR (ditto's build, default build), THREADS (llama-bench -t,
-# default 2), REPETITIONS (llama-bench -r, default 5), JOBS (compile jobs, default 2).
+# default 2), REPETITIONS (llama-bench -r, default 5), JOBS (compile jobs, default 2); for batched:
+# NUM_SEQS (default 32), PROMPT_TOKENS (per sequence, default 256), OUTPUT_TOKENS (default 128).
 # Every step is skipped when its output is already there; nothing is written inside the repo
 # except ditto's own build.
 set -euo pipefail
@@ -34,7 +36,7 @@ PROBE=$LLAMA_BIN/llama_cpp_probe
 
 log() { echo "llama_cpp.sh: $*" >&2; }
 die() { echo "error: llama_cpp.sh: $*" >&2; exit 1; }
-usage() { sed -n '6,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '6,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # The llama.cpp source: node-llama-cpp's tarball (npm pack: no install scripts run) holds
 # llama/gitRelease.bundle, a git bundle of the llama.cpp release it was built against.
@@ -74,6 +76,12 @@ build_llama_cpp() {
     cmake --build "$LLAMA_BUILD" -j"$JOBS" --target llama-bench llama-server llama-tokenize \
       >"$LLAMA/build.log" 2>&1 || die "llama.cpp build failed; see $LLAMA/build.log"
   fi
+  # Added for `batched` after the build above existed: an incremental build on top of it.
+  if [[ ! -x $LLAMA_BIN/llama-batched-bench ]]; then
+    log "building llama-batched-bench with -j$JOBS"
+    cmake --build "$LLAMA_BUILD" -j"$JOBS" --target llama-batched-bench \
+      >>"$LLAMA/build.log" 2>&1 || die "llama-batched-bench build failed; see $LLAMA/build.log"
+  fi
   # The probe (libllama's C API) is ours: rebuilt when its source is newer.
   if [[ ! -x $PROBE || $REPO/bench/llama_cpp_probe.cc -nt $PROBE ]]; then
     log "building $PROBE"
@@ -104,6 +112,11 @@ export_gguf() {
   fi
   log "exporting $abs to $GGUF"
   "$DITTO" export-gguf --model "$abs" --output "$GGUF" >&2
+}
+
+is_moe() {
+  "$PYTHON" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("num_experts", 0) else 1)' \
+    "$1/config.json"
 }
 
 cmd_bench() {
@@ -160,13 +173,75 @@ print(json.dumps({
     "model": d[0]["model"], "threads": d[0]["threads"], "isa": d[0]["isa"],
     "read_bandwidth_gbps": [round(r["read_bandwidth_gbps"], 1) for r in d],
     "fma_gflops": [round(r["fma_gflops"], 1) for r in d],
+    # Bytes one batch-1 decode step must read (MoE: router and the top-k experts only); the
+    # roofline is bandwidth ÷ these, for either engine (llama.cpp reads the same weights, its
+    # F32 router aside).
+    "decode_weight_bytes": d[0]["decode_weight_bytes"],
+    "decode_roofline_tokens_per_s": [round(r["decode_roofline_tokens_per_s"], 2) for r in d],
     "ditto_prefill_tokens_per_s": [round(r["prefill_tokens_per_s_median"], 1) for r in d],
     "ditto_decode_tokens_per_s": [round(r["decode_tokens_per_s_median"], 2) for r in d],
     "ditto_decode_roofline_ratio": [round(r["decode_roofline_ratio"], 3) for r in d],
     "llama_cpp_prefill_tokens_per_s": l["prefill_median"],
     "llama_cpp_decode_tokens_per_s": l["decode_median"],
+    # Against each ditto run's roofline: the bandwidth llama-bench saw is not measured.
+    "llama_cpp_decode_roofline_ratio": [round(l["decode_median"] / r["decode_roofline_tokens_per_s"], 3)
+                                        for r in d],
     "prefill_ratio": round(prefill / l["prefill_median"], 3),
     "decode_ratio": round(decode / l["decode_median"], 3),
+}))
+EOF
+}
+
+# Batched throughput: NUM_SEQS sequences of PROMPT_TOKENS random prompt tokens, each generating
+# OUTPUT_TOKENS, through ditto's batching engine (bench --scenario offline: all submitted at once,
+# continuous batching, at most 2048 tokens a step) and llama-batched-bench (-npl NUM_SEQS: the
+# prompts prefilled in batches of 2048, then all sequences decoded together); ditto before and
+# after llama.cpp. Both time the whole run, prefill included: generated tokens ÷ seconds and all
+# tokens ÷ seconds.
+cmd_batched() {
+  local model=$1
+  local seqs=${NUM_SEQS:-32} prompt=${PROMPT_TOKENS:-256} output=${OUTPUT_TOKENS:-128}
+  build_llama_cpp
+  build_ditto
+  export_gguf "$model"
+  local ditto_args=(bench --model "$model" --threads "$THREADS" --json --scenario offline
+                    --num-requests "$seqs" --prompt-tokens "$prompt" --output-tokens "$output")
+  local d1 d2 l
+  log "ditto bench --scenario offline, $seqs x ($prompt + $output) tokens (1/2)"
+  d1=$("$DITTO" "${ditto_args[@]}")
+  log "llama-batched-bench -npp $prompt -ntg $output -npl $seqs -t $THREADS"
+  l=$("$LLAMA_BIN/llama-batched-bench" -m "$GGUF" -c $((seqs * (prompt + output))) -b 2048 \
+    -npp "$prompt" -ntg "$output" -npl "$seqs" -t "$THREADS" -tb "$THREADS" --output-format jsonl \
+    2>"$LLAMA/llama-batched-bench.log" | grep '^{') ||
+    die "llama-batched-bench failed; see $LLAMA/llama-batched-bench.log"
+  log "ditto bench --scenario offline (2/2)"
+  d2=$("$DITTO" "${ditto_args[@]}")
+  local commit; commit=$(git -C "$LLAMA_SRC" rev-parse --short HEAD)
+  DITTO1=$d1 DITTO2=$d2 LLAMA_JSON=$l "$PYTHON" - "$commit" <<'EOF'
+import json, os, sys
+d = [json.loads(os.environ["DITTO1"]), json.loads(os.environ["DITTO2"])]
+l = json.loads(os.environ["LLAMA_JSON"])
+llama_generated = l["pl"] * l["tg"] / l["t"]
+def mean(key):
+    return sum(r[key] for r in d) / len(d)
+print(json.dumps({
+    "model": d[0]["model"], "threads": d[0]["threads"], "isa": d[0]["isa"],
+    "engine": "llama.cpp (node-llama-cpp 3.21.1, " + sys.argv[1] + ")",
+    "num_seqs": d[0]["num_requests"], "prompt_tokens": d[0]["prompt_tokens"],
+    "output_tokens": d[0]["output_tokens"],
+    "ditto_seconds": [round(r["seconds"], 2) for r in d],
+    "ditto_generated_tokens_per_s": [round(r["generated_tokens_per_s"], 2) for r in d],
+    "ditto_total_tokens_per_s": [round(r["total_tokens_per_s"], 2) for r in d],
+    "ditto_batch1_decode_tokens_per_s": [round(r["batch1_decode_tokens_per_s"], 2) for r in d],
+    "ditto_throughput_ratio_to_batch1_decode": [round(r["throughput_ratio_to_batch1_decode"], 2) for r in d],
+    "ditto_preemptions": [r["preemptions"] for r in d],
+    "llama_cpp_seconds": round(l["t"], 2),
+    "llama_cpp_prefill_tokens_per_s": round(l["speed_pp"], 2),
+    "llama_cpp_decode_tokens_per_s": round(l["speed_tg"], 2),  # its decode phase alone
+    "llama_cpp_generated_tokens_per_s": round(llama_generated, 2),
+    "llama_cpp_total_tokens_per_s": round(l["speed"], 2),
+    "generated_ratio": round(mean("generated_tokens_per_s") / llama_generated, 3),
+    "total_ratio": round(mean("total_tokens_per_s") / l["speed"], 3),
 }))
 EOF
 }
@@ -187,14 +262,25 @@ cmd_validate() {
     "$PYTHON" -c 'import json,sys; print(",".join(map(str, json.load(sys.stdin)["ids"])))')
   log "scoring $(tr ',' '\n' <<<"$ids" | wc -l) tokens with ditto and llama.cpp"
   "$DITTO" score --model "$model" --token-ids "$ids" --json --logprobs-out "$work/ditto.f32" >/dev/null
-  "$PROBE" score "$GGUF" "$ids" "$work/llama.f32" >/dev/null
+  local routing=()
+  if is_moe "$model"; then
+    # Routing near-ties flip experts in either engine: find them against the float64 reference.
+    "$PROBE" score "$GGUF" "$ids" "$work/llama.f32" "$work/llama_routing.jsonl" >/dev/null
+    log "MoE: routing of both engines against the float64 reference (tests/reference; a minute or two)"
+    "$PYTHON" bench/moe_routing.py --model "$model" --ids "$ids" --ditto-rows "$work/ditto.f32" \
+      --llama-rows "$work/llama.f32" --llama-routing "$work/llama_routing.jsonl" >"$work/routing.json"
+    routing=(--moe-routing "$work/routing.json")
+  else
+    "$PROBE" score "$GGUF" "$ids" "$work/llama.f32" >/dev/null
+  fi
   # Tokenization: ditto's tokenizer parity corpus through both.
   cat tests/tokenizer/corpus/*.jsonl >"$work/corpus.jsonl"
   "$DITTO" tokenize --model "$model" --input "$work/corpus.jsonl" >"$work/ditto.ids"
   "$PROBE" tokenize "$GGUF" <"$work/corpus.jsonl" >"$work/llama.ids"
   "$PYTHON" bench/llama_cpp_compare.py --model "$model" --gguf "$GGUF" \
     --ditto-rows "$work/ditto.f32" --llama-rows "$work/llama.f32" \
-    --corpus "$work/corpus.jsonl" --ditto-ids "$work/ditto.ids" --llama-ids "$work/llama.ids"
+    --corpus "$work/corpus.jsonl" --ditto-ids "$work/ditto.ids" --llama-ids "$work/llama.ids" \
+    ${routing[@]+"${routing[@]}"}
 }
 
 case ${1:-} in
@@ -202,6 +288,7 @@ case ${1:-} in
   bench) [[ $# -eq 2 ]] || usage; cmd_bench "$2" ;;
   validate) [[ $# -eq 2 ]] || usage; cmd_validate "$2" ;;
   compare) [[ $# -eq 2 ]] || usage; cmd_compare "$2" ;;
+  batched) [[ $# -eq 2 ]] || usage; cmd_batched "$2" ;;
   # For bench/serve.sh, which uses ditto's build as it is rather than rebuilding it.
   gguf)
     [[ $# -eq 2 ]] || usage

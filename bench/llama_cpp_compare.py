@@ -10,6 +10,10 @@ Prints one JSON object and exits 1 when the GGUF looks wrong:
   rounds activations to bf16 for its BF16 dot products and keeps an f16 KV cache), which moves
   log-probabilities by a few hundredths; a wrong tensor layout (e.g. Llama's q/k rows left
   unpermuted) moves them by whole units after the first position.
+- MoE (--moe-routing, the output of bench/moe_routing.py): an engine that picks the (k+1)-th
+  expert where the k-th and (k+1)-th router logits nearly tie changes that token's output by a
+  tenth or so, legitimately. The logprob check then passes when each engine stays below
+  --max-abs-diff from the float64 reference routed as that engine routed.
 - tokenization: every text must get the same ids, except for differences with a known cause in
   llama.cpp itself, counted per cause: it does not apply tokenizer.json's normalizer (Qwen's NFC);
   it makes the text of end-of-generation tokens such as "</s>" special even where the vocabulary
@@ -98,15 +102,27 @@ def main():
     ap.add_argument("--ditto-ids", required=True)
     ap.add_argument("--llama-ids", required=True)
     ap.add_argument("--max-abs-diff", type=float, default=0.1)
+    ap.add_argument("--moe-routing", help="bench/moe_routing.py's JSON (MoE models)")
     args = ap.parse_args()
     config = json.load(open(f"{args.model}/config.json"))
     tokenizer = json.load(open(f"{args.model}/tokenizer.json", encoding="utf-8"))
     vocab_texts = set(tokenizer["model"]["vocab"]) | {t["content"] for t in tokenizer["added_tokens"]}
     logprobs = compare_logprobs(args.ditto_rows, args.llama_rows, config["vocab_size"])
     tokens = compare_tokens(args.corpus, args.ditto_ids, args.llama_ids, vocab_texts)
-    ok = logprobs["max_abs_diff"] < args.max_abs_diff and "unexplained" not in tokens["by_cause"]
-    print(json.dumps({"model": args.model, "gguf": args.gguf, "ok": ok, "logprobs": logprobs,
-                      "tokenization": tokens}, ensure_ascii=False, indent=1))
+    logprobs_ok = logprobs["max_abs_diff"] < args.max_abs_diff
+    routing = None
+    if args.moe_routing:
+        r = json.load(open(args.moe_routing))
+        routing = {k: v for k, v in r.items() if k not in ("model", "per_position")}
+        logprobs_ok = logprobs_ok or (
+            r["llama_cpp_vs_reference_with_llama_cpp_routing"] < args.max_abs_diff and
+            r["ditto_vs_reference_with_inferred_routing"] < args.max_abs_diff)
+    ok = logprobs_ok and "unexplained" not in tokens["by_cause"]
+    out = {"model": args.model, "gguf": args.gguf, "ok": ok, "logprobs": logprobs}
+    if routing is not None:
+        out["moe_routing"] = routing
+    out["tokenization"] = tokens
+    print(json.dumps(out, ensure_ascii=False, indent=1))
     sys.exit(0 if ok else 1)
 
 

@@ -2,7 +2,8 @@
 // libllama's C API. Built by that script against its llama.cpp build, never by ditto's CMake.
 //
 //   llama_cpp_probe tokenize MODEL.gguf < texts.jsonl    # {"text": ...} lines -> {"ids": [...]} lines
-//   llama_cpp_probe score MODEL.gguf IDS ROWS.f32        # like `ditto score --token-ids IDS --json
+//   llama_cpp_probe score MODEL.gguf IDS ROWS.f32 [ROUTING.jsonl]
+//                                                        # like `ditto score --token-ids IDS --json
 //                                                        #   --logprobs-out ROWS.f32`
 //
 // tokenize: special tokens parsed and BOS added as the model's tokenizer.ggml.add_bos_token says
@@ -10,12 +11,16 @@
 // all positions (n_ctx = n_batch = n_ubatch = len(IDS), one thread, KV cache as llama.cpp's
 // default f16); ROWS.f32 is [len(IDS), n_vocab] little-endian float32 log-softmax (computed in
 // double), row i the distribution after ids 0..i; stdout has one JSON line per position p >= 1:
-// position, token_id, logprob, top_token_id, top_logprob.
+// position, token_id, logprob, top_token_id, top_logprob. ROUTING.jsonl (MoE models): one line per
+// sparse layer, {"layer", "experts": [n_tokens][n_expert_used] in llama.cpp's rank order,
+// "router_logits": [n_tokens][n_expert]}, read from the graph's ffn_moe_argsort-L and
+// ffn_moe_logits-L tensors through the eval callback (llama-graph.cpp build_moe_ffn).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -71,7 +76,64 @@ int run_tokenize(const char* model_path) {
   return 0;
 }
 
-int run_score(const char* model_path, const std::string& ids_text, const char* rows_path) {
+// The eval callback's capture of each MoE layer's router logits and expert order.
+struct RoutingCapture {
+  std::map<int, std::vector<float>> logits;    // layer -> [n_tokens][n_expert]
+  std::map<int, std::vector<int32_t>> order;   // layer -> [n_tokens][n_expert], best first
+  int64_t n_expert = 0;
+};
+
+// "ffn_moe_logits-3" -> 3 when `name` starts with `prefix` + "-"; -1 otherwise.
+int layer_of(const char* name, const std::string& prefix) {
+  const std::string n = name;
+  if (n.size() <= prefix.size() + 1 || n.compare(0, prefix.size() + 1, prefix + "-") != 0) return -1;
+  return std::atoi(n.c_str() + prefix.size() + 1);
+}
+
+bool capture_routing(ggml_tensor* t, bool ask, void* user_data) {
+  const bool logits = layer_of(t->name, "ffn_moe_logits") >= 0;
+  const bool order = layer_of(t->name, "ffn_moe_argsort") >= 0;
+  if (ask) return logits || order;
+  auto& c = *static_cast<RoutingCapture*>(user_data);
+  if (!ggml_is_contiguous(t)) die(std::string(t->name) + " is not contiguous");
+  c.n_expert = t->ne[0];
+  if (logits && t->type == GGML_TYPE_F32) {
+    std::vector<float>& v = c.logits[layer_of(t->name, "ffn_moe_logits")];
+    v.resize(static_cast<size_t>(ggml_nelements(t)));
+    ggml_backend_tensor_get(t, v.data(), 0, ggml_nbytes(t));
+  } else if (order && t->type == GGML_TYPE_I32) {
+    std::vector<int32_t>& v = c.order[layer_of(t->name, "ffn_moe_argsort")];
+    v.resize(static_cast<size_t>(ggml_nelements(t)));
+    ggml_backend_tensor_get(t, v.data(), 0, ggml_nbytes(t));
+  }
+  return true;
+}
+
+void write_routing(const RoutingCapture& c, const llama_model* model, uint32_t n, const char* path) {
+  char buf[32] = "";
+  if (llama_model_meta_val_str(model, "qwen3moe.expert_used_count", buf, sizeof(buf)) < 0) {
+    die("routing needs a qwen3moe model (no qwen3moe.expert_used_count)");
+  }
+  const int64_t k = std::atoll(buf);
+  std::ofstream out(path);
+  for (const auto& [layer, order] : c.order) {
+    nlohmann::json experts = nlohmann::json::array(), logits = nlohmann::json::array();
+    for (uint32_t i = 0; i < n; ++i) {
+      experts.push_back(std::vector<int32_t>(order.begin() + i * c.n_expert,
+                                             order.begin() + i * c.n_expert + k));
+      const auto it = c.logits.find(layer);
+      if (it != c.logits.end()) {
+        logits.push_back(std::vector<float>(it->second.begin() + i * c.n_expert,
+                                            it->second.begin() + (i + 1) * c.n_expert));
+      }
+    }
+    out << nlohmann::json{{"layer", layer}, {"experts", experts}, {"router_logits", logits}}.dump() << '\n';
+  }
+  if (!out) die(std::string("cannot write ") + path);
+}
+
+int run_score(const char* model_path, const std::string& ids_text, const char* rows_path,
+              const char* routing_path) {
   std::vector<llama_token> ids;
   for (size_t start = 0; start <= ids_text.size();) {
     const size_t comma = ids_text.find(',', start);
@@ -86,6 +148,11 @@ int run_score(const char* model_path, const std::string& ids_text, const char* r
   cp.n_ctx = cp.n_batch = cp.n_ubatch = n;
   cp.n_seq_max = 1;
   cp.n_threads = cp.n_threads_batch = 1;
+  RoutingCapture routing;
+  if (routing_path != nullptr) {
+    cp.cb_eval = capture_routing;
+    cp.cb_eval_user_data = &routing;
+  }
   llama_context* ctx = llama_init_from_model(model, cp);
   if (ctx == nullptr) die("cannot create a context");
   llama_batch batch = llama_batch_init(static_cast<int32_t>(n), 0, 1);
@@ -121,6 +188,7 @@ int run_score(const char* model_path, const std::string& ids_text, const char* r
     }
   }
   if (!rows) die(std::string("cannot write ") + rows_path);
+  if (routing_path != nullptr) write_routing(routing, model, n, routing_path);
   llama_batch_free(batch);
   llama_free(ctx);
   llama_model_free(model);
@@ -134,8 +202,10 @@ int main(int argc, char** argv) {
   llama_backend_init();
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "tokenize" && argc == 3) return run_tokenize(argv[2]);
-  if (mode == "score" && argc == 5) return run_score(argv[2], argv[3], argv[4]);
+  if (mode == "score" && (argc == 5 || argc == 6)) {
+    return run_score(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : nullptr);
+  }
   std::fprintf(stderr, "usage: %s tokenize MODEL.gguf < texts.jsonl\n"
-                       "       %s score MODEL.gguf ID,ID,... ROWS.f32\n", argv[0], argv[0]);
+                       "       %s score MODEL.gguf ID,ID,... ROWS.f32 [ROUTING.jsonl]\n", argv[0], argv[0]);
   return 2;
 }

@@ -1,16 +1,27 @@
-// `ditto export-gguf`: writes a Hugging Face Qwen3 / Llama directory as the GGUF file that
-// llama.cpp's convert_hf_to_gguf.py writes for it, streaming one tensor at a time from the mmap.
+// `ditto export-gguf`: writes a Hugging Face Qwen3 / Qwen3-MoE / Llama directory as the GGUF file
+// that llama.cpp's convert_hf_to_gguf.py writes for it, streaming one tensor at a time from the mmap.
 //
 // Every convention is llama.cpp's (the source bundled with node-llama-cpp 3.21.1:
 // conversion/{base,llama,qwen}.py, gguf-py/gguf/{constants,vocab,metadata}.py,
-// src/llama-vocab.cpp, src/models/{llama,qwen3}.cpp):
-//  - general.architecture "qwen3" (Qwen3ForCausalLM) or "llama" (LlamaForCausalLM) and the
-//    hyperparameters as <arch>.block_count, context_length, embedding_length, ...
+// src/llama-vocab.cpp, src/models/{llama,qwen3,qwen3moe}.cpp):
+//  - general.architecture "qwen3" (Qwen3ForCausalLM), "qwen3moe" (Qwen3MoeForCausalLM) or "llama"
+//    (LlamaForCausalLM) and the hyperparameters as <arch>.block_count, context_length,
+//    embedding_length, ...
 //  - tensors token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, attn_q_norm,
-//    attn_k_norm, ffn_norm, ffn_gate, ffn_up, ffn_down}, output_norm, and output unless the
-//    embeddings are tied (llama.cpp then reuses token_embd).
-//  - 1-D tensors and *_norm.weight as F32; every other tensor keeps its dtype (bf16 -> BF16,
-//    f16 -> F16: what --outtype auto picks; an f32 checkpoint stays F32, where auto would pick F16).
+//    attn_k_norm, ffn_norm, ffn_gate, ffn_up, ffn_down (qwen3moe: ffn_gate_inp, ffn_gate_exps,
+//    ffn_up_exps, ffn_down_exps)}, output_norm, and output unless the embeddings are tied
+//    (llama.cpp then reuses token_embd).
+//  - 1-D tensors, *_norm.weight and the MoE router ffn_gate_inp as F32; every other tensor keeps its
+//    dtype (bf16 -> BF16, f16 -> F16: what --outtype auto picks; an f32 checkpoint stays F32, where
+//    auto would pick F16).
+//  - qwen3moe (conversion/qwen.py Qwen3MoeModel, a Qwen2MoeModel; src/models/qwen3moe.cpp): the
+//    router mlp.gate as blk.N.ffn_gate_inp [num_experts, hidden_size]; each layer's experts stacked
+//    into 3-D tensors blk.N.ffn_{gate,up,down}_exps [num_experts, out, in] (ggml ne: {in, out,
+//    num_experts}), written down, gate, up as the converter yields them; expert_count,
+//    expert_used_count, expert_feed_forward_length keys. llama.cpp's qwen3moe has a sparse block on
+//    every layer and always renormalises the top-k weights: a dense layer (mlp_only_layers,
+//    decoder_sparse_step) is refused, as the converter refuses it (QWEN3MOE has no ffn_gate tensor);
+//    norm_topk_prob = false is written (no key holds it) with a warning.
 //  - llama only: q_proj / k_proj rows regrouped per head (LlamaModel.permute), because llama.cpp's
 //    LLAMA graph rotates adjacent pairs while Hugging Face rotates the two halves of a head; Qwen3
 //    runs NEOX-style (halves) RoPE in llama.cpp and is written as is.
@@ -30,6 +41,7 @@
 #include <numbers>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -408,6 +420,29 @@ std::string size_label(uint64_t n) {
   return buf;
 }
 
+// What llama.cpp's qwen3moe can hold (src/models/qwen3moe.cpp): ffn_gate_inp and *_exps on every
+// layer, top-k weights always renormalised.
+void check_moe_exportable(const ModelConfig& c, const std::string& config_path) {
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    if (c.is_moe_layer(layer)) continue;
+    std::string only;
+    for (int64_t l : c.mlp_only_layers) only += (only.empty() ? "" : ", ") + std::to_string(l);
+    throw_invalid_argument(
+        config_path + ": layer " + std::to_string(layer) + " is dense (mlp_only_layers = [" + only +
+        "], decoder_sparse_step = " + std::to_string(c.decoder_sparse_step) +
+        "); llama.cpp's qwen3moe architecture has a sparse MoE block on every layer and no dense MLP "
+        "tensors (convert_hf_to_gguf.py cannot map model.layers." + std::to_string(layer) +
+        ".mlp.gate_proj.weight either)");
+  }
+  if (!c.norm_topk_prob) {
+    std::fprintf(stderr,
+                 "warning: %s: norm_topk_prob is false, but llama.cpp's qwen3moe always renormalises "
+                 "the top-k routing weights (no GGUF key says otherwise; convert_hf_to_gguf.py writes "
+                 "the same file): llama.cpp will not compute this model as Hugging Face does\n",
+                 config_path.c_str());
+  }
+}
+
 // general.sampling.* from generation_config.json (gguf.Metadata.load), in the converter's order.
 void add_sampling(GgufWriter& w, const std::string& dir) {
   const std::string path = dir + "/generation_config.json";
@@ -451,8 +486,8 @@ std::string gguf_tensor_name(const std::string& hf) {
       {"self_attn.v_proj", "attn_v"},        {"self_attn.o_proj", "attn_output"},
       {"self_attn.q_norm", "attn_q_norm"},   {"self_attn.k_norm", "attn_k_norm"},
       {"mlp.gate_proj", "ffn_gate"},         {"mlp.up_proj", "ffn_up"},
-      {"mlp.down_proj", "ffn_down"},         {"input_layernorm", "attn_norm"},
-      {"post_attention_layernorm", "ffn_norm"}};
+      {"mlp.down_proj", "ffn_down"},         {"mlp.gate", "ffn_gate_inp"},
+      {"input_layernorm", "attn_norm"},      {"post_attention_layernorm", "ffn_norm"}};
   if (auto it = kTop.find(hf); it != kTop.end()) return it->second;
   const std::string prefix = "model.layers.";
   if (hf.rfind(prefix, 0) != 0) return "";
@@ -466,8 +501,10 @@ std::string gguf_tensor_name(const std::string& hf) {
 
 struct TensorPlan {
   GgufTensorSpec spec;
-  const TensorInfo* source = nullptr;  // nullptr: write `generated`
-  int64_t head_dim = 0;                // > 0: rows regrouped per head of this size (llama q/k)
+  // Written back to back: one checkpoint tensor, or one per expert (stacked experts: the experts
+  // become the outermost dimension, so the bytes are simply consecutive). Empty: `generated`.
+  std::vector<const TensorInfo*> sources;
+  int64_t head_dim = 0;  // > 0: rows regrouped per head of this size (llama q/k)
   std::vector<float> generated;
 };
 
@@ -494,12 +531,38 @@ std::vector<float> llama3_rope_freqs(const ModelConfig& c) {
   return factors;
 }
 
+constexpr std::string_view kLayerPrefix = "model.layers.";  // then "<layer>."
+
+// A layer's experts as the converter merges them (Qwen2MoeModel.modify_tensors: torch.stack over
+// the expert index, then down_proj, gate_proj, up_proj): [num_experts, out_features, in_features].
+void plan_stacked_experts(const ModelConfig& c, const WeightStore& store, int64_t layer,
+                          std::vector<TensorPlan>& plan) {
+  const std::string p = std::string(kLayerPrefix) + std::to_string(layer) + ".mlp.experts.";
+  for (const char* proj : {"down", "gate", "up"}) {
+    TensorPlan tp;
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      tp.sources.push_back(&store.get(p + std::to_string(e) + "." + proj + "_proj.weight"));
+      if (tp.sources.back()->dtype != tp.sources.front()->dtype) {
+        throw_invalid_argument("tensor '" + tp.sources.back()->name + "' is " +
+                               std::string(dtype_name(tp.sources.back()->dtype)) + " but expert 0's is " +
+                               std::string(dtype_name(tp.sources.front()->dtype)) +
+                               ": a layer's experts are stacked into one GGUF tensor of one type");
+      }
+    }
+    const TensorInfo& first = *tp.sources.front();
+    tp.spec.name = "blk." + std::to_string(layer) + ".ffn_" + proj + "_exps.weight";
+    tp.spec.shape = {c.num_experts, first.shape[0], first.shape[1]};
+    tp.spec.type = ggml_type_of(first.dtype);
+    plan.push_back(std::move(tp));
+  }
+}
+
 std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const WeightStore& store, bool is_llama) {
   std::vector<TensorPlan> plan;
   if (c.rope_scaling) {
     if (!is_llama) {
       throw_invalid_argument("rope_scaling '" + c.rope_scaling->rope_type + "' cannot be exported "
-                             "for qwen3: llama.cpp reads it (as rope_freqs) only for llama");
+                             "for " + c.model_type + ": llama.cpp reads it (as rope_freqs) only for llama");
     }
     TensorPlan p;
     p.generated = llama3_rope_freqs(c);
@@ -507,19 +570,24 @@ std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const WeightStore& st
     plan.push_back(std::move(p));
   }
   for (const TensorSpec& t : expected_tensors(c)) {
+    // Experts are planned, stacked, right after their layer's router.
+    if (t.name.find(".mlp.experts.") != std::string::npos) continue;
     TensorPlan p;
-    p.source = &store.get(t.name);
+    const TensorInfo& source = store.get(t.name);
+    p.sources = {&source};
     p.spec.name = gguf_tensor_name(t.name);
     if (p.spec.name.empty()) throw_invalid_argument("tensor '" + t.name + "' has no GGUF name");
-    p.spec.shape = p.source->shape;
-    const bool f32 = p.spec.shape.size() == 1 || p.spec.name.ends_with("_norm.weight");
-    p.spec.type = f32 ? GgmlType::kF32 : ggml_type_of(p.source->dtype);
+    p.spec.shape = source.shape;
+    const bool router = p.spec.name.ends_with(".ffn_gate_inp.weight");
+    const bool f32 = p.spec.shape.size() == 1 || p.spec.name.ends_with("_norm.weight") || router;
+    p.spec.type = f32 ? GgmlType::kF32 : ggml_type_of(source.dtype);
     if (is_llama && (t.name.find("self_attn.q_proj.") != std::string::npos ||
                      t.name.find("self_attn.k_proj.") != std::string::npos)) {
       if (c.head_dim % 2 != 0) throw_invalid_argument("head_dim " + std::to_string(c.head_dim) + " is odd");
       p.head_dim = c.head_dim;
     }
     plan.push_back(std::move(p));
+    if (router) plan_stacked_experts(c, store, std::stoll(t.name.substr(kLayerPrefix.size())), plan);
   }
   return plan;
 }
@@ -531,14 +599,9 @@ int64_t permuted_row(int64_t r, int64_t head_dim) {
   return r - w + (w % 2) * (head_dim / 2) + w / 2;
 }
 
-// Streams one tensor from the mmap: straight when nothing changes, else by rows (permute) or
-// 64k-element chunks (to f32); its pages are dropped from the resident set once written.
-void write_tensor(GgufWriter& w, const TensorPlan& p, const WeightStore& store) {
-  if (p.source == nullptr) {
-    w.write_tensor_data(p.generated.data(), p.generated.size() * sizeof(float));
-    return;
-  }
-  const TensorInfo& t = *p.source;
+// Streams one checkpoint tensor from the mmap: straight when nothing changes, else by rows
+// (permute) or 64k-element chunks (to f32); its pages are dropped from the resident set once written.
+void write_source(GgufWriter& w, const TensorPlan& p, const TensorInfo& t, const WeightStore& store) {
   const bool to_f32 = p.spec.type != ggml_type_of(t.dtype);
   const size_t in_size = dtype_size(t.dtype);
   std::vector<float> buf;
@@ -567,6 +630,34 @@ void write_tensor(GgufWriter& w, const TensorPlan& p, const WeightStore& store) 
   store.release(t);
 }
 
+void write_tensor(GgufWriter& w, const TensorPlan& p, const WeightStore& store) {
+  if (p.sources.empty()) {
+    w.write_tensor_data(p.generated.data(), p.generated.size() * sizeof(float));
+    return;
+  }
+  for (const TensorInfo* t : p.sources) write_source(w, p, *t, store);
+}
+
+// general.size_label as prepare_metadata computes it (gguf_writer.get_total_parameter_count,
+// gguf.size_label): the parameter count, or for MoE "<experts>x<shared + one expert's>" ("128x1.8B").
+std::string plan_size_label(const std::vector<TensorPlan>& plan) {
+  uint64_t total = 0, shared = 0, per_expert = 0, expert_sum = 0, expert_tensors = 0;
+  for (const TensorPlan& p : plan) {
+    const uint64_t n = p.spec.nbytes() / ggml_type_size(p.spec.type);
+    total += n;
+    if (p.spec.name.find("_exps.") != std::string::npos && p.spec.shape.size() >= 3) {
+      const auto experts = static_cast<uint64_t>(p.spec.shape[0]);
+      per_expert += n / experts;
+      expert_sum += experts;
+      ++expert_tensors;
+    } else {
+      shared += n;
+    }
+  }
+  if (expert_tensors == 0) return size_label(total);
+  return std::to_string(expert_sum / expert_tensors) + "x" + size_label(shared + per_expert);
+}
+
 // ---- the command -------------------------------------------------------------------------------
 
 struct ExportFlags {
@@ -581,15 +672,18 @@ void run(const ExportFlags& f) {
   const json archs = value_or_null(config_json, "architectures");
   const std::string arch_name = archs.is_array() && !archs.empty() && archs[0].is_string()
                                     ? archs[0].get<std::string>() : "";
-  // Checked before parsing, so that an architecture ditto runs but cannot export (Qwen3-MoE) or
-  // does not know at all gets the same message.
-  if (!arch_name.empty() && arch_name != "Qwen3ForCausalLM" && arch_name != "LlamaForCausalLM") {
+  // Checked before parsing, so that an architecture ditto runs but cannot export or does not know
+  // at all gets the same message.
+  static const std::map<std::string, std::string> kArchs = {
+      {"Qwen3ForCausalLM", "qwen3"}, {"Qwen3MoeForCausalLM", "qwen3moe"}, {"LlamaForCausalLM", "llama"}};
+  if (!arch_name.empty() && kArchs.count(arch_name) == 0) {
     throw_invalid_argument(config_path + ": architecture '" + arch_name + "' cannot be exported "
-                           "to GGUF (supported: Qwen3ForCausalLM, LlamaForCausalLM)");
+                           "to GGUF (supported: Qwen3ForCausalLM, Qwen3MoeForCausalLM, LlamaForCausalLM)");
   }
   const ModelConfig c = parse_model_config(config_json, config_path);
   const bool is_llama = c.architecture == "LlamaForCausalLM";
-  const std::string arch = is_llama ? "llama" : "qwen3";
+  const std::string arch = kArchs.at(c.architecture);
+  if (arch == "qwen3moe") check_moe_exportable(c, config_path);
   const WeightStore store = WeightStore::open(dir);
   validate_weights(c, store);
   const std::vector<TensorPlan> plan = plan_tensors(c, store, is_llama);
@@ -601,14 +695,13 @@ void run(const ExportFlags& f) {
                            e.what());
   }
 
-  uint64_t params = 0;
   uint32_t file_type = kFileTypeMostlyF16;  // the converter's fallback
   bool file_type_set = false;
   for (const TensorPlan& p : plan) {
-    params += p.spec.nbytes() / ggml_type_size(p.spec.type);
-    if (p.source != nullptr && p.spec.shape.size() >= 2 && !file_type_set) {
-      file_type = p.source->dtype == DType::kBF16 ? kFileTypeMostlyBF16
-                  : p.source->dtype == DType::kF16 ? kFileTypeMostlyF16 : kFileTypeAllF32;
+    if (!p.sources.empty() && p.spec.shape.size() >= 2 && !file_type_set) {
+      const DType dtype = p.sources.front()->dtype;
+      file_type = dtype == DType::kBF16 ? kFileTypeMostlyBF16
+                  : dtype == DType::kF16 ? kFileTypeMostlyF16 : kFileTypeAllF32;
       file_type_set = true;
     }
   }
@@ -629,7 +722,8 @@ void run(const ExportFlags& f) {
   std::string name = std::filesystem::path(f.model).filename().string();
   if (name.empty()) name = std::filesystem::path(dir).filename().string();
   w.add_string("general.name", name);
-  w.add_string("general.size_label", size_label(params));
+  const std::string label = plan_size_label(plan);
+  w.add_string("general.size_label", label);
   const std::string a = arch + ".";
   w.add_u32(a + "block_count", to_u32(c.num_hidden_layers, "num_hidden_layers"));
   w.add_u32(a + "context_length", to_u32(c.max_position_embeddings, "max_position_embeddings"));
@@ -639,11 +733,18 @@ void run(const ExportFlags& f) {
   w.add_u32(a + "attention.head_count_kv", to_u32(c.num_key_value_heads, "num_key_value_heads"));
   w.add_f32(a + "rope.freq_base", static_cast<float>(c.rope_theta));
   w.add_f32(a + "attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  if (c.is_moe()) {
+    w.add_u32(a + "expert_count", to_u32(c.num_experts, "num_experts"));
+    w.add_u32(a + "expert_used_count", to_u32(c.num_experts_per_tok, "num_experts_per_tok"));
+  }
   // Written even when config.json leaves head_dim to its default (the converter then omits them
   // and llama.cpp assumes hidden_size / num_attention_heads, wrong for Qwen3's default 128).
   w.add_u32(a + "attention.key_length", to_u32(c.head_dim, "head_dim"));
   w.add_u32(a + "attention.value_length", to_u32(c.head_dim, "head_dim"));
   w.add_u32("general.file_type", file_type);
+  if (c.is_moe()) {  // Qwen2MoeModel.set_gguf_parameters, after TextModel's
+    w.add_u32(a + "expert_feed_forward_length", to_u32(c.moe_intermediate_size, "moe_intermediate_size"));
+  }
   if (is_llama) {
     w.add_u32(a + "vocab_size", to_u32(c.vocab_size, "vocab_size"));
     w.add_u32(a + "rope.dimension_count", to_u32(c.head_dim, "head_dim"));
@@ -660,7 +761,7 @@ void run(const ExportFlags& f) {
   for (const TensorPlan& p : plan) write_tensor(w, p, store);
   w.finish();
   std::printf("wrote %s: %s, %zu tensors, %s parameters, %llu bytes\n", f.output.c_str(), arch.c_str(),
-              plan.size(), size_label(params).c_str(), static_cast<unsigned long long>(w.bytes_written()));
+              plan.size(), label.c_str(), static_cast<unsigned long long>(w.bytes_written()));
 }
 
 }  // namespace
@@ -669,7 +770,8 @@ void add_export_gguf_command(CLI::App& app) {
   auto flags = std::make_shared<ExportFlags>();
   CLI::App* cmd = app.add_subcommand(
       "export-gguf",
-      "Write a Qwen3 / Llama model directory as GGUF, as llama.cpp's convert_hf_to_gguf.py does");
+      "Write a Qwen3 / Qwen3-MoE / Llama model directory as GGUF, as llama.cpp's convert_hf_to_gguf.py "
+      "does");
   cmd->add_option("--model", flags->model, "Model directory or Hugging Face hub id (local cache)")
       ->required();
   cmd->add_option("--output", flags->output, "GGUF file to write (replaced if it exists)")->required();
