@@ -74,6 +74,14 @@ void add_bias(float* y, int64_t rows, int64_t n, int64_t ld, const std::vector<f
     for (int64_t i = 0; i < n; ++i) y[r * ld + i] += bias[i];
 }
 
+// Runs fn over token ranges [t0, t1) covering [0, num_tokens), split over the pool. Token-wise
+// work only: each token's values are computed by one thread in the same order whatever the split.
+void split_tokens(ThreadPool* pool, int64_t num_tokens, const std::function<void(int64_t t0, int64_t t1)>& fn) {
+  if (pool == nullptr || num_tokens == 1) return fn(0, num_tokens);
+  pool->parallel_for(static_cast<size_t>(num_tokens),
+                     [&](size_t b, size_t e) { fn(static_cast<int64_t>(b), static_cast<int64_t>(e)); });
+}
+
 void add_residual(float* h, const float* delta, size_t count) {
   for (size_t i = 0; i < count; ++i) h[i] += delta[i];
 }
@@ -186,9 +194,7 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
   float* act = gate_up + rows * 2 * mi;      // [rows, mi]
   float* y = act + rows * mi;                // [rows, hidden] expert outputs
   auto for_tokens = [&](const std::function<void(int64_t t0, int64_t t1)>& fn) {
-    if (pool_ == nullptr || num_tokens == 1) return fn(0, num_tokens);
-    pool_->parallel_for(static_cast<size_t>(num_tokens),
-                        [&](size_t b, size_t e) { fn(static_cast<int64_t>(b), static_cast<int64_t>(e)); });
+    split_tokens(pool_, num_tokens, fn);
   };
 
   // Routing: per token, its k experts (ascending id) and weights.
@@ -312,8 +318,7 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
   // Token-wise work (norms, RoPE, KV writes, activations, residual adds) is split over tokens;
   // each token's values are computed by one thread in the same order whatever the split.
   auto for_tokens = [&](const std::function<void(int64_t t0, int64_t t1)>& fn) {
-    if (pool_ == nullptr || num_tokens == 1) return fn(0, num_tokens);
-    pool_->parallel_for(n, [&](size_t b, size_t e) { fn(static_cast<int64_t>(b), static_cast<int64_t>(e)); });
+    split_tokens(pool_, num_tokens, fn);
   };
 
   for (int64_t li = 0; li < c.num_hidden_layers; ++li) {

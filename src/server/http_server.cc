@@ -13,6 +13,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <strings.h>
 #include <random>
 #include <thread>
@@ -54,43 +55,49 @@ std::string param_of(const std::string& message) {
   return "";
 }
 
-// The file descriptor of the connection `req` came on: cpp-httplib 0.11 does not expose it, so it
-// is found among this process's sockets by its (peer address, peer port, local port). The fd stays
-// open while the handler runs (httplib closes it afterwards), even if the peer hangs up. -1 when
-// not found.
-int connection_fd(const httplib::Request& req) {
+// Calls fn(fd, local_port, peer address, peer port) for each TCP socket of this process (peer
+// address empty and port -1 for one that is not connected, e.g. listening) until fn returns true.
+// cpp-httplib 0.11 does not expose its sockets, so they are found in /proc/self/fd.
+void for_each_socket(const std::function<bool(int fd, int local_port, const std::string& peer, int peer_port)>& fn) {
   DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int found = -1;
+  if (dir == nullptr) return;
   while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     const int fd = std::atoi(e->d_name);
-    if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(dir)) continue;
-    sockaddr_storage peer{}, local{};
-    socklen_t peer_len = sizeof peer, local_len = sizeof local;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0)
-      continue;
+    if (fd == dirfd(dir)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_len = sizeof local, peer_len = sizeof peer;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
+    auto port_of = [](const sockaddr_storage& a) {
+      return a.ss_family == AF_INET    ? ntohs(reinterpret_cast<const sockaddr_in*>(&a)->sin_port)
+             : a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port)
+                                       : -1;
+    };
+    if (port_of(local) < 0) continue;
     char addr[INET6_ADDRSTRLEN] = {};
-    int peer_port = -1, local_port = -1;
-    if (peer.ss_family == AF_INET) {
-      const auto* p = reinterpret_cast<const sockaddr_in*>(&peer);
-      inet_ntop(AF_INET, &p->sin_addr, addr, sizeof addr);
-      peer_port = ntohs(p->sin_port);
-      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
-    } else if (peer.ss_family == AF_INET6) {
-      const auto* p = reinterpret_cast<const sockaddr_in6*>(&peer);
-      inet_ntop(AF_INET6, &p->sin6_addr, addr, sizeof addr);
-      peer_port = ntohs(p->sin6_port);
-      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
-    } else {
-      continue;
+    int peer_port = -1;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0) {
+      if (peer.ss_family == AF_INET)
+        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr, addr, sizeof addr);
+      else if (peer.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr, addr, sizeof addr);
+      peer_port = port_of(peer);
     }
-    if (peer_port == req.remote_port && local_port == req.local_port && req.remote_addr == addr) {
-      found = fd;
-      break;
-    }
+    if (fn(fd, port_of(local), addr, peer_port)) break;
   }
   closedir(dir);
+}
+
+// The file descriptor of the connection `req` came on, found by its (peer address, peer port,
+// local port). The fd stays open while the handler runs (httplib closes it afterwards), even if
+// the peer hangs up. -1 when not found.
+int connection_fd(const httplib::Request& req) {
+  int found = -1;
+  for_each_socket([&](int fd, int local_port, const std::string& peer, int peer_port) {
+    if (peer_port != req.remote_port || local_port != req.local_port || peer != req.remote_addr) return false;
+    found = fd;
+    return true;
+  });
   return found;
 }
 
@@ -98,23 +105,13 @@ int connection_fd(const httplib::Request& req) {
 // dozen connects overflows it and clients see resets. Linux lets listen() be called again on a
 // listening socket to change its backlog: find ours by its local port and do that.
 void widen_listen_backlog(int port, int backlog) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    const int fd = std::atoi(e->d_name);
+  for_each_socket([&](int fd, int local_port, const std::string&, int) {
     int listening = 0;
     socklen_t len = sizeof listening;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
-    sockaddr_storage local{};
-    socklen_t local_len = sizeof local;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
-    const int local_port = local.ss_family == AF_INET    ? ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port)
-                           : local.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port)
-                                                         : -1;
-    if (local_port == port) ::listen(fd, backlog);
-  }
-  closedir(dir);
+    if (local_port == port && getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening)
+      ::listen(fd, backlog);
+    return false;
+  });
 }
 
 // True when the peer of `fd` has hung up (or the socket failed). Pipelined data is left unread.
