@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <limits>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/json_file.h"
 
 namespace ditto {
 namespace {
@@ -324,18 +324,9 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
 }
 
 ModelConfig load_model_config(const std::string& config_json_path) {
-  std::ifstream in(config_json_path);
-  if (!in) throw_not_found(config_json_path + ": cannot open (is this a model directory?)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    throw_invalid_argument(config_json_path + ": not valid JSON (byte " + std::to_string(e.byte) +
-                           "): " + e.what());
-  }
-  return parse_model_config(j, config_json_path);
+  if (!std::filesystem::exists(config_json_path))
+    throw_not_found(config_json_path + ": cannot open (is this a model directory?)");
+  return parse_model_config(read_json_file(config_json_path, /*require_object=*/false), config_json_path);
 }
 
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {

@@ -1,25 +1,18 @@
 #include "model/generation_config.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_file.h"
 
 namespace ditto {
 
 std::vector<int64_t> eos_token_ids(const std::string& model_dir, const ModelConfig& config) {
   const std::string path = model_dir + "/generation_config.json";
   if (!std::filesystem::exists(path)) return config.eos_token_ids;
-  std::ifstream f(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw_invalid_argument(path + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw_invalid_argument(path + ": expected a JSON object, got " + std::string(j.type_name()));
+  const nlohmann::json j = read_json_file(path);
   if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return config.eos_token_ids;
   const nlohmann::json& e = j["eos_token_id"];
   std::vector<int64_t> ids;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_file.h"
 #include "model/config.h"
 
 namespace ditto {
@@ -35,14 +36,6 @@ bool is_known_safetensors_dtype(const std::string& s) {
       "BOOL", "U8",      "I8",      "I16",     "U16", "I32",     "U32",     "I64", "U64",
       "F64",  "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
   return kKnown.count(s) != 0;
-}
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_not_found(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -209,13 +202,7 @@ WeightStore WeightStore::open(const std::string& model_dir) {
     throw_not_found(model_dir + ": no model.safetensors or model.safetensors.index.json" + hint);
   }
   w.source_ = index.string();
-  json j;
-  try {
-    j = json::parse(read_text_file(index.string()));
-  } catch (const json::parse_error& e) {
-    throw_invalid_argument(index.string() + ": not valid JSON (byte " + std::to_string(e.byte) +
-                           "): " + e.what());
-  }
+  const json j = read_json_file(index.string(), /*require_object=*/false);
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
     throw_invalid_argument(index.string() + ": missing the 'weight_map' object");
   }

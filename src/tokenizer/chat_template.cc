@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_file.h"
 #include "tokenizer/jinja/builtins.h"
 #include "tokenizer/jinja/py_format.h"
 
@@ -30,21 +31,9 @@ std::string type_of(const ordered_json& j) {
   }
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw_not_found(path.string() + ": cannot open");
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+std::string read_file(const fs::path& path) { return read_text_file(path.string()); }
 
-ordered_json read_json(const fs::path& path) {
-  try {
-    return ordered_json::parse(read_file(path));
-  } catch (const ordered_json::parse_error& e) {
-    throw_invalid_argument(path.string() + ": invalid JSON: " + e.what());
-  }
-}
+ordered_json read_json(const fs::path& path) { return read_json_file<ordered_json>(path.string(), false); }
 
 // json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
 jinja::Value hf_tojson(jinja::Interpreter&, const jinja::Value& v, jinja::CallArgs& args) {

@@ -1,10 +1,9 @@
 // Loading a Tokenizer: reading tokenizer.json / tokenizer_config.json and validating every
 // component, so that encode() and decode() never meet a malformed file.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/json_file.h"
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/decoder.h"
@@ -18,14 +17,6 @@ namespace {
 
 constexpr uint8_t kExists = 1;
 constexpr uint8_t kSpecial = 2;
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_not_found(path.string() + ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 const nlohmann::json& member(const nlohmann::json& j, const char* key) {
   static const nlohmann::json null_value;
@@ -50,15 +41,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& model_dir) {
   }
   nlohmann::json config = nlohmann::json::object();
   const std::filesystem::path config_path = dir / "tokenizer_config.json";
-  if (std::filesystem::is_regular_file(config_path)) {
-    try {
-      config = nlohmann::json::parse(read_file(config_path));
-    } catch (const nlohmann::json::parse_error& e) {
-      throw_invalid_argument(config_path.string() + ": not valid JSON: " + e.what());
-    }
-    if (!config.is_object()) throw_invalid_argument(config_path.string() + ": expected a JSON object");
-  }
-  return from_json(read_file(json_path), json_path.string(), config);
+  if (std::filesystem::is_regular_file(config_path)) config = read_json_file(config_path.string());
+  return from_json(read_text_file(json_path.string()), json_path.string(), config);
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_json(const std::string& tokenizer_json_text, const std::string& source,

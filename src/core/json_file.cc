@@ -1,0 +1,38 @@
+#include "core/json_file.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/json_input.h"
+
+namespace ditto {
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_not_found(path + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) throw_not_found(path + ": read failed");
+  return s.str();
+}
+
+template <typename Json>
+Json read_json_file(const std::string& path, bool require_object) {
+  Json j;
+  try {
+    j = Json::parse(read_text_file(path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_invalid_argument(path + ": not valid JSON (byte " + std::to_string(e.byte) + "): " + e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+    throw_invalid_argument(path + ": not valid JSON: " + e.what());
+  }
+  if (require_object && !j.is_object())
+    throw_invalid_argument(path + ": expected a JSON object, got " + std::string(j.type_name()));
+  return j;
+}
+
+template nlohmann::json read_json_file<nlohmann::json>(const std::string&, bool);
+template nlohmann::ordered_json read_json_file<nlohmann::ordered_json>(const std::string&, bool);
+
+}  // namespace ditto

@@ -1,0 +1,77 @@
+#include "core/json_file.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+
+namespace ditto {
+namespace {
+
+// A file in a fresh temporary folder that is removed with the fixture.
+class JsonFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ditto_json_file_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(JsonFileTest, ReadsBytesAsTheyAre) {
+  const std::string bytes("a\0b\r\n\xff", 6);
+  EXPECT_EQ(read_text_file(write("x.bin", bytes)), bytes);
+}
+
+TEST_F(JsonFileTest, MissingFileIsNotFoundAndNamesThePath) {
+  const std::string path = (dir_ / "absent.json").string();
+  try {
+    read_json_file(path);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(JsonFileTest, MalformedJsonNamesThePathAndTheByte) {
+  const std::string path = write("bad.json", "{\"a\": 1,,}");
+  try {
+    read_json_file(path);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(path + ": not valid JSON (byte 9)"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(JsonFileTest, TopLevelMustBeAnObjectUnlessAskedOtherwise) {
+  const std::string path = write("list.json", "[1, 2]");
+  try {
+    read_json_file(path);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected a JSON object, got array"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_json_file(path, /*require_object=*/false).size(), 2u);
+}
+
+TEST_F(JsonFileTest, OrderedJsonKeepsKeyOrder) {
+  const auto j = read_json_file<nlohmann::ordered_json>(write("o.json", R"({"b": 1, "a": 2})"));
+  EXPECT_EQ(j.begin().key(), "b");
+}
+
+}  // namespace
+}  // namespace ditto
