@@ -332,7 +332,7 @@ TEST_F(EngineInvarianceTest, BadRequestsAreRefusedAloneAndOthersComplete) {
   EXPECT_EQ(refuse("top_p", {1}, bad), "top_p must be in (0, 1], got 1.5");
   bad = ok;
   bad.n = 0;
-  EXPECT_EQ(refuse("n", {1}, bad), "n must be in [1, 1024], got 0");
+  EXPECT_EQ(refuse("n", {1}, bad), "n must be in [1, 128], got 0");
   bad = ok;
   bad.max_tokens = 0;
   EXPECT_EQ(refuse("max", {1}, bad), "max_tokens must be at least 1, got 0");

@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/philox.h"
-#include "ditto/llm.h"
+#include "engine/llm_engine.h"
 #include "generate_jsonl.h"
 #include "model/causal_lm.h"
 #include "model_options.h"
@@ -117,12 +117,12 @@ void run_check(const CheckOptions& o) {
     throw_invalid_argument("--min-prompt-tokens / --max-prompt-tokens: need 1 <= min <= max");
   if (!o.inject_fault.empty() && o.inject_fault != "batch-size")
     throw_invalid_argument("--inject-fault: the only fault is 'batch-size', got '" + o.inject_fault + "'");
-  LLMOptions base;
+  EngineArgs base;
   base.model = o.model.model;
   base.threads = o.model.threads > 0 ? o.model.threads : 2;
   base.block_size = o.model.block_size;
-  LLM llm(base);
-  if (!o.inject_fault.empty()) llm.set_logits_hook(batch_size_fault);
+  LLMEngine llm(base);
+  const EngineConfig::LogitsHook fault = o.inject_fault.empty() ? nullptr : EngineConfig::LogitsHook(batch_size_fault);
   std::vector<PromptInput> given;
   if (!o.prompts_file.empty()) {
     std::ifstream in(o.prompts_file);
@@ -156,7 +156,7 @@ void run_check(const CheckOptions& o) {
   std::vector<std::string> alone(n);
   std::vector<GenerateResult> alone_results(n);
   for (size_t i = 0; i < n; ++i) {
-    std::vector<GenerateResult> r = llm.generate({prompts[i]}, {params[i]});
+    std::vector<GenerateResult> r = llm.generate({prompts[i]}, {params[i]}, false, nullptr, fault);
     if (r[0].error) throw_invalid_argument("prompt " + std::to_string(i) + ": " + *r[0].error);
     alone[i] = fingerprint(r[0]);
     alone_results[i] = std::move(r[0]);
@@ -170,8 +170,8 @@ void run_check(const CheckOptions& o) {
   // Runs `order` of the cases (plus extra requests after them, not compared) and compares.
   auto check = [&](const std::string& name, const std::vector<size_t>& order,
                    const std::vector<PromptInput>& extra_prompts = {}, const std::vector<SamplingParams>& extra_params = {},
-                   LLM* with = nullptr) {
-    LLM& engine = with ? *with : llm;
+                   LLMEngine* with = nullptr) {
+    LLMEngine& engine = with ? *with : llm;
     std::vector<PromptInput> ps;
     std::vector<SamplingParams> pp;
     for (size_t i : order) {
@@ -180,7 +180,7 @@ void run_check(const CheckOptions& o) {
     }
     ps.insert(ps.end(), extra_prompts.begin(), extra_prompts.end());
     pp.insert(pp.end(), extra_params.begin(), extra_params.end());
-    const std::vector<GenerateResult> got = engine.generate(ps, pp);
+    const std::vector<GenerateResult> got = engine.generate(ps, pp, false, nullptr, fault);
     Row row{name};
     for (size_t k = 0; k < order.size(); ++k) {
       ++row.cases;
@@ -221,36 +221,35 @@ void run_check(const CheckOptions& o) {
     check("with random co-running traffic", order, extra, extra_params);
   }
   for (int64_t budget : {16, 64, 8192}) {
-    LLMOptions lo = base;
+    EngineArgs lo = base;
     lo.max_num_batched_tokens = budget;
-    llm.set_engine_options(lo);
+    llm.set_engine_args(lo);
     check("max_num_batched_tokens " + std::to_string(budget), identity);
   }
   {  // prefix cache: every prompt twice, the copies admitted after the originals computed
-    LLMOptions lo = base;
+    EngineArgs lo = base;
     lo.max_num_seqs = 4;
-    llm.set_engine_options(lo);
+    llm.set_engine_args(lo);
     std::vector<size_t> twice = identity;
     twice.insert(twice.end(), identity.begin(), identity.end());
     check("prefix cache cold, warm and partial hits", twice);
     lo.enable_prefix_caching = false;
-    llm.set_engine_options(lo);
+    llm.set_engine_args(lo);
     check("prefix caching off", identity);
   }
   {  // a KV cache just big enough for the largest request: preemption
-    LLMOptions lo = base;
+    EngineArgs lo = base;
     const ModelConfig& mc = llm.model().config();
     const int64_t need = (max_prompt + o.max_tokens + lo.block_size - 1) / lo.block_size + 2;
     lo.kv_cache_memory = need * mc.num_hidden_layers * 2 * lo.block_size * mc.num_key_value_heads * mc.head_dim * 2;
-    llm.set_engine_options(lo);
+    llm.set_engine_args(lo);
     check("KV cache of " + std::to_string(need) + " blocks (preemption)", identity);
   }
-  llm.set_engine_options(base);
+  llm.set_engine_args(base);
   {
-    LLMOptions one = base;
+    EngineArgs one = base;
     one.threads = base.threads == 1 ? 2 : 1;
-    LLM other(one);
-    if (!o.inject_fault.empty()) other.set_logits_hook(batch_size_fault);
+    LLMEngine other(one);
     check("threads " + std::to_string(base.threads) + " vs " + std::to_string(one.threads), identity, {}, {}, &other);
   }
   {  // decode logprobs vs re-scoring the finished sequence with prompt_logprobs
@@ -274,7 +273,7 @@ void run_check(const CheckOptions& o) {
     sp.temperature = 0.0f;
     sp.max_tokens = 1;
     sp.prompt_logprobs = 0;
-    const std::vector<GenerateResult> got = rescore.empty() ? std::vector<GenerateResult>{} : llm.generate(rescore, {sp});
+    const std::vector<GenerateResult> got = rescore.empty() ? std::vector<GenerateResult>{} : llm.generate(rescore, {sp}, false, nullptr, fault);
     for (size_t k = 0; k < got.size(); ++k) {
       const RequestOutput& out = alone_results[which[k].first].output;
       const CompletionOutput& c = out.outputs[which[k].second];

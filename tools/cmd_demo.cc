@@ -27,7 +27,7 @@ struct DemoOptions {
 const char* const kPrompts[] = {"The future of AI is", "Machine learning enables", "Deep learning models can"};
 
 int run_demo(const DemoOptions& o) {
-  LLMOptions lo;
+  EngineArgs lo;
   lo.model = o.model.model;
   lo.threads = o.model.threads;
   lo.block_size = o.model.block_size;

@@ -14,7 +14,7 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "ditto/llm.h"
+#include "engine/llm_engine.h"
 #include "model/hub.h"
 #include "model_options.h"
 #include "server/http_server.h"
@@ -31,6 +31,7 @@ struct ServeOptions {
   std::string max_request_body = "32MiB";
   int64_t max_num_batched_tokens = 2048;
   int64_t max_num_seqs = 256;
+  int64_t max_model_len = 0;
   bool no_prefix_caching = false;
 };
 
@@ -47,8 +48,9 @@ void run_serve(ServeOptions o) {
   // pages apart; a few shared arenas keep the server's RSS near its working set.
   mallopt(M_ARENA_MAX, 4);
 
-  LLMOptions lo;
+  EngineArgs lo;
   lo.model = o.model;
+  lo.max_model_len = o.max_model_len;
   lo.threads = o.threads;
   lo.block_size = o.block_size;
   lo.kv_cache_memory = parse_size_bytes(o.kv_cache_memory, "--kv-cache-memory");
@@ -58,7 +60,7 @@ void run_serve(ServeOptions o) {
   o.server.max_request_body_bytes = parse_size_bytes(o.max_request_body, "--max-request-body-bytes");
   if (o.server.served_model_name.empty()) o.server.served_model_name = o.model;
   validate_server_options(o.server);  // before the (long) model load
-  LLM llm(lo);
+  LLMEngine llm(lo);
   o.server.model_path = resolve_model_path(o.model);
   o.server.version = DITTO_VERSION;
   if (o.server.http_threads == 0) o.server.http_threads = static_cast<int>(std::max<int64_t>(128, o.max_num_seqs + 64));
@@ -78,8 +80,9 @@ void run_serve(ServeOptions o) {
               o.server.model_path.c_str());
   std::printf("  try: curl %s/v1/completions -H 'Content-Type: application/json'%s -d '{\"model\": \"%s\", "
               "\"prompt\": \"The future of AI is\", \"max_tokens\": 32, \"temperature\": 0.7, \"seed\": 42}'\n",
-              base.c_str(), o.server.api_key.empty() ? "" : " -H 'Authorization: Bearer $KEY'",
+              base.c_str(), o.server.api_key.empty() ? "" : " -H \"Authorization: Bearer $KEY\"",
               o.server.served_model_name.c_str());
+  if (!o.server.api_key.empty()) std::printf("  (set KEY to the --api-key value first: KEY=...)\n");
   std::printf("  or any OpenAI client with base_url %s/v1; Ctrl-C stops.\n", base.c_str());
   std::fflush(stdout);
   server.listen();
@@ -113,6 +116,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
       ->capture_default_str();
+  cmd->add_option("--max-model-len", o->max_model_len,
+                  "Context length in tokens (prompt + output) every request must fit; also caps a chat's default "
+                  "max_tokens (default: the model's max_position_embeddings)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences running at once")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();

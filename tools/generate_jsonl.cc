@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <filesystem>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -13,51 +14,51 @@
 
 #include "core/error.h"
 #include "core/json_input.h"
+#include "engine/llm_engine.h"
+#include "engine/sampling_params_json.h"
 
 namespace ditto {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Reads one input line into a prompt and its parameters. Throws Error(kInvalidArgument) naming
-// the field.
-void parse_line(const Json& line, PromptInput& prompt, SamplingParams& p) {
+// One input line: its prompt, parameters and how max_tokens is settled. Unknown fields are
+// listed in `ignored` (the server's rule: vLLM ignores them too). Throws Error(kInvalidArgument)
+// naming the field.
+struct Line {
+  PromptInput prompt;
+  SamplingParams params;
+  MaxTokensRule rule = MaxTokensRule::kClipToContext;
+  std::vector<std::string> ignored;
+};
+
+Line parse_line(const Json& line) {
   if (!line.is_object()) throw_invalid_argument("each line must be a JSON object");
-  static const std::set<std::string> known = {
-      "request_id", "prompt", "prompt_token_ids", "messages", "tools", "chat_template_kwargs", "n",
-      "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
-      "repetition_penalty", "seed", "stop", "stop_token_ids", "ignore_eos", "include_stop_str_in_output",
-      "max_tokens", "min_tokens", "logprobs", "prompt_logprobs", "skip_special_tokens"};
+  static const std::set<std::string> own = {"request_id", "prompt", "prompt_token_ids", "messages", "tools",
+                                            "chat_template_kwargs", "logprobs"};
+  Line l;
   for (const auto& [key, value] : line.items())
-    if (!known.contains(key)) throw_invalid_argument("unknown field '" + key + "'");
-  if (line.contains("prompt")) prompt.text = json_string(line["prompt"], "prompt");
-  if (line.contains("prompt_token_ids")) prompt.token_ids = json_token_ids(line["prompt_token_ids"], "prompt_token_ids");
+    if (!own.contains(key) && !sampling_params_keys().contains(key)) l.ignored.push_back(key);
+  PromptInput& prompt = l.prompt;
+  if (line.contains("prompt")) prompt.text = read_field("prompt", [&] { return json_string(line["prompt"], "prompt"); });
+  if (line.contains("prompt_token_ids"))
+    prompt.token_ids =
+        read_field("prompt_token_ids", [&] { return json_token_ids(line["prompt_token_ids"], "prompt_token_ids"); });
   if (line.contains("messages")) {
-    if (!line["messages"].is_array()) throw_invalid_argument("field 'messages' must be an array");
+    if (!line["messages"].is_array()) throw_invalid_field("messages", "field 'messages' must be an array");
     prompt.messages = line["messages"];
   }
   if (line.contains("tools")) prompt.tools = line["tools"];
   if (line.contains("chat_template_kwargs")) prompt.chat_template_kwargs = line["chat_template_kwargs"];
-  if (line.contains("n")) p.n = json_int(line["n"], "n", -kMaxJsonCount, kMaxJsonCount);
-  for (const auto& [key, target] : {std::pair{"temperature", &p.temperature}, std::pair{"top_p", &p.top_p},
-                                    std::pair{"min_p", &p.min_p}, std::pair{"presence_penalty", &p.presence_penalty},
-                                    std::pair{"frequency_penalty", &p.frequency_penalty},
-                                    std::pair{"repetition_penalty", &p.repetition_penalty}})
-    if (line.contains(key)) *target = json_float(line[key], key);
-  if (line.contains("top_k")) p.top_k = json_int(line["top_k"], "top_k", -kMaxJsonCount, kMaxJsonCount);
-  if (line.contains("seed") && !line["seed"].is_null()) p.seed = json_seed(line["seed"], "seed");
-  if (line.contains("stop")) p.stop = json_strings(line["stop"], "stop");
-  if (line.contains("stop_token_ids")) p.stop_token_ids = json_token_ids(line["stop_token_ids"], "stop_token_ids");
-  for (const auto& [key, target] : {std::pair{"ignore_eos", &p.ignore_eos},
-                                    std::pair{"include_stop_str_in_output", &p.include_stop_str_in_output},
-                                    std::pair{"skip_special_tokens", &p.skip_special_tokens}})
-    if (line.contains(key)) *target = json_bool(line[key], key);
-  if (line.contains("max_tokens")) p.max_tokens = json_int(line["max_tokens"], "max_tokens", -kMaxJsonCount, kMaxJsonCount);
-  if (line.contains("min_tokens")) p.min_tokens = json_int(line["min_tokens"], "min_tokens", -kMaxJsonCount, kMaxJsonCount);
+  const bool max_tokens_given = read_sampling_params(line, l.params);
   if (line.contains("logprobs") && !line["logprobs"].is_null())
-    p.logprobs = json_int(line["logprobs"], "logprobs", -kMaxJsonCount, kMaxJsonCount);
-  if (line.contains("prompt_logprobs") && !line["prompt_logprobs"].is_null())
-    p.prompt_logprobs = json_int(line["prompt_logprobs"], "prompt_logprobs", -kMaxJsonCount, kMaxJsonCount);
+    l.params.logprobs = read_field("logprobs", [&] { return json_int(line["logprobs"], "logprobs"); });
+  // The server's rule: a max_tokens given must fit the context; without one a prompt gets vLLM's
+  // 16 (cut to the context) and a chat the rest of the context.
+  l.rule = max_tokens_given ? MaxTokensRule::kAsGiven
+           : prompt.messages ? MaxTokensRule::kRestOfContext
+                             : MaxTokensRule::kClipToContext;
+  return l;
 }
 
 Json logprob_json(const SampledToken& s) {
@@ -104,7 +105,7 @@ Json result_json(const GenerateResult& r) {
   return j;
 }
 
-void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
+size_t run_generate_jsonl(const EngineArgs& engine_args, const JsonlOptions& o) {
   std::ifstream file;
   if (o.prompts != "-") {
     if (std::filesystem::is_directory(o.prompts)) throw_invalid_argument("--prompts: '" + o.prompts + "' is a directory");
@@ -114,21 +115,23 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
   std::istream& in = o.prompts == "-" ? std::cin : file;
   std::vector<PromptInput> prompts;
   std::vector<SamplingParams> params;
+  std::vector<MaxTokensRule> rules;
   std::vector<std::optional<std::string>> line_errors;
   std::vector<std::string> request_ids;
   std::vector<size_t> line_numbers;  // file line of each request (blank lines are skipped)
   std::string text;
   for (size_t number = 1; std::getline(in, text); ++number) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    PromptInput prompt;
-    SamplingParams p;
+    Line l;
     std::string rid = std::to_string(prompts.size());
     const std::string where = "line " + std::to_string(number);
     try {
       const Json line = parse_json_input<Json>(text, where);  // its errors start with `where`
       try {
         if (line.is_object() && line.contains("request_id")) rid = json_string(line["request_id"], "request_id");
-        parse_line(line, prompt, p);
+        l = parse_line(line);
+        for (const std::string& key : l.ignored)
+          std::fprintf(stderr, "ditto generate: %s: ignoring unknown field '%s'\n", where.c_str(), key.c_str());
         line_errors.emplace_back();
       } catch (const Error& e) {
         line_errors.emplace_back(where + ": " + e.what());
@@ -136,8 +139,9 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
     } catch (const Error& e) {
       line_errors.emplace_back(e.what());
     }
-    prompts.push_back(std::move(prompt));
-    params.push_back(p);
+    prompts.push_back(std::move(l.prompt));
+    params.push_back(l.params);
+    rules.push_back(l.rule);
     request_ids.push_back(rid);
     line_numbers.push_back(number);
   }
@@ -154,12 +158,14 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
   // Lines that failed to parse do not reach the engine.
   std::vector<PromptInput> good_prompts;
   std::vector<SamplingParams> good_params;
+  std::vector<MaxTokensRule> good_rules;
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (line_errors[i]) continue;
     good_prompts.push_back(prompts[i]);
     good_params.push_back(params[i]);
+    good_rules.push_back(rules[i]);
   }
-  LLM llm(llm_options);
+  LLMEngine llm(engine_args);
   // Lines are written in input order as soon as every earlier request is done, so a long run
   // shows its progress in the file and an interrupted one keeps what finished. The file is
   // opened once the model has loaded (a bad model leaves an existing file alone).
@@ -174,6 +180,7 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
     if (!line_errors[i]) engine_index[i] = k++;
   std::vector<std::optional<GenerateResult>> ready(prompts.size());
   size_t written = 0;
+  size_t failed = 0;
   auto flush_ready = [&] {
     for (; written < prompts.size(); ++written) {
       GenerateResult r;
@@ -191,6 +198,7 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
         break;  // an earlier request is still running
       }
       r.output.request_id = request_ids[written];
+      if (r.error) ++failed;
       out << result_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     }
     out.flush();
@@ -199,13 +207,17 @@ void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o) {
   for (size_t i = 0; i < prompts.size(); ++i)
     if (engine_index[i] != SIZE_MAX) line_of[engine_index[i]] = i;
   if (!good_prompts.empty())
-    llm.generate(good_prompts, good_params, true, [&](size_t k, const GenerateResult& r) {
-      ready[line_of[k]] = r;
-      flush_ready();
-    });
+    llm.generate(
+        good_prompts, good_params, true,
+        [&](size_t k, const GenerateResult& r) {
+          ready[line_of[k]] = r;
+          flush_ready();
+        },
+        nullptr, good_rules);
   flush_ready();
   out.flush();
   if (!out) throw_invalid_argument("--output: writing failed: " + std::string(std::strerror(errno)));
+  return failed;
 }
 
 }  // namespace ditto

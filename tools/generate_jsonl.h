@@ -14,7 +14,8 @@ struct JsonlOptions {
 };
 
 // Throws Error for unreadable/unwritable files; a bad line becomes that line's {"error": ...}.
-void run_generate_jsonl(const LLMOptions& llm_options, const JsonlOptions& o);
+// Returns the number of lines that got an error (the command then exits non-zero).
+size_t run_generate_jsonl(const EngineArgs& engine_args, const JsonlOptions& o);
 
 // The JSON of one result: request_id, prompt, prompt_token_ids, seed, prompt_logprobs (when
 // asked), outputs[{index, text, token_ids, cumulative_logprob, logprobs, finish_reason,

@@ -28,15 +28,16 @@ LoadedModel load_model(const ModelOptions& o) {
   lm.pool = std::make_unique<ThreadPool>(o.threads > 0 ? o.threads : default_num_threads());
   const std::string dir = resolve_model_path(o.model);
   lm.model = CausalLM::load(dir, lm.pool.get());
-  if (o.report_memory) {
-    const LoadStats& s = lm.model->load_stats();
-    const int64_t rss = peak_rss_bytes();
-    std::fprintf(stderr,
-                 "loaded %s: %lld tensors, weights %.1f MB, peak RSS %.1f MB (%.3fx weights), %.2f s\n",
-                 dir.c_str(), static_cast<long long>(s.num_tensors), s.weight_bytes / 1e6, rss / 1e6,
-                 static_cast<double>(rss) / static_cast<double>(s.weight_bytes), s.seconds);
-  }
+  if (o.report_memory) report_load(dir, *lm.model);
   return lm;
+}
+
+void report_load(const std::string& dir, const CausalLM& model) {
+  const LoadStats& s = model.load_stats();
+  const int64_t rss = peak_rss_bytes();
+  std::fprintf(stderr, "loaded %s: %lld tensors, weights %.1f MB, peak RSS %.1f MB (%.3fx weights), %.2f s\n",
+               dir.c_str(), static_cast<long long>(s.num_tensors), s.weight_bytes / 1e6, rss / 1e6,
+               static_cast<double>(rss) / static_cast<double>(s.weight_bytes), s.seconds);
 }
 
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& flag) {

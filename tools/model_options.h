@@ -29,6 +29,8 @@ struct LoadedModel {
 
 // Resolves, loads and (with --report-memory) prints the load statistics to stderr.
 LoadedModel load_model(const ModelOptions& options);
+// Prints --report-memory's line: tensors, weight bytes, peak RSS and load seconds (stderr).
+void report_load(const std::string& dir, const CausalLM& model);
 
 // "1,2,3" -> {1, 2, 3}. Throws Error(kInvalidArgument) naming `flag` and the bad item.
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& flag);

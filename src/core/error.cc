@@ -8,11 +8,17 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::kNotFound: return "not_found";
     case ErrorCode::kResourceExhausted: return "resource_exhausted";
     case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kUnauthenticated: return "unauthenticated";
+    case ErrorCode::kCancelled: return "cancelled";
   }
   return "unknown";
 }
 
 void throw_error(ErrorCode code, const std::string& message) { throw Error(code, message); }
+
+void throw_invalid_field(const std::string& param, const std::string& message) {
+  throw Error(ErrorCode::kInvalidArgument, message, param);
+}
 
 namespace detail {
 

@@ -1,30 +1,14 @@
-// The one error type of ditto: a code (what kind of failure) and a message that names the file,
-// tensor, field or parameter at fault. Layers above map the code to exit codes and HTTP statuses.
+// ditto::Error (include/ditto/error.h) and the shorthands to throw it; DITTO_CHECK for internal
+// invariants. Layers above map the code to exit codes and HTTP statuses (one function each:
+// tools/ditto_main.cc and server/api_error.h).
 #pragma once
 
-#include <stdexcept>
 #include <string>
 #include <string_view>
 
+#include "ditto/error.h"
+
 namespace ditto {
-
-enum class ErrorCode {
-  kInvalidArgument,    // bad input from the user: a flag, a request field, a malformed file
-  kNotFound,           // a file, tensor or model that does not exist
-  kResourceExhausted,  // out of memory, KV blocks, or another bounded resource
-  kInternal,           // a broken invariant inside ditto (a bug)
-};
-
-std::string_view error_code_name(ErrorCode code);
-
-class Error : public std::runtime_error {
- public:
-  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
-  ErrorCode code() const { return code_; }
-
- private:
-  ErrorCode code_;
-};
 
 // Shorthands that keep call sites on one line: throw invalid_argument("config.json: ...").
 [[noreturn]] void throw_error(ErrorCode code, const std::string& message);
@@ -32,6 +16,8 @@ class Error : public std::runtime_error {
   throw_error(ErrorCode::kInvalidArgument, m);
 }
 [[noreturn]] inline void throw_not_found(const std::string& m) { throw_error(ErrorCode::kNotFound, m); }
+// Error(kInvalidArgument) naming the request field at fault: throw_invalid_field("top_p", "...").
+[[noreturn]] void throw_invalid_field(const std::string& param, const std::string& message);
 
 }  // namespace ditto
 

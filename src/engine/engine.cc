@@ -57,12 +57,24 @@ int64_t kv_blocks_for_memory(const ModelConfig& c, int64_t block_size, int64_t b
   return per_block > 0 ? bytes / per_block : 0;
 }
 
+InputLimits input_limits_for(const ModelConfig& c, const EngineConfig& config) {
+  InputLimits l;
+  l.vocab_size = c.vocab_size;
+  l.max_model_len = config.max_model_len > 0 ? config.max_model_len : c.max_position_embeddings;
+  l.max_model_len_is_model_limit = l.max_model_len == c.max_position_embeddings;
+  l.max_logprobs = config.max_logprobs;
+  l.block_size = config.block_size;
+  l.num_kv_blocks = config.num_kv_blocks;
+  return l;
+}
+
 Engine::Engine(const CausalLM& model, const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids,
                const EngineConfig& config)
     : model_(model),
       tokenizer_(tokenizer),
       eos_token_ids_(std::move(eos_token_ids)),
       config_(config),
+      processor_(input_limits_for(model.config(), config), tokenizer, /*chat_template=*/nullptr),
       kv_(config.num_kv_blocks, config.block_size, config.enable_prefix_caching),
       runner_(model, config.num_kv_blocks, config.block_size),
       scheduler_(config.scheduler, kv_) {}
@@ -71,29 +83,24 @@ Engine::~Engine() = default;
 
 void Engine::add_request(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
                          const SamplingParams& params, const std::string& prompt_text) {
-  const ModelConfig& c = model_.config();
-  if (prompt_token_ids.empty()) throw_invalid_argument("the prompt is empty");
-  for (size_t i = 0; i < prompt_token_ids.size(); ++i)
-    if (prompt_token_ids[i] < 0 || prompt_token_ids[i] >= c.vocab_size)
-      throw_invalid_argument("prompt token " + std::to_string(i) + " = " + std::to_string(prompt_token_ids[i]) +
-                             " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
-  const auto prompt_len = static_cast<int64_t>(prompt_token_ids.size());
-  if (prompt_len >= c.max_position_embeddings)
-    throw_invalid_argument("the prompt has " + std::to_string(prompt_len) +
-                           " tokens; the model's context is " + std::to_string(c.max_position_embeddings) +
-                           " (max_position_embeddings), which leaves no room for output");
-  params.validate(c.vocab_size);
-  if (request_index_.contains(request_id))
-    throw_invalid_argument("request_id '" + request_id + "' is already running");
-  if (!params.stop.empty() && tokenizer_ == nullptr)
-    throw_invalid_argument("stop strings need the model's tokenizer (tokenizer.json)");
-  const int64_t max_len = std::min(prompt_len + params.max_tokens, c.max_position_embeddings);
-  const int64_t blocks = (max_len + config_.block_size - 1) / config_.block_size;
-  if (blocks > config_.num_kv_blocks)
-    throw_invalid_argument("the request needs " + std::to_string(blocks) + " KV cache blocks (" + std::to_string(prompt_len) +
-                           " prompt tokens + max_tokens " + std::to_string(params.max_tokens) + ") but the cache has " +
-                           std::to_string(config_.num_kv_blocks) + "; raise --kv-cache-memory or lower max_tokens");
+  EngineRequest r =
+      processor_.process(PromptInput{.token_ids = std::move(prompt_token_ids)}, params, MaxTokensRule::kClipToContext);
+  r.request_id = request_id;
+  r.prompt = prompt_text;
+  add(std::move(r));
+}
 
+void Engine::add(EngineRequest r) {
+  if (request_index_.contains(r.request_id))
+    throw_invalid_argument("request_id '" + r.request_id + "' is already running");
+  const SamplingParams& params = r.params;
+  const auto prompt_len = static_cast<int64_t>(r.prompt_token_ids.size());
+  DITTO_CHECK(prompt_len > 0 && (prompt_len + params.max_tokens + config_.block_size - 1) / config_.block_size <=
+                                    config_.num_kv_blocks)
+      << "request '" << r.request_id << "' did not come through the front door";
+  const std::vector<int32_t>& prompt_token_ids = r.prompt_token_ids;
+  const std::string& request_id = r.request_id;
+  const std::string& prompt_text = r.prompt;
   auto req = std::make_unique<Request>();
   req->params = params;
   req->out.request_id = request_id;
@@ -195,7 +202,7 @@ void Engine::process_row(Sequence& seq, const float* logits) {
   if (!p.ignore_eos && std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end())
     return finish_sequence(seq, FinishReason::kStop);
   if (seq.num_output_tokens() >= p.max_tokens ||
-      static_cast<int64_t>(seq.token_ids.size()) >= model_.config().max_position_embeddings)
+      static_cast<int64_t>(seq.token_ids.size()) >= processor_.limits().max_model_len)
     return finish_sequence(seq, FinishReason::kLength);
 }
 
@@ -249,58 +256,84 @@ std::optional<RequestOutput> Engine::take_delta(Request& req) {
 }
 
 std::vector<RequestOutput> Engine::step() {
-  std::vector<int64_t> touched = std::move(aborted_);
+  std::vector<int64_t> touched = std::move(aborted_);  // requests to report on
   aborted_.clear();
   const std::vector<ScheduledSequence> batch = scheduler_.schedule();
   // Every queued request fits the cache alone, so an idle step with work waiting is a bug; fail
   // loudly rather than let a caller's `while (has_unfinished()) step();` spin forever.
-  DITTO_CHECK(!batch.empty() || touched.size() > 0 || scheduler_.num_waiting() + scheduler_.num_running() == 0)
+  DITTO_CHECK(!batch.empty() || !touched.empty() || scheduler_.num_waiting() + scheduler_.num_running() == 0)
       << "scheduler made no progress with " << scheduler_.num_waiting() << " waiting sequences";
   if (!batch.empty()) {
-    std::vector<SequenceStep> steps;
-    steps.reserve(batch.size());
-    for (const ScheduledSequence& s : batch) {
-      const Request& req = *requests_.at(s.seq->request);
-      SequenceStep step;
-      step.token_ids = std::span<const int32_t>(s.seq->token_ids.data() + s.seq->num_computed_tokens,
-                                                static_cast<size_t>(s.num_tokens));
-      step.start_position = static_cast<int32_t>(s.seq->num_computed_tokens);
-      step.block_table = kv_.block_table(s.seq->id);  // stable: nothing allocates until the step ends
-      step.all_logits = req.params.prompt_logprobs && s.seq->choice == 0 &&
-                        s.seq->num_computed_tokens < s.seq->num_prompt_tokens;
-      steps.push_back(step);
-    }
-    std::vector<float> logits = runner_.step(steps);
+    const std::vector<SequenceStep> steps = prepare_inputs(batch);
+    std::vector<float> logits = runner_.step(steps);  // [rows, vocab_size] f32
     ++num_steps_;
-    if (config_.logits_hook)
-      for (size_t r = 0; r * static_cast<size_t>(model_.config().vocab_size) < logits.size(); ++r)
-        config_.logits_hook(logits.data() + r * static_cast<size_t>(model_.config().vocab_size),
-                            model_.config().vocab_size, static_cast<int64_t>(batch.size()));
-    const auto vocab = static_cast<size_t>(model_.config().vocab_size);
-    size_t row = 0;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Sequence& seq = *batch[i].seq;
-      Request& req = *requests_.at(seq.request);
-      const int64_t start = seq.num_computed_tokens;
-      const int64_t rows = steps[i].all_logits ? batch[i].num_tokens : 1;
-      if (steps[i].all_logits) {
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t next = start + r + 1;  // the prompt token this row predicts
-          if (next >= seq.num_prompt_tokens || req.out.prompt_logprobs[static_cast<size_t>(next)]) continue;
-          req.out.prompt_logprobs[static_cast<size_t>(next)] =
-              sampler_.score(std::span<const float>(logits.data() + (row + static_cast<size_t>(r)) * vocab, vocab),
-                             seq.token_ids[static_cast<size_t>(next)], *req.params.prompt_logprobs);
-        }
-      }
-      seq.num_computed_tokens += batch[i].num_tokens;
-      kv_.cache_computed(seq.id, seq.token_ids, seq.num_computed_tokens);
-      if (seq.num_uncomputed_tokens() == 0 && !seq.finished())
-        process_row(seq, logits.data() + (row + static_cast<size_t>(rows - 1)) * vocab);
-      row += static_cast<size_t>(rows);
-      touched.push_back(seq.request);
-    }
+    apply_logits_hook(logits, batch.size());
+    process_outputs(batch, steps, logits, touched);
   }
-  // Requests whose last choice finished in this step (or was aborted) are returned once.
+  return report(std::move(touched));
+}
+
+// One SequenceStep per scheduled sequence: the tokens it runs now, from its first uncomputed one.
+std::vector<SequenceStep> Engine::prepare_inputs(const std::vector<ScheduledSequence>& batch) const {
+  std::vector<SequenceStep> steps;
+  steps.reserve(batch.size());
+  for (const ScheduledSequence& s : batch) {
+    const Request& req = *requests_.at(s.seq->request);
+    SequenceStep step;
+    step.token_ids = std::span<const int32_t>(s.seq->token_ids.data() + s.seq->num_computed_tokens,
+                                              static_cast<size_t>(s.num_tokens));
+    step.start_position = static_cast<int32_t>(s.seq->num_computed_tokens);
+    step.block_table = kv_.block_table(s.seq->id);  // stable: nothing allocates until the step ends
+    // Prompt logprobs need every prompt row's logits (choice 0 computes them for the request).
+    step.all_logits = req.params.prompt_logprobs && s.seq->choice == 0 &&
+                      s.seq->num_computed_tokens < s.seq->num_prompt_tokens;
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+void Engine::apply_logits_hook(std::vector<float>& logits, size_t batch_sequences) const {
+  if (!config_.logits_hook) return;
+  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  for (size_t r = 0; r * vocab < logits.size(); ++r)
+    config_.logits_hook(logits.data() + r * vocab, model_.config().vocab_size, static_cast<int64_t>(batch_sequences));
+}
+
+// Advances every scheduled sequence past the tokens it ran, records prompt logprobs and, for a
+// sequence whose tokens are all computed, samples its next token.
+void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const std::vector<SequenceStep>& steps,
+                             const std::vector<float>& logits, std::vector<int64_t>& touched) {
+  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  size_t row = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Sequence& seq = *batch[i].seq;
+    Request& req = *requests_.at(seq.request);
+    const int64_t rows = steps[i].all_logits ? batch[i].num_tokens : 1;
+    if (steps[i].all_logits) record_prompt_logprobs(seq, req, logits.data() + row * vocab, rows);
+    seq.num_computed_tokens += batch[i].num_tokens;
+    kv_.cache_computed(seq.id, seq.token_ids, seq.num_computed_tokens);
+    if (seq.num_uncomputed_tokens() == 0 && !seq.finished())
+      process_row(seq, logits.data() + (row + static_cast<size_t>(rows - 1)) * vocab);
+    row += static_cast<size_t>(rows);
+    touched.push_back(seq.request);
+  }
+}
+
+// `logits` [rows, vocab_size] f32 are the rows of the sequence's tokens from num_computed_tokens on.
+void Engine::record_prompt_logprobs(Sequence& seq, Request& req, const float* logits, int64_t rows) {
+  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t next = seq.num_computed_tokens + r + 1;  // the prompt token this row predicts
+    if (next >= seq.num_prompt_tokens || req.out.prompt_logprobs[static_cast<size_t>(next)]) continue;
+    req.out.prompt_logprobs[static_cast<size_t>(next)] =
+        sampler_.score(std::span<const float>(logits + static_cast<size_t>(r) * vocab, vocab),
+                       seq.token_ids[static_cast<size_t>(next)], *req.params.prompt_logprobs);
+  }
+}
+
+// The outputs of the touched requests: a delta report for kDelta ones that progressed, the final
+// output for finished kFinalOnly ones. Finished requests are forgotten.
+std::vector<RequestOutput> Engine::report(std::vector<int64_t> touched) {
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   std::vector<RequestOutput> done;

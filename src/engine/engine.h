@@ -13,11 +13,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/input_processor.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
+#include "ditto/sampling_params.h"
 #include "engine/request_output.h"
 #include "engine/sampler.h"
-#include "engine/sampling_params.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "model/causal_lm.h"
@@ -29,11 +30,17 @@ struct EngineConfig {
   int64_t block_size = 16;             // KV cache block, tokens
   // Test double (null in real use): sees every logits row before sampling, with the number of
   // sequences in the step — lets the invariance harness prove it detects batch dependence.
-  std::function<void(float* logits, int64_t vocab_size, int64_t batch_sequences)> logits_hook;
+  using LogitsHook = std::function<void(float* logits, int64_t vocab_size, int64_t batch_sequences)>;
+  LogitsHook logits_hook;
   int64_t num_kv_blocks = 0;           // KV cache size in blocks (see kv_blocks_for_memory)
+  int64_t max_model_len = 0;           // context in tokens (prompt + output); 0: max_position_embeddings
+  int64_t max_logprobs = 20;           // top-N bound for logprobs and prompt_logprobs (vLLM's)
   bool enable_prefix_caching = true;
   SchedulerConfig scheduler;
 };
+
+// The limits requests to an engine of `config` over a model of `model_config` are checked against.
+InputLimits input_limits_for(const ModelConfig& model_config, const EngineConfig& config);
 
 // Blocks of `block_size` tokens that fit in `bytes` of bf16 KV cache for `config`.
 int64_t kv_blocks_for_memory(const ModelConfig& config, int64_t block_size, int64_t bytes);
@@ -47,13 +54,21 @@ class Engine {
          const EngineConfig& config);
   ~Engine();
 
-  // Queues a request. Throws Error(kInvalidArgument) naming what is wrong — empty prompt, a
-  // token id outside the vocabulary, a prompt that leaves no room in the model's context, a
-  // request that cannot fit in the KV cache even alone, a sampling parameter out of range, a
-  // request_id already unfinished — and queues nothing in that case. Messages do not repeat
-  // request_id: the caller adds it.
+  // Queues a request that came through the front door (InputProcessor::process, with this
+  // engine's input_limits()). Throws Error(kInvalidArgument) for a request_id already unfinished
+  // and queues nothing then.
+  void add(EngineRequest request);
+
+  // Token ids through the front door and then add(): max_tokens is cut to the context
+  // (MaxTokensRule::kClipToContext). Throws what InputProcessor::process and add() throw —
+  // empty prompt, a token id outside the vocabulary, a prompt that leaves no room in the
+  // context, a request that cannot fit in the KV cache even alone, a sampling parameter out of
+  // range — and queues nothing in that case. Messages do not repeat request_id.
   void add_request(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
                    const SamplingParams& params, const std::string& prompt_text = "");
+
+  // The limits every request of this engine is checked against.
+  const InputLimits& input_limits() const { return processor_.limits(); }
 
   // Runs one step. Returns the requests that finished in it and, for kDelta requests, a report of
   // what each that progressed produced (request_output.h).
@@ -71,6 +86,14 @@ class Engine {
 
  private:
   struct Request;
+  // step()'s parts, in order.
+  std::vector<SequenceStep> prepare_inputs(const std::vector<ScheduledSequence>& batch) const;
+  void apply_logits_hook(std::vector<float>& logits, size_t batch_sequences) const;
+  void process_outputs(const std::vector<ScheduledSequence>& batch, const std::vector<SequenceStep>& steps,
+                       const std::vector<float>& logits, std::vector<int64_t>& touched);
+  std::vector<RequestOutput> report(std::vector<int64_t> touched);
+
+  void record_prompt_logprobs(Sequence& seq, Request& req, const float* logits, int64_t rows);
   void finish_sequence(Sequence& seq, FinishReason reason);
   void process_row(Sequence& seq, const float* logits);
   std::optional<RequestOutput> take_delta(Request& req);
@@ -79,6 +102,7 @@ class Engine {
   const Tokenizer* tokenizer_;
   std::vector<int32_t> eos_token_ids_;
   EngineConfig config_;
+  InputProcessor processor_;  // token-id requests of add_request()
   KvCacheManager kv_;
   ModelRunner runner_;
   Scheduler scheduler_;

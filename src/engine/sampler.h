@@ -19,20 +19,10 @@
 #include <span>
 #include <vector>
 
-#include "engine/sampling_params.h"
+#include "ditto/request_output.h"
+#include "ditto/sampling_params.h"
 
 namespace ditto {
-
-struct TokenLogprob {
-  int32_t token_id = 0;
-  float logprob = 0.0f;  // raw model log-probability (before penalties, temperature, filters)
-  int64_t rank = 0;      // 1 + number of tokens with a strictly larger logprob
-};
-
-struct SampledToken {
-  TokenLogprob token;                      // the chosen token
-  std::vector<TokenLogprob> top_logprobs;  // params.logprobs entries, (logprob desc, id asc)
-};
 
 struct SamplerInput {
   std::span<const float> logits;               // [vocab_size] f32, the model's raw logits

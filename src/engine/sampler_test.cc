@@ -54,7 +54,7 @@ TEST(SamplingParamsTest, EachBadFieldIsNamed) {
   };
   EXPECT_EQ(with([](SamplingParams& p) { p.top_p = 1.5f; }), "top_p must be in (0, 1], got 1.5");
   EXPECT_EQ(with([](SamplingParams& p) { p.top_p = 0.0f; }), "top_p must be in (0, 1], got 0");
-  EXPECT_EQ(with([](SamplingParams& p) { p.n = 0; }), "n must be in [1, 1024], got 0");
+  EXPECT_EQ(with([](SamplingParams& p) { p.n = 0; }), "n must be in [1, 128], got 0");
   EXPECT_EQ(with([](SamplingParams& p) { p.max_tokens = 0; }), "max_tokens must be at least 1, got 0");
   EXPECT_EQ(with([](SamplingParams& p) { p.max_tokens = -3; }), "max_tokens must be at least 1, got -3");
   EXPECT_EQ(with([](SamplingParams& p) { p.temperature = -1.0f; }), "temperature must be a finite number >= 0, got -1");

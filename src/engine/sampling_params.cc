@@ -1,5 +1,6 @@
-#include "engine/sampling_params.h"
+#include "ditto/sampling_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -13,12 +14,15 @@ template <typename T>
 [[noreturn]] void bad(const char* field, const std::string& rule, T value) {
   std::ostringstream os;
   os << field << " must be " << rule << ", got " << value;
-  throw_invalid_argument(os.str());
+  throw_invalid_field(field, os.str());
 }
 
 }  // namespace
 
-void SamplingParams::validate(int64_t vocab_size) const {
+void SamplingParams::validate(int64_t vocab_size, int64_t max_logprobs) const {
+  const int64_t top_n = std::min(vocab_size, max_logprobs);
+  const std::string top_n_rule = top_n < vocab_size ? "in [0, " + std::to_string(top_n) + "] (max_logprobs)"
+                                                    : "in [0, vocab size " + std::to_string(vocab_size) + "]";
   if (n < 1 || n > kMaxN) bad("n", "in [1, " + std::to_string(kMaxN) + "]", n);
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) bad("presence_penalty", "in [-2, 2]", presence_penalty);
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) bad("frequency_penalty", "in [-2, 2]", frequency_penalty);
@@ -31,18 +35,21 @@ void SamplingParams::validate(int64_t vocab_size) const {
   if (max_tokens < 1) bad("max_tokens", "at least 1", max_tokens);
   if (min_tokens < 0) bad("min_tokens", "at least 0", min_tokens);
   if (min_tokens > max_tokens)
-    throw_invalid_argument("min_tokens (" + std::to_string(min_tokens) + ") must not exceed max_tokens (" +
-                           std::to_string(max_tokens) + ")");
-  if (logprobs && (*logprobs < 0 || *logprobs > vocab_size))
-    bad("logprobs", ("in [0, vocab size " + std::to_string(vocab_size) + "]").c_str(), *logprobs);
-  if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > vocab_size))
-    bad("prompt_logprobs", ("in [0, vocab size " + std::to_string(vocab_size) + "]").c_str(), *prompt_logprobs);
+    throw_invalid_field("min_tokens", "min_tokens (" + std::to_string(min_tokens) + ") must not exceed max_tokens (" +
+                                          std::to_string(max_tokens) + ")");
+  if (logprobs && (*logprobs < 0 || *logprobs > top_n)) bad("logprobs", top_n_rule, *logprobs);
+  if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > top_n))
+    bad("prompt_logprobs", top_n_rule, *prompt_logprobs);
+  if (stop.size() > kMaxStop)
+    throw_invalid_field("stop", "at most " + std::to_string(kMaxStop) + " stop strings are allowed, got " +
+                                    std::to_string(stop.size()));
   for (size_t i = 0; i < stop.size(); ++i)
-    if (stop[i].empty()) throw_invalid_argument("stop[" + std::to_string(i) + "] is an empty string");
+    if (stop[i].empty()) throw_invalid_field("stop", "stop[" + std::to_string(i) + "] is an empty string");
   for (size_t i = 0; i < stop_token_ids.size(); ++i)
     if (stop_token_ids[i] < 0 || stop_token_ids[i] >= vocab_size)
-      throw_invalid_argument("stop_token_ids[" + std::to_string(i) + "] = " + std::to_string(stop_token_ids[i]) +
-                             " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+      throw_invalid_field("stop_token_ids", "stop_token_ids[" + std::to_string(i) + "] = " +
+                                                std::to_string(stop_token_ids[i]) + " is outside the vocabulary [0, " +
+                                                std::to_string(vocab_size) + ")");
 }
 
 }  // namespace ditto

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/llm_engine.h"
 
 namespace ditto {
 
@@ -27,8 +28,8 @@ std::vector<OutputChannel::Item> OutputChannel::pop(std::chrono::milliseconds ti
   return out;
 }
 
-AsyncEngine::AsyncEngine(const LLM& llm, const AsyncEngineConfig& config, ServerMetrics& metrics)
-    : llm_(llm), max_num_seqs_(llm.options().max_num_seqs), config_(config), metrics_(metrics),
+AsyncEngine::AsyncEngine(const LLMEngine& llm, const AsyncEngineConfig& config, ServerMetrics& metrics)
+    : llm_(llm), max_num_seqs_(llm.args().max_num_seqs), config_(config), metrics_(metrics),
       engine_(llm.make_engine()) {
   publish_gauges();
   thread_ = std::thread([this] { loop(); });
@@ -43,20 +44,30 @@ AsyncEngine::~AsyncEngine() {
   thread_.join();
 }
 
+void AsyncEngine::submit(EngineRequest request, std::shared_ptr<OutputChannel> channel, size_t slot) {
+  enqueue(std::move(request), /*processed=*/true, std::move(channel), slot);
+}
+
 void AsyncEngine::submit(const std::string& request_id, std::vector<int32_t> prompt_token_ids, SamplingParams params,
                          std::string prompt_text, std::shared_ptr<OutputChannel> channel, size_t slot) {
-  params.output_kind = RequestOutputKind::kDelta;
+  EngineRequest r{request_id, std::move(prompt_token_ids), std::move(prompt_text), std::move(params)};
+  enqueue(std::move(r), /*processed=*/false, std::move(channel), slot);
+}
+
+void AsyncEngine::enqueue(EngineRequest request, bool processed, std::shared_ptr<OutputChannel> channel, size_t slot) {
+  request.params.output_kind = RequestOutputKind::kDelta;
+  const int64_t n = request.params.n;
   {
     std::lock_guard lock(mu_);
     if (abort_all_) throw Error(ErrorCode::kResourceExhausted, "the server is shutting down");
-    const int64_t queued = std::max<int64_t>(0, pending_sequences_ + params.n + waiting_in_engine_ - free_running_);
+    const int64_t queued = std::max<int64_t>(0, pending_sequences_ + n + waiting_in_engine_ - free_running_);
     if (queued > config_.max_queued_requests)
       throw Error(ErrorCode::kResourceExhausted,
                   "the server is at capacity: " + std::to_string(queued) + " requests are queued (--max-queued-requests " +
                       std::to_string(config_.max_queued_requests) + "); retry later");
-    pending_sequences_ += params.n;
-    pending_.push_back(Submission{request_id, std::move(prompt_token_ids), std::move(params), std::move(prompt_text),
-                                  std::move(channel), slot, std::chrono::steady_clock::now()});
+    pending_sequences_ += n;
+    pending_.push_back(Submission{std::move(request), processed, std::move(channel), slot,
+                                  std::chrono::steady_clock::now()});
     ++unfinished_;
   }
   cv_.notify_one();
@@ -87,9 +98,14 @@ void AsyncEngine::admit(Submission& s) {
   std::string error;
   bool internal = false;
   try {
-    const auto prompt_tokens = static_cast<int64_t>(s.prompt_token_ids.size());
-    engine_->add_request(s.request_id, std::move(s.prompt_token_ids), s.params, s.prompt_text);
-    routes_[s.request_id] = Route{s.channel, s.slot, prompt_tokens, s.arrival, std::nullopt};
+    const auto prompt_tokens = static_cast<int64_t>(s.request.prompt_token_ids.size());
+    const std::string id = s.request.request_id;
+    if (s.processed) {
+      engine_->add(std::move(s.request));
+    } else {
+      engine_->add_request(id, std::move(s.request.prompt_token_ids), s.request.params, s.request.prompt);
+    }
+    routes_[id] = Route{s.channel, s.slot, prompt_tokens, s.arrival, std::nullopt};
     metrics_.add_prompt_tokens(prompt_tokens);
     s.channel->push({s.slot, true, std::nullopt, "", false});
     return;

@@ -16,14 +16,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ditto/llm.h"
-#include "engine/request_output.h"
-#include "engine/sampling_params.h"
+#include "ditto/request_output.h"
+#include "ditto/sampling_params.h"
+#include "engine/input_processor.h"
 #include "server/metrics.h"
 
 namespace ditto {
 
 class Engine;
+class LLMEngine;
 
 // Reports for the engine requests of one HTTP request (a completions call with a list of prompts
 // holds several; `slot` says which). Thread-safe: the engine thread pushes, one reader pops.
@@ -57,16 +58,19 @@ struct AsyncEngineConfig {
 class AsyncEngine {
  public:
   // Starts the engine thread over llm.make_engine(). `llm` and `metrics` must outlive this.
-  // Throws Error(kInvalidArgument) for engine options that give no KV block.
-  AsyncEngine(const LLM& llm, const AsyncEngineConfig& config, ServerMetrics& metrics);
+  AsyncEngine(const LLMEngine& llm, const AsyncEngineConfig& config, ServerMetrics& metrics);
   // Aborts whatever runs and joins the engine thread.
   ~AsyncEngine();
   AsyncEngine(const AsyncEngine&) = delete;
   AsyncEngine& operator=(const AsyncEngine&) = delete;
 
-  // Queues a request. params.output_kind is set to kDelta. Its reports, or an Item with `error`
-  // when the engine refuses it (Engine::add_request's message), go to `channel` under `slot`.
-  // Throws Error(kResourceExhausted) when max_queued_requests are already queued.
+  // Queues a request that came through the front door (the LLMEngine's input_processor()).
+  // params.output_kind is set to kDelta. Its reports, or an Item with `error` when the engine
+  // refuses it (a request_id already running), go to `channel` under `slot`. Throws
+  // Error(kResourceExhausted) when max_queued_requests are already queued or when shutting down.
+  void submit(EngineRequest request, std::shared_ptr<OutputChannel> channel, size_t slot);
+  // Token ids, checked by the engine's own front door (Engine::add_request) on the engine thread:
+  // a refusal comes as an Item with `error`.
   void submit(const std::string& request_id, std::vector<int32_t> prompt_token_ids, SamplingParams params,
               std::string prompt_text, std::shared_ptr<OutputChannel> channel, size_t slot);
 
@@ -83,10 +87,8 @@ class AsyncEngine {
 
  private:
   struct Submission {
-    std::string request_id;
-    std::vector<int32_t> prompt_token_ids;
-    SamplingParams params;
-    std::string prompt_text;
+    EngineRequest request;
+    bool processed = false;  // came through the front door already
     std::shared_ptr<OutputChannel> channel;
     size_t slot = 0;
     std::chrono::steady_clock::time_point arrival;
@@ -99,13 +101,14 @@ class AsyncEngine {
     std::optional<std::chrono::steady_clock::time_point> last_token;
   };
 
+  void enqueue(EngineRequest request, bool processed, std::shared_ptr<OutputChannel> channel, size_t slot);
   void loop();
   void admit(Submission& s);
   void deliver(RequestOutput&& report, std::chrono::steady_clock::time_point now);
   void fail_all(const std::string& why);
   void publish_gauges();
 
-  const LLM& llm_;
+  const LLMEngine& llm_;
   const int64_t max_num_seqs_;  // the engine's, as built
   AsyncEngineConfig config_;
   ServerMetrics& metrics_;

@@ -13,6 +13,7 @@
 
 #include "../../tests/tiny_model.h"
 #include "core/error.h"
+#include "engine/llm_engine.h"
 #include "model/test_support.h"
 #include "server/metrics.h"
 
@@ -115,21 +116,21 @@ class AsyncEngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    LLMOptions o;
+    EngineArgs o;
     o.model = tiny_model_with_tokenizer(*dir_);
     o.threads = 2;
     o.kv_cache_memory = 4 << 20;
-    llm_ = new LLM(o);
+    llm_ = new LLMEngine(o);
   }
   static void TearDownTestSuite() {
     delete llm_;
     delete dir_;
   }
   static TempDir* dir_;
-  static LLM* llm_;
+  static LLMEngine* llm_;
 };
 TempDir* AsyncEngineTest::dir_ = nullptr;
-LLM* AsyncEngineTest::llm_ = nullptr;
+LLMEngine* AsyncEngineTest::llm_ = nullptr;
 
 TEST_F(AsyncEngineTest, ConcurrentClientsGetTheBitsOfTheRequestAlone) {
   const std::vector<Req> requests = make_requests();
@@ -218,12 +219,12 @@ TEST_F(AsyncEngineTest, RefusedRequestGetsItsErrorAndOthersComplete) {
 
 TEST_F(AsyncEngineTest, FullQueueIsRefusedAndAbortFreesTheCache) {
   ServerMetrics metrics("tiny");
-  LLMOptions small = llm_->options();
+  EngineArgs small = llm_->args();
   small.max_num_seqs = 4;
-  llm_->set_engine_options(small);
+  llm_->set_engine_args(small);
   AsyncEngine engine(*llm_, {.max_queued_requests = 2}, metrics);
   small.max_num_seqs = 256;
-  llm_->set_engine_options(small);
+  llm_->set_engine_args(small);
   auto channel = std::make_shared<OutputChannel>();
   SamplingParams p;
   p.max_tokens = 3000;

@@ -23,7 +23,8 @@
 
 #include "core/error.h"
 #include "core/json_input.h"
-#include "model/causal_lm.h"
+#include "engine/llm_engine.h"
+#include "engine/sampling_params_json.h"
 #include "server/async_engine.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
@@ -42,18 +43,6 @@ void send_json(httplib::Response& res, int status, const Json& body) {
 }
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), e.body()); }
-
-// SamplingParams::validate's messages start with the field's name ("top_p must be ..."); report it
-// as the error's param when it is one.
-std::string param_of(const std::string& message) {
-  static const std::vector<std::string> fields = {
-      "n", "presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "top_p", "top_k", "min_p",
-      "max_tokens", "min_tokens", "logprobs", "prompt_logprobs", "stop_token_ids", "stop"};
-  for (const std::string& f : fields)
-    if (message.rfind(f + " ", 0) == 0 || message.rfind(f + "[", 0) == 0 || message.rfind(f + " (", 0) == 0) return f;
-  if (message.rfind("the request needs", 0) == 0) return "max_tokens";  // KV cache too small for it
-  return "";
-}
 
 // Calls fn(fd, local_port, peer address, peer port) for each TCP socket of this process (peer
 // address empty and port -1 for one that is not connected, e.g. listening) until fn returns true.
@@ -121,10 +110,7 @@ bool peer_closed(int fd) {
   return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
-std::string model_field(const Json& v) {
-  if (!v.is_string()) throw_bad_param("model", "field 'model' must be a string, got " + json_excerpt(v));
-  return v.get<std::string>();
-}
+std::string model_field(const Json& v) { return read_field("model", [&] { return json_string(v, "model"); }); }
 
 // One HTTP generation request: its engine requests (one per prompt) and their outputs so far.
 struct Job {
@@ -143,14 +129,14 @@ struct Job {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(LLM& l, const ServerOptions& o)
+  Impl(LLMEngine& l, const ServerOptions& o)
       : llm(l), options(o), metrics(o.served_model_name),
         engine(l, AsyncEngineConfig{.max_queued_requests = o.max_queued_requests}, metrics) {
     std::random_device rd;
     id_prefix = (uint64_t{rd()} << 32) ^ rd();
   }
 
-  LLM& llm;
+  LLMEngine& llm;
   ServerOptions options;
   ServerMetrics metrics;
   AsyncEngine engine;
@@ -173,7 +159,8 @@ struct HttpServer::Impl {
     std::atomic<int64_t>* n_;
   };
 
-  int64_t context() const { return llm.model().config().max_position_embeddings; }
+  int64_t context() const { return llm.max_model_len(); }
+  int64_t vocab_size() const { return llm.input_processor().limits().vocab_size; }
 
   std::string new_id(const char* prefix) {
     char buf[64];
@@ -183,17 +170,13 @@ struct HttpServer::Impl {
 
   void check_model(const std::optional<std::string>& model) const {
     if (model && *model != options.served_model_name && *model != options.model_path)
-      throw ApiError(404, "invalid_request_error", "The model `" + *model + "` does not exist.", "model",
-                     "model_not_found");
+      throw Error(ErrorCode::kNotFound,
+                  "The model `" + *model + "` does not exist. This server serves `" + options.served_model_name +
+                      "` (also reachable as `" + options.model_path + "`).",
+                  "model");
   }
 
-  Json parse_body(const httplib::Request& req) const {
-    try {
-      return parse_json_input<Json>(req.body, "request body");
-    } catch (const Error& e) {
-      throw ApiError(400, "invalid_request_error", e.what());
-    }
-  }
+  Json parse_body(const httplib::Request& req) const { return parse_json_input<Json>(req.body, "request body"); }
 
   void routes();
   void handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res);
@@ -202,7 +185,7 @@ struct HttpServer::Impl {
     for (size_t s = 0; s < job.engine_ids.size(); ++s)
       if (!job.finished[s]) engine.abort(job.engine_ids[s]);
   }
-  // Applies channel items to the job. Throws ApiError for an error item (after aborting the rest).
+  // Applies channel items to the job. Throws Error for an error item (after aborting the rest).
   // Returns the slots that got a report.
   std::vector<size_t> apply(Job& job, std::vector<OutputChannel::Item>& items, std::vector<bool>* accepted);
 };
@@ -215,8 +198,7 @@ std::vector<size_t> HttpServer::Impl::apply(Job& job, std::vector<OutputChannel:
       job.finished[item.slot] = true;
       abort_job(job);
       const std::string where = job.results.size() > 1 ? "prompt " + std::to_string(item.slot) + ": " : "";
-      if (item.internal_error) throw ApiError(500, "internal_error", where + item.error);
-      throw ApiError(400, "invalid_request_error", where + item.error, param_of(item.error));
+      throw Error(item.internal_error ? ErrorCode::kInternal : ErrorCode::kInvalidArgument, where + item.error);
     }
     if (item.accepted) {
       if (accepted) (*accepted)[item.slot] = true;
@@ -239,69 +221,26 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
   job->request = std::move(request);
   ApiRequest& r = job->request;
   const bool chat = r.endpoint == ApiEndpoint::kChatCompletions;
-  const Tokenizer& tok = llm.tokenizer();
-  const int64_t ctx = context();
-  const char* prompt_param = chat ? "messages" : "prompt";
-  std::vector<std::vector<int32_t>> ids(r.prompts.size());
-  std::vector<SamplingParams> params(r.prompts.size(), r.params);
+  // The front door: every prompt rendered, tokenized and checked before any is submitted, so a
+  // bad one refuses the whole request. Without max_tokens a completion gets vLLM's 16 (cut to the
+  // context) and a chat the rest of the context.
+  const MaxTokensRule rule = r.max_tokens_given ? MaxTokensRule::kAsGiven
+                             : chat             ? MaxTokensRule::kRestOfContext
+                                                : MaxTokensRule::kClipToContext;
+  // A request without a seed gets one, reported in its response ("seed"), so it can be repeated.
+  if (!r.params.seed) r.params.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  std::vector<EngineRequest> engine_requests;
   for (size_t i = 0; i < r.prompts.size(); ++i) {
-    const PromptInput& p = r.prompts[i];
+    try {
+      engine_requests.push_back(llm.input_processor().process(r.prompts[i], r.params, rule, r.max_tokens_field));
+    } catch (const Error& e) {
+      if (r.prompts.size() == 1) throw;
+      throw Error(e.code(), "prompt " + std::to_string(i) + ": " + e.what(), e.param());
+    }
     ApiResult result;
-    try {
-      if (chat) {
-        result.prompt_text = llm.render_chat(*p.messages, p.tools, r.add_generation_prompt, p.chat_template_kwargs);
-        if (r.continue_final_message) {
-          // The template closes the last (assistant) message; continue it instead (vLLM's rule:
-          // cut the rendered text after the final message's content).
-          const Json& last = p.messages->back();
-          const std::string content = last.contains("content") && last["content"].is_string() ? last["content"].get<std::string>() : "";
-          const size_t at = content.empty() ? std::string::npos : result.prompt_text.rfind(content);
-          if (at == std::string::npos)
-            throw_bad_param("continue_final_message", "the final message's content was not found in the rendered prompt");
-          result.prompt_text.resize(at + content.size());
-        }
-        ids[i] = tok.encode(result.prompt_text, /*add_special_tokens=*/false);
-      } else if (p.text) {
-        result.prompt_text = *p.text;
-        ids[i] = tok.encode(*p.text, /*add_special_tokens=*/true);
-      } else {
-        ids[i] = *p.token_ids;
-        for (size_t t = 0; t < ids[i].size(); ++t)
-          if (ids[i][t] >= llm.model().config().vocab_size)
-            throw_bad_param(prompt_param, "prompt token " + std::to_string(t) + " = " + std::to_string(ids[i][t]) +
-                                              " is outside the vocabulary [0, " +
-                                              std::to_string(llm.model().config().vocab_size) + ")");
-        if (r.echo) result.prompt_text = tok.decode(ids[i], /*skip_special_tokens=*/false);
-      }
-    } catch (const Error& e) {
-      throw_bad_param(prompt_param, e.what());
-    }
-    const auto n = static_cast<int64_t>(ids[i].size());
-    const std::string which = r.prompts.size() > 1 ? "prompt " + std::to_string(i) + " has" : "the prompt has";
-    if (n == 0) throw_bad_param(prompt_param, "the prompt is empty");
-    if (n >= ctx)
-      throw_bad_param(prompt_param, "This model's maximum context length is " + std::to_string(ctx) + " tokens; " +
-                                        which + " " + std::to_string(n) + " tokens, which leaves no room for output.");
-    SamplingParams& sp = params[i];
-    if (r.max_tokens_given) {
-      if (n + sp.max_tokens > ctx)
-        throw_bad_param(chat ? "max_completion_tokens" : "max_tokens",
-                        "This model's maximum context length is " + std::to_string(ctx) + " tokens. However, you requested " +
-                            std::to_string(n + sp.max_tokens) + " tokens (" + std::to_string(n) + " in the " +
-                            (chat ? "messages" : "prompt") + ", " + std::to_string(sp.max_tokens) +
-                            " in the completion). Please reduce the length of the " + (chat ? "messages" : "prompt") +
-                            " or completion.");
-    } else if (chat) {
-      sp.max_tokens = std::max<int64_t>(1, std::min(ctx, llm.kv_cache_tokens()) - n);
-    } else {
-      sp.max_tokens = std::min<int64_t>(16, ctx - n);
-    }
-    if (sp.min_tokens > sp.max_tokens && !r.max_tokens_given) sp.min_tokens = sp.max_tokens;
-    try {
-      sp.validate(llm.model().config().vocab_size);
-    } catch (const Error& e) {
-      throw_bad_param(param_of(e.what()), e.what());
-    }
+    result.prompt_text = engine_requests.back().prompt;
+    if (r.echo && r.prompts[i].token_ids)
+      result.prompt_text = llm.tokenizer().decode(engine_requests.back().prompt_token_ids, /*skip_special_tokens=*/false);
     job->results.push_back(std::move(result));
   }
   job->id = new_id(prefix);
@@ -309,12 +248,12 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
   job->finished.assign(r.prompts.size(), false);
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     const std::string engine_id = r.prompts.size() > 1 ? job->id + "-" + std::to_string(i) : job->id;
+    engine_requests[i].request_id = engine_id;
     try {
-      engine.submit(engine_id, std::move(ids[i]), params[i], job->results[i].prompt_text, job->channel, i);
+      engine.submit(std::move(engine_requests[i]), job->channel, i);
     } catch (const Error& e) {
       abort_job(*job);
-      if (e.code() == ErrorCode::kResourceExhausted) throw ApiError(503, "server_overloaded", e.what());
-      throw ApiError(500, "internal_error", e.what());
+      throw;  // kResourceExhausted (queue full, shutting down) → 503
     }
     job->engine_ids.push_back(engine_id);
   }
@@ -331,7 +270,7 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
 void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   auto open = std::make_shared<OpenResponse>(open_responses);  // a stream hands it to its releaser
   const Json body = parse_body(req);
-  ApiRequest request = parse_api_request(endpoint, body);
+  ApiRequest request = parse_api_request(endpoint, body, llm.args().max_logprobs);
   check_model(request.model);
   if (!request.ignored_fields.empty()) {
     std::string names;
@@ -355,7 +294,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
         apply(*job, items, nullptr);
         if (job->num_finished < job->results.size() && peer_closed(job->connection_fd)) {
           abort_job(*job);  // nobody will read the answer: free the engine for others
-          throw ApiError(400, "invalid_request_error", "the client disconnected before the response was ready");
+          throw Error(ErrorCode::kCancelled, "the client disconnected before the response was ready");
         }
       }
     } catch (...) {
@@ -381,8 +320,8 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
         std::vector<size_t> touched;
         try {
           touched = apply(*job, items, nullptr);
-        } catch (const ApiError& e) {
-          send(dump(e.body()));
+        } catch (const Error& e) {
+          send(dump(to_api_error(e).body()));
           send("[DONE]");
           job->complete = true;
           sink.done();
@@ -411,14 +350,10 @@ void HttpServer::Impl::routes() {
     return [this, handler](const httplib::Request& req, httplib::Response& res) {
       try {
         handler(req, res);
-      } catch (const ApiError& e) {
-        send_error(res, e);
       } catch (const Error& e) {
-        send_error(res, ApiError(e.code() == ErrorCode::kInvalidArgument ? 400 : 500,
-                                 e.code() == ErrorCode::kInvalidArgument ? "invalid_request_error" : "internal_error",
-                                 e.what()));
+        send_error(res, to_api_error(e));
       } catch (const std::bad_alloc&) {
-        send_error(res, ApiError(500, "internal_error", "out of memory"));
+        send_error(res, to_api_error(Error(ErrorCode::kInternal, "out of memory")));
       }
     };
   };
@@ -496,9 +431,10 @@ void HttpServer::Impl::routes() {
     const std::string scheme = auth.substr(0, std::min<size_t>(auth.size(), 7));
     if (auth.size() > 7 && strcasecmp(scheme.c_str(), "Bearer ") == 0 && auth.substr(7) == options.api_key)
       return R::Unhandled;
-    send_error(res, ApiError(401, "invalid_request_error",
-                             req.has_header("Authorization") ? "Incorrect API key provided." : "Missing API key: send 'Authorization: Bearer <key>'.",
-                             "", "invalid_api_key"));
+    send_error(res, to_api_error(Error(ErrorCode::kUnauthenticated,
+                                       req.has_header("Authorization")
+                                           ? "Incorrect API key provided."
+                                           : "Missing API key: send 'Authorization: Bearer <key>'.")));
     return R::Handled;
   });
   server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -522,7 +458,7 @@ void HttpServer::Impl::routes() {
       what = e.what();
     } catch (...) {
     }
-    send_error(res, ApiError(500, "internal_error", what));
+    send_error(res, to_api_error(Error(ErrorCode::kInternal, what)));
   });
   server.set_logger([this](const httplib::Request&, const httplib::Response& res) { metrics.record_http_status(res.status); });
 
@@ -565,28 +501,26 @@ void HttpServer::Impl::routes() {
   });
   server.Post("/tokenize", with_body([this](const httplib::Request& req, httplib::Response& res) {
     const Json body = parse_body(req);
-    if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
-    if (body.contains("model") && !body["model"].is_null())
-      check_model(model_field(body["model"]));
-    std::vector<int32_t> ids;
-    try {
-      if (body.contains("messages")) {
-        const Json messages = normalize_chat_messages(body["messages"]);
-        const bool agp = body.contains("add_generation_prompt") ? json_bool(body["add_generation_prompt"], "add_generation_prompt") : true;
-        const Json kwargs = body.contains("chat_template_kwargs") ? body["chat_template_kwargs"] : Json::object();
-        const Json tools = body.contains("tools") ? body["tools"] : Json(nullptr);
-        ids = llm.tokenizer().encode(llm.render_chat(messages, tools, agp, kwargs), false);
-      } else if (body.contains("prompt")) {
-        const bool special = body.contains("add_special_tokens") ? json_bool(body["add_special_tokens"], "add_special_tokens") : true;
-        ids = llm.tokenizer().encode(json_string(body["prompt"], "prompt"), special);
-      } else {
-        throw_bad_param("prompt", "give 'prompt' (a string) or 'messages'");
-      }
-    } catch (const Error& e) {
-      throw_bad_param(body.contains("messages") ? "messages" : "prompt", e.what());
+    if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
+    if (body.contains("model") && !body["model"].is_null()) check_model(model_field(body["model"]));
+    PromptInput prompt;
+    auto flag = [&](const char* key, bool fallback) {
+      return body.contains(key) ? read_field(key, [&] { return json_bool(body[key], key); }) : fallback;
+    };
+    if (body.contains("messages")) {
+      prompt.messages = normalize_chat_messages(body["messages"]);
+      prompt.add_generation_prompt = flag("add_generation_prompt", true);
+      if (body.contains("chat_template_kwargs")) prompt.chat_template_kwargs = body["chat_template_kwargs"];
+      if (body.contains("tools")) prompt.tools = body["tools"];
+    } else if (body.contains("prompt")) {
+      prompt.text = read_field("prompt", [&] { return json_string(body["prompt"], "prompt"); });
+      prompt.add_special_tokens = flag("add_special_tokens", true);
+    } else {
+      throw_bad_param("prompt", "give 'prompt' (a string) or 'messages'");
     }
+    const std::vector<int32_t> ids = llm.input_processor().encode(prompt).first;
     Json strs = nullptr;
-    if (body.contains("return_token_strs") && json_bool(body["return_token_strs"], "return_token_strs")) {
+    if (flag("return_token_strs", false)) {
       strs = Json::array();
       for (int32_t id : ids) strs.push_back(llm.tokenizer().id_to_token(id).value_or(""));
     }
@@ -594,19 +528,14 @@ void HttpServer::Impl::routes() {
   }));
   server.Post("/detokenize", with_body([this](const httplib::Request& req, httplib::Response& res) {
     const Json body = parse_body(req);
-    if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
+    if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
     if (body.contains("model") && !body["model"].is_null()) check_model(model_field(body["model"]));
     if (!body.contains("tokens")) throw_bad_param("tokens", "field 'tokens' is required");
-    std::vector<int32_t> ids;
-    try {
-      ids = json_token_ids(body["tokens"], "tokens");
-    } catch (const Error& e) {
-      throw_bad_param("tokens", e.what());
-    }
+    const std::vector<int32_t> ids = read_field("tokens", [&] { return json_token_ids(body["tokens"], "tokens"); });
     for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] >= llm.model().config().vocab_size)
+      if (ids[i] >= vocab_size())
         throw_bad_param("tokens", "tokens[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
-                                      " is outside the vocabulary [0, " + std::to_string(llm.model().config().vocab_size) + ")");
+                                      " is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
     send_json(res, 200, {{"prompt", llm.tokenizer().decode(ids, false)}});
   }));
 }
@@ -623,9 +552,10 @@ void validate_server_options(const ServerOptions& options) {
     throw_invalid_argument("--enable-auto-tool-choice needs --tool-call-parser (hermes for Qwen3)");
 }
 
-HttpServer::HttpServer(LLM& llm, const ServerOptions& options)
+HttpServer::HttpServer(LLMEngine& llm, const ServerOptions& options)
     : impl_((validate_server_options(options), std::make_unique<Impl>(llm, options))) {
   Impl& s = *impl_;
+  (void)llm.tokenizer();  // throws Error(kNotFound) for a model without tokenizer.json: text in, text out
   const int threads = options.http_threads > 0 ? options.http_threads : 128 + 64;
   s.server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   s.server.set_payload_max_length(static_cast<size_t>(options.max_request_body_bytes));

@@ -51,7 +51,7 @@ class HttpServer {
  public:
   // Starts the engine thread. `llm` must outlive the server. Throws Error(kInvalidArgument) for
   // bad options.
-  HttpServer(LLM& llm, const ServerOptions& options);
+  HttpServer(LLMEngine& llm, const ServerOptions& options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

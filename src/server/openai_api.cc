@@ -1,10 +1,12 @@
 #include "server/openai_api.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
 #include "core/error.h"
 #include "core/json_input.h"
+#include "engine/sampling_params_json.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ditto {
@@ -12,46 +14,22 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Runs a strict reader and turns its Error into a 400 naming the field.
 template <typename F>
 auto field(const std::string& name, F&& read) {
-  try {
-    return read();
-  } catch (const Error& e) {
-    throw_bad_param(name, e.what());
-  }
+  return read_field(name, std::forward<F>(read));
 }
 
 bool present(const Json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
 
-// The fields both endpoints share: sampling and vLLM's extras.
-void parse_sampling(const Json& body, ApiRequest& r) {
+// The fields both endpoints share: vLLM's SamplingParams (engine/sampling_params_json.h) and the
+// OpenAI extras. Returns true when max_tokens was given.
+bool parse_sampling(const Json& body, ApiRequest& r) {
   SamplingParams& p = r.params;
-  if (present(body, "n")) p.n = field("n", [&] { return json_int(body["n"], "n", 1, kMaxChoices); });
+  const bool max_tokens_given = read_sampling_params(body, p);
   if (present(body, "best_of")) {
-    const int64_t best_of = field("best_of", [&] { return json_int(body["best_of"], "best_of", 1, kMaxChoices); });
+    const int64_t best_of = field("best_of", [&] { return json_int(body["best_of"], "best_of", 1); });
     if (best_of != p.n) throw_bad_param("best_of", "best_of other than n is not supported");
   }
-  for (const auto& [key, target] : {std::pair{"temperature", &p.temperature}, std::pair{"top_p", &p.top_p},
-                                    std::pair{"min_p", &p.min_p}, std::pair{"presence_penalty", &p.presence_penalty},
-                                    std::pair{"frequency_penalty", &p.frequency_penalty},
-                                    std::pair{"repetition_penalty", &p.repetition_penalty}})
-    if (present(body, key)) *target = field(key, [&] { return json_float(body[key], key); });
-  if (present(body, "top_k")) p.top_k = field("top_k", [&] { return json_int(body["top_k"], "top_k"); });
-  if (present(body, "seed")) p.seed = field("seed", [&] { return json_seed(body["seed"], "seed"); });
-  if (present(body, "stop")) {
-    p.stop = field("stop", [&] { return json_strings(body["stop"], "stop"); });
-    if (p.stop.size() > 16) throw_bad_param("stop", "at most 16 stop strings are allowed");
-  }
-  if (present(body, "stop_token_ids"))
-    p.stop_token_ids = field("stop_token_ids", [&] { return json_token_ids(body["stop_token_ids"], "stop_token_ids"); });
-  for (const auto& [key, target] : {std::pair{"ignore_eos", &p.ignore_eos},
-                                    std::pair{"include_stop_str_in_output", &p.include_stop_str_in_output},
-                                    std::pair{"skip_special_tokens", &p.skip_special_tokens}})
-    if (present(body, key)) *target = field(key, [&] { return json_bool(body[key], key); });
-  if (present(body, "min_tokens")) p.min_tokens = field("min_tokens", [&] { return json_int(body["min_tokens"], "min_tokens", 0); });
-  if (present(body, "prompt_logprobs"))
-    p.prompt_logprobs = field("prompt_logprobs", [&] { return json_int(body["prompt_logprobs"], "prompt_logprobs", 0, kMaxLogprobs); });
   if (present(body, "return_tokens_as_token_ids"))
     r.return_tokens_as_token_ids = field("return_tokens_as_token_ids", [&] {
       return json_bool(body["return_tokens_as_token_ids"], "return_tokens_as_token_ids");
@@ -62,7 +40,7 @@ void parse_sampling(const Json& body, ApiRequest& r) {
     if (!so.is_object()) throw_bad_param("stream_options", "field 'stream_options' must be an object");
     if (!r.stream) throw_bad_param("stream_options", "stream_options is only allowed when stream is true");
     if (present(so, "include_usage"))
-      r.include_usage = field("stream_options.include_usage", [&] { return json_bool(so["include_usage"], "stream_options.include_usage"); });
+      r.include_usage = field("stream_options", [&] { return json_bool(so["include_usage"], "stream_options.include_usage"); });
   }
   if (present(body, "user")) field("user", [&] { return json_string(body["user"], "user"); });
   if (present(body, "logit_bias")) {
@@ -75,6 +53,7 @@ void parse_sampling(const Json& body, ApiRequest& r) {
     if (!rf.is_object() || !rf.contains("type") || rf["type"] != "text")
       throw_bad_param("response_format", "only response_format {\"type\": \"text\"} is supported");
   }
+  return max_tokens_given;
 }
 
 int64_t parse_max_tokens(const Json& body, const char* key) {
@@ -143,6 +122,24 @@ Json normalize_chat_messages(const Json& messages) {
   return out;
 }
 
+ApiError to_api_error(const Error& e) {
+  switch (e.code()) {
+    case ErrorCode::kInvalidArgument:
+      return ApiError(400, "invalid_request_error", e.what(), e.param());
+    case ErrorCode::kNotFound:
+      return ApiError(404, "invalid_request_error", e.what(), e.param(), e.param() == "model" ? "model_not_found" : "");
+    case ErrorCode::kUnauthenticated:
+      return ApiError(401, "invalid_request_error", e.what(), "", "invalid_api_key");
+    case ErrorCode::kResourceExhausted:
+      return ApiError(503, "server_overloaded", e.what(), e.param());
+    case ErrorCode::kCancelled:
+      return ApiError(499, "client_closed_request", e.what());
+    case ErrorCode::kInternal:
+      break;
+  }
+  return ApiError(500, "internal_error", e.what());
+}
+
 Json ApiError::body() const {
   Json e = {{"message", what()}, {"type", type_}};
   e["param"] = param_.empty() ? Json(nullptr) : Json(param_);
@@ -150,29 +147,23 @@ Json ApiError::body() const {
   return {{"error", e}};
 }
 
-void throw_bad_param(const std::string& param, const std::string& message) {
-  throw ApiError(400, "invalid_request_error", message, param);
-}
-
-ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body) {
-  if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
+ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max_logprobs) {
+  if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
   ApiRequest r;
   r.endpoint = endpoint;
-  static const std::set<std::string> shared = {
-      "model", "n", "best_of", "temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty",
-      "repetition_penalty", "top_k", "seed", "stop", "stop_token_ids", "ignore_eos", "include_stop_str_in_output",
-      "skip_special_tokens", "min_tokens", "prompt_logprobs", "stream", "stream_options", "user", "logit_bias",
-      "response_format", "max_tokens", "logprobs", "return_tokens_as_token_ids"};
+  static const std::set<std::string> shared = {"model", "best_of", "stream", "stream_options", "user", "logit_bias",
+                                               "response_format", "logprobs", "return_tokens_as_token_ids"};
   static const std::set<std::string> completions = {"prompt", "echo", "suffix"};
   static const std::set<std::string> chat = {"messages", "tools", "tool_choice", "parallel_tool_calls",
                                              "chat_template_kwargs", "add_generation_prompt",
                                              "continue_final_message", "max_completion_tokens", "top_logprobs"};
   const auto& own = endpoint == ApiEndpoint::kCompletions ? completions : chat;
   for (const auto& [key, value] : body.items())
-    if (!shared.contains(key) && !own.contains(key)) r.ignored_fields.push_back(key);
+    if (!shared.contains(key) && !own.contains(key) && !sampling_params_keys().contains(key))
+      r.ignored_fields.push_back(key);
 
   if (present(body, "model")) r.model = field("model", [&] { return json_string(body["model"], "model"); });
-  parse_sampling(body, r);
+  r.max_tokens_given = parse_sampling(body, r);
   SamplingParams& p = r.params;
 
   if (endpoint == ApiEndpoint::kCompletions) {
@@ -200,12 +191,7 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body) {
     if (r.prompts.size() > 1024) throw_bad_param("prompt", "at most 1024 prompts per request");
     if (present(body, "suffix")) throw_bad_param("suffix", "suffix is not supported");
     if (present(body, "echo")) r.echo = field("echo", [&] { return json_bool(body["echo"], "echo"); });
-    if (present(body, "logprobs"))
-      r.logprobs = field("logprobs", [&] { return json_int(body["logprobs"], "logprobs", 0, kMaxLogprobs); });
-    if (present(body, "max_tokens")) {
-      p.max_tokens = parse_max_tokens(body, "max_tokens");
-      r.max_tokens_given = true;
-    }
+    if (present(body, "logprobs")) r.logprobs = field("logprobs", [&] { return json_int(body["logprobs"], "logprobs"); });
     if (r.echo && r.logprobs) p.prompt_logprobs = std::max<int64_t>(p.prompt_logprobs.value_or(0), *r.logprobs);
   } else {
     if (!present(body, "messages")) throw_bad_param("messages", "field 'messages' is required");
@@ -239,23 +225,29 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body) {
     if (r.continue_final_message && r.add_generation_prompt && present(body, "add_generation_prompt"))
       throw_bad_param("continue_final_message", "continue_final_message and add_generation_prompt cannot both be true");
     if (r.continue_final_message) r.add_generation_prompt = false;
+    in.add_generation_prompt = r.add_generation_prompt;
+    in.continue_final_message = r.continue_final_message;
     r.prompts.push_back(std::move(in));
-    if (present(body, "max_completion_tokens")) {
+    if (present(body, "max_completion_tokens")) {  // OpenAI's newer name wins over max_tokens
       p.max_tokens = parse_max_tokens(body, "max_completion_tokens");
       r.max_tokens_given = true;
-    } else if (present(body, "max_tokens")) {
-      p.max_tokens = parse_max_tokens(body, "max_tokens");
-      r.max_tokens_given = true;
+      r.max_tokens_field = "max_completion_tokens";
     }
     const bool want = present(body, "logprobs") && field("logprobs", [&] { return json_bool(body["logprobs"], "logprobs"); });
     int64_t top = 0;
     if (present(body, "top_logprobs")) {
-      top = field("top_logprobs", [&] { return json_int(body["top_logprobs"], "top_logprobs", 0, kMaxLogprobs); });
+      top = field("top_logprobs", [&] { return json_int(body["top_logprobs"], "top_logprobs", 0, max_logprobs); });
       if (!want) throw_bad_param("top_logprobs", "top_logprobs needs logprobs set to true");
     }
     if (want) r.logprobs = top;
   }
   if (r.logprobs) p.logprobs = *r.logprobs;
+  // The ranges that need no model (the vocabulary and the context are checked at the front door),
+  // now, so a bad body is refused before it is rendered or tokenized. A max_tokens not given is
+  // settled later (the chat default is the rest of the context), so min_tokens is not held to it.
+  SamplingParams check = p;
+  if (!r.max_tokens_given) check.max_tokens = std::max(check.max_tokens, check.min_tokens);
+  check.validate(/*vocab_size=*/INT64_MAX, max_logprobs);
   return r;
 }
 
@@ -393,15 +385,19 @@ Json ApiFormatter::response(const std::vector<ApiResult>& results) const {
           {"created", created_},
           {"model", model_name_},
           {"choices", choices},
-          {"usage", usage(results)}};
+          {"usage", usage(results)},
+          {"seed", seed_json()}};
 }
+
+Json ApiFormatter::seed_json() const { return request_.params.seed ? Json(*request_.params.seed) : Json(nullptr); }
 
 Json ApiFormatter::chunk_base() const {
   const bool chat = request_.endpoint == ApiEndpoint::kChatCompletions;
   Json j = {{"id", id_},
             {"object", chat ? "chat.completion.chunk" : "text_completion"},
             {"created", created_},
-            {"model", model_name_}};
+            {"model", model_name_},
+            {"seed", seed_json()}};
   return j;
 }
 

@@ -11,9 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ditto/llm.h"
-#include "engine/request_output.h"
-#include "engine/sampling_params.h"
+#include "core/error.h"
+#include "ditto/prompt_input.h"
+#include "ditto/request_output.h"
+#include "ditto/sampling_params.h"
 #include "server/output_parsers.h"
 
 namespace ditto {
@@ -22,6 +23,7 @@ class Tokenizer;
 
 // An error answered as an OpenAI error object:
 // {"error": {"message": ..., "type": ..., "param": ..., "code": ...}} with HTTP `status`.
+// Made by to_api_error() from a ditto::Error, or directly for HTTP framing (405, 411, 413, 414).
 class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string type, const std::string& message, std::string param = "", std::string code = "")
@@ -37,15 +39,21 @@ class ApiError : public std::runtime_error {
   std::string code_;
 };
 
-// 400 invalid_request_error naming `param`.
-[[noreturn]] void throw_bad_param(const std::string& param, const std::string& message);
+// The one mapping from ditto::Error to an HTTP status and OpenAI error body:
+//   kInvalidArgument → 400 invalid_request_error (param: the field at fault)
+//   kNotFound → 404 (code "model_not_found" when the param is "model")
+//   kUnauthenticated → 401 (code "invalid_api_key")
+//   kResourceExhausted → 503 server_overloaded (the queue is full, or the server is shutting down)
+//   kCancelled → 499 (nginx's "client closed request": the client went away; nobody reads it)
+//   kInternal → 500 internal_error
+ApiError to_api_error(const Error& e);
+
+// Error(kInvalidArgument) naming `param` (a 400 once mapped).
+[[noreturn]] inline void throw_bad_param(const std::string& param, const std::string& message) {
+  throw_invalid_field(param, message);
+}
 
 enum class ApiEndpoint { kCompletions, kChatCompletions };
-
-// The most choices (n) and top logprobs one request may ask for (OpenAI's limits for n; vLLM's
-// default max_logprobs).
-inline constexpr int64_t kMaxChoices = 128;
-inline constexpr int64_t kMaxLogprobs = 20;
 
 // A request body, checked field by field (types and ranges; unknown fields are listed in
 // `ignored_fields`, as vLLM ignores them).
@@ -56,6 +64,7 @@ struct ApiRequest {
   std::vector<PromptInput> prompts;
   SamplingParams params;        // output_kind is set by the engine side
   bool max_tokens_given = false;  // else: completions 16, chat the rest of the context
+  std::string max_tokens_field = "max_tokens";  // chat: "max_completion_tokens" when given so
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage
   bool echo = false;            // completions: prepend the prompt (and its logprobs)
@@ -72,11 +81,13 @@ struct ApiRequest {
 
 // Chat messages checked and put in the shape chat templates expect: roles known, content a string
 // (null → "", text parts joined with "\n"), tool_calls well formed with their arguments as objects.
-// Throws ApiError 400 (param "messages") naming the message and field.
+// Throws Error(kInvalidArgument, param "messages") naming the message and field.
 nlohmann::ordered_json normalize_chat_messages(const nlohmann::ordered_json& messages);
 
-// Parses a request body (already JSON). Throws ApiError 400 naming the field at fault.
-ApiRequest parse_api_request(ApiEndpoint endpoint, const nlohmann::ordered_json& body);
+// Parses a request body (already JSON). Throws Error(kInvalidArgument) whose param() is the field
+// at fault. Ranges are the engine's (SamplingParams::validate, at the front door).
+// max_logprobs bounds logprobs, top_logprobs and prompt_logprobs (the engine's).
+ApiRequest parse_api_request(ApiEndpoint endpoint, const nlohmann::ordered_json& body, int64_t max_logprobs = 20);
 
 // What a finished (or streaming) HTTP request has to format: each engine request's output so far.
 struct ApiResult {
@@ -115,6 +126,8 @@ class ApiFormatter {
                                              bool with_prompt, size_t text_offset) const;
   nlohmann::ordered_json chat_logprobs(const CompletionOutput& c, size_t from_token) const;
   nlohmann::ordered_json chunk_base() const;
+  // The request's seed (the server draws one for a request without), as every body reports it.
+  nlohmann::ordered_json seed_json() const;
   std::string token_text(int32_t id) const;
 
   const ApiRequest& request_;

@@ -13,12 +13,12 @@ using Json = nlohmann::ordered_json;
 
 ApiRequest parse(ApiEndpoint e, const std::string& body) { return parse_api_request(e, Json::parse(body)); }
 
-// The ApiError of parsing `body`, or a failure.
+// The ApiError (the HTTP mapping of the Error) of parsing `body`, or a failure.
 ApiError parse_error(ApiEndpoint e, const std::string& body) {
   try {
     parse(e, body);
-  } catch (const ApiError& err) {
-    return err;
+  } catch (const Error& err) {
+    return to_api_error(err);
   }
   ADD_FAILURE() << "no error for " << body;
   return ApiError(0, "", "");

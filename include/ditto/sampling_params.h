@@ -1,7 +1,9 @@
 // Per-request sampling parameters, with vLLM's names, defaults and validation rules
 // (vllm/sampling_params.py), so a vLLM user's request means the same thing here.
+// Part of ditto's public C++ API (self-contained: the standard library only).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,7 +16,10 @@ namespace ditto {
 enum class RequestOutputKind { kFinalOnly, kDelta };
 
 struct SamplingParams {
-  static constexpr int64_t kMaxN = 1024;  // choices per request (each is a sequence in the engine)
+  // Limits every front door shares (server, CLI, C++ and Python API): OpenAI's bound on n, and
+  // its bound on stop strings (vLLM has none; 16 keeps the per-token stop check cheap).
+  static constexpr int64_t kMaxN = 128;    // choices per request (each is a sequence in the engine)
+  static constexpr size_t kMaxStop = 16;  // stop strings per request
   int64_t n = 1;                        // independent choices per prompt (choice i has its own stream)
   float presence_penalty = 0.0f;        // [-2, 2]: subtracted once from every token already generated
   float frequency_penalty = 0.0f;       // [-2, 2]: subtracted per occurrence in the generated text
@@ -35,9 +40,11 @@ struct SamplingParams {
   bool skip_special_tokens = true;      // in the detokenized text
   RequestOutputKind output_kind = RequestOutputKind::kFinalOnly;
 
-  // Throws Error(kInvalidArgument) naming the first field out of range, e.g.
-  // "top_p must be in (0, 1], got 1.5". vocab_size bounds stop_token_ids and top-N counts.
-  void validate(int64_t vocab_size) const;
+  // Throws Error(kInvalidArgument) whose param() is the first field out of range and whose message
+  // says the rule, e.g. "top_p must be in (0, 1], got 1.5". vocab_size bounds stop_token_ids;
+  // logprobs and prompt_logprobs are bounded by min(vocab_size, max_logprobs) (vLLM's
+  // max_logprobs, an engine argument).
+  void validate(int64_t vocab_size, int64_t max_logprobs = INT64_MAX) const;
 
   bool greedy() const { return temperature == 0.0f; }
   bool top_k_enabled() const { return top_k > 0; }

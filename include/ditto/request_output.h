@@ -1,0 +1,51 @@
+// What the engine returns per request, shaped like vLLM's RequestOutput / CompletionOutput.
+// With RequestOutputKind::kDelta a request is reported after every step that produced something,
+// each report holding only what is new: text, token_ids and logprobs are the pieces to append,
+// cumulative_logprob is the running total, finish_reason is set in the report where the choice
+// finished; prompt fields come in the first report, prompt_logprobs in the first after they are
+// complete. engine/request_output.h's append_delta() rebuilds the final output from the reports.
+// Part of ditto's public C++ API (self-contained: the standard library only).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ditto {
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;  // raw model log-probability (before penalties, temperature, filters)
+  int64_t rank = 0;      // 1 + number of tokens with a strictly larger logprob
+};
+
+struct SampledToken {
+  TokenLogprob token;                      // the chosen token
+  std::vector<TokenLogprob> top_logprobs;  // params.logprobs entries, (logprob desc, id asc)
+};
+
+struct CompletionOutput {
+  int64_t index = 0;                     // choice i of n
+  std::string text;                      // detokenized output (stop string cut per the params)
+  std::vector<int32_t> token_ids;        // generated ids (an EOS or stop token id included)
+  std::vector<SampledToken> logprobs;    // per generated token, when params.logprobs is set
+  double cumulative_logprob = 0.0;       // Σ of the generated tokens' float32 logprobs, in order
+  std::string finish_reason;             // "stop", "length" or "abort"
+  std::optional<int32_t> stop_token_id;  // the stop_token_ids entry that ended it
+  std::optional<std::string> stop_string;  // the stop string that ended it
+};
+
+struct RequestOutput {
+  std::string request_id;
+  std::string prompt;                        // the prompt text when given as text
+  std::vector<int32_t> prompt_token_ids;
+  // When params.prompt_logprobs is set: one entry per prompt token, the first empty (it has no
+  // context).
+  std::vector<std::optional<SampledToken>> prompt_logprobs;
+  std::vector<CompletionOutput> outputs;     // n choices, by index
+  uint64_t seed = 0;                         // the seed used (drawn from the OS if none was given)
+  bool finished = false;                     // every choice has finished (the last report)
+};
+
+}  // namespace ditto

@@ -1,0 +1,118 @@
+#include "engine/input_processor.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/error.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ditto {
+
+InputProcessor::InputProcessor(const InputLimits& limits, const Tokenizer* tokenizer,
+                               const ChatTemplate* chat_template)
+    : limits_(limits), tokenizer_(tokenizer), chat_template_(chat_template) {
+  DITTO_CHECK(limits.vocab_size > 0 && limits.max_model_len > 0 && limits.block_size > 0) << "bad input limits";
+}
+
+std::string InputProcessor::render_chat(const PromptInput& p) const {
+  if (chat_template_ == nullptr) throw_invalid_field("messages", "messages: the model has no chat template");
+  if (!p.chat_template_kwargs.is_object())
+    throw_invalid_field("chat_template_kwargs", "chat_template_kwargs must be a JSON object");
+  std::string text;
+  try {
+    text = chat_template_->render(*p.messages, p.tools, p.add_generation_prompt && !p.continue_final_message,
+                                  p.chat_template_kwargs);
+  } catch (const Error& e) {
+    throw_invalid_field("messages", e.what());
+  }
+  if (p.continue_final_message) {
+    // The template closes the last (assistant) message; continue it instead (vLLM's rule: cut the
+    // rendered text after the final message's content).
+    const nlohmann::ordered_json& last = p.messages->back();
+    const std::string content =
+        last.contains("content") && last["content"].is_string() ? last["content"].get<std::string>() : "";
+    const size_t at = content.empty() ? std::string::npos : text.rfind(content);
+    if (at == std::string::npos)
+      throw_invalid_field("continue_final_message",
+                          "the final message's content was not found in the rendered prompt");
+    text.resize(at + content.size());
+  }
+  return text;
+}
+
+std::pair<std::vector<int32_t>, std::string> InputProcessor::encode(const PromptInput& p) const {
+  const int kinds = p.text.has_value() + p.token_ids.has_value() + p.messages.has_value();
+  if (kinds != 1) throw_invalid_field("prompt", "give exactly one of prompt (text), prompt_token_ids or messages");
+  const char* field = p.messages ? "messages" : "prompt";
+  if (p.token_ids) return {*p.token_ids, ""};
+  if (tokenizer_ == nullptr) throw_invalid_field(field, "text prompts need the model's tokenizer (tokenizer.json)");
+  try {
+    if (p.text) return {tokenizer_->encode(*p.text, p.add_special_tokens), *p.text};
+    if (p.messages->empty()) throw_invalid_field("messages", "messages must not be empty");
+    std::string text = render_chat(p);
+    // A rendered chat already holds its special tokens (apply_chat_template(tokenize=True)).
+    std::vector<int32_t> ids = tokenizer_->encode(text, /*add_special_tokens=*/false);
+    return {std::move(ids), std::move(text)};
+  } catch (const Error& e) {
+    if (!e.param().empty()) throw;
+    throw Error(e.code(), e.what(), field);
+  }
+}
+
+EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams params, MaxTokensRule rule,
+                                      const std::string& max_tokens_field) const {
+  const char* field = prompt.messages ? "messages" : "prompt";
+  EngineRequest r;
+  std::tie(r.prompt_token_ids, r.prompt) = encode(prompt);
+  const auto n = static_cast<int64_t>(r.prompt_token_ids.size());
+  const int64_t ctx = limits_.max_model_len;
+  const std::string context = "This model's maximum context length is " + std::to_string(ctx) + " tokens (" +
+                              (limits_.max_model_len_is_model_limit ? "max_position_embeddings" : "max_model_len") +
+                              " = " + std::to_string(ctx) + ")";
+  if (n == 0) throw_invalid_field(field, "the prompt is empty");
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t id = r.prompt_token_ids[static_cast<size_t>(t)];
+    if (id < 0 || id >= limits_.vocab_size)
+      throw_invalid_field(field, "prompt token " + std::to_string(t) + " = " + std::to_string(id) +
+                                     " is outside the vocabulary [0, " + std::to_string(limits_.vocab_size) + ")");
+  }
+  if (n >= ctx)
+    throw_invalid_field(field, context + "; the prompt has " + std::to_string(n) +
+                                   " tokens, which leaves no room for output");
+  const int64_t kv_tokens = limits_.num_kv_blocks * limits_.block_size;
+  switch (rule) {
+    case MaxTokensRule::kAsGiven:
+      if (params.max_tokens >= 1 && n + params.max_tokens > ctx)
+        throw_invalid_field(max_tokens_field,
+                            context + ". However, you requested " + std::to_string(n + params.max_tokens) +
+                                " tokens (" + std::to_string(n) + " in the " + (prompt.messages ? "messages" : "prompt") +
+                                ", " + std::to_string(params.max_tokens) + " in the completion). Please reduce the " +
+                                "length of the " + (prompt.messages ? "messages" : "prompt") + " or completion.");
+      break;
+    case MaxTokensRule::kClipToContext:
+      if (params.max_tokens > ctx - n) {
+        params.max_tokens = ctx - n;
+        params.min_tokens = std::min(params.min_tokens, params.max_tokens);
+      }
+      break;
+    case MaxTokensRule::kRestOfContext:
+      params.max_tokens = std::max<int64_t>(1, std::min(ctx, kv_tokens) - n);
+      params.min_tokens = std::min(params.min_tokens, params.max_tokens);
+      break;
+  }
+  params.validate(limits_.vocab_size, limits_.max_logprobs);
+  if (!params.stop.empty() && tokenizer_ == nullptr)
+    throw_invalid_field("stop", "stop strings need the model's tokenizer (tokenizer.json)");
+  const int64_t blocks = (n + params.max_tokens + limits_.block_size - 1) / limits_.block_size;
+  if (blocks > limits_.num_kv_blocks)
+    throw_invalid_field(max_tokens_field, "the request needs " + std::to_string(blocks) + " KV cache blocks (" +
+                                              std::to_string(n) + " prompt tokens + max_tokens " +
+                                              std::to_string(params.max_tokens) + ") but the cache has " +
+                                              std::to_string(limits_.num_kv_blocks) +
+                                              "; raise --kv-cache-memory or lower max_tokens");
+  r.params = std::move(params);
+  return r;
+}
+
+}  // namespace ditto

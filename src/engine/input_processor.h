@@ -1,0 +1,80 @@
+// The front door: every request — from the server, the CLI, the C++ or the Python API — becomes an
+// engine request here and nowhere else. Chat messages are rendered with the model's chat template,
+// text is tokenized, token ids are checked against the vocabulary, the prompt against the context,
+// max_tokens is resolved, the sampling parameters are validated and the request is checked to fit
+// the KV cache. Every refusal is an Error(kInvalidArgument) whose param() names the request field
+// at fault (OpenAI's names: "prompt", "messages", "max_tokens", "top_p", ...).
+// Thread-safety: process() is const and may run on many threads at once (the server's HTTP
+// threads); the tokenizer and chat template it reads are immutable.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ditto/prompt_input.h"
+#include "ditto/sampling_params.h"
+
+namespace ditto {
+
+class ChatTemplate;
+class Tokenizer;
+
+// How max_tokens is settled against the context (max_model_len).
+enum class MaxTokensRule {
+  kAsGiven,        // the caller asked for it: prompt + max_tokens must fit, else an error (OpenAI's rule)
+  kClipToContext,  // a default, or the offline API: cut to what the context leaves (vLLM's offline rule)
+  kRestOfContext,  // none given for a chat: whatever the context and the KV cache leave
+};
+
+// A request ready for Engine::add(): tokens in the vocabulary, prompt within the context,
+// parameters valid, max_tokens resolved, and the whole fitting the KV cache alone.
+struct EngineRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  std::string prompt;  // the prompt as text: given, or the rendered chat; "" for token ids
+  SamplingParams params;
+};
+
+// The bounds a request is checked against (one set for every front door, docs/ARCHITECTURE.md).
+struct InputLimits {
+  int64_t vocab_size = 0;
+  int64_t max_model_len = 0;  // tokens of context: prompt + output (≤ max_position_embeddings)
+  bool max_model_len_is_model_limit = true;  // it is the model's max_position_embeddings (for messages)
+  int64_t max_logprobs = 20;  // vLLM's max_logprobs: top-N for logprobs and prompt_logprobs
+  int64_t block_size = 16;    // KV cache block, tokens
+  int64_t num_kv_blocks = 0;  // the KV cache, in blocks
+};
+
+class InputProcessor {
+ public:
+  // tokenizer may be null (token-id prompts only, no stop strings); chat_template may be null
+  // (chat messages are refused). Both must outlive the processor.
+  InputProcessor(const InputLimits& limits, const Tokenizer* tokenizer, const ChatTemplate* chat_template);
+
+  // Turns `prompt` and `params` into an engine request (request_id left empty). Throws
+  // Error(kInvalidArgument) with param() set: "prompt" / "messages" for a prompt that is not
+  // exactly one kind, fails to render or encode, is empty, holds a token outside the vocabulary or
+  // leaves no room in the context; "max_tokens" for one that does not fit (kAsGiven) or a request
+  // the KV cache cannot hold alone; the sampling field at fault otherwise.
+  // `max_tokens_field` is the name the caller read max_tokens under (chat: "max_completion_tokens").
+  EngineRequest process(const PromptInput& prompt, SamplingParams params, MaxTokensRule rule,
+                        const std::string& max_tokens_field = "max_tokens") const;
+
+  // The prompt's token ids and text alone (what process() does before any check of length or
+  // parameters; /tokenize). Throws as process() for the prompt.
+  std::pair<std::vector<int32_t>, std::string> encode(const PromptInput& prompt) const;
+
+  const InputLimits& limits() const { return limits_; }
+  const Tokenizer* tokenizer() const { return tokenizer_; }
+
+ private:
+  std::string render_chat(const PromptInput& prompt) const;
+
+  InputLimits limits_;
+  const Tokenizer* tokenizer_;
+  const ChatTemplate* chat_template_;
+};
+
+}  // namespace ditto

@@ -1,0 +1,138 @@
+#include "engine/llm_engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <new>
+#include <string>
+
+#include "core/error.h"
+#include "core/memory_info.h"
+#include "core/thread_pool.h"
+#include "model/causal_lm.h"
+#include "model/generation_config.h"
+#include "model/hub.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ditto {
+
+LLMEngine::LLMEngine(const EngineArgs& args) : args_(args) {
+  model_dir_ = resolve_model_path(args.model);
+  pool_ = std::make_unique<ThreadPool>(args.threads > 0 ? args.threads : default_num_threads());
+  model_ = CausalLM::load(model_dir_, pool_.get());
+  // The KV cache is allocated when an engine starts; say now if it cannot fit.
+  if (const std::optional<int64_t> available = mem_available_bytes(); available && args.kv_cache_memory > *available)
+    throw Error(ErrorCode::kResourceExhausted,
+                "kv_cache_memory (--kv-cache-memory) is " + format_gib(args.kv_cache_memory) + " but only " +
+                    format_gib(*available) + " is available after loading the model (MemAvailable, /proc/meminfo)");
+  try {
+    tokenizer_ = Tokenizer::load(model_dir_);
+    chat_template_ = std::make_unique<ChatTemplate>(ChatTemplate::load(model_dir_));
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kNotFound) throw;
+  }
+  // Stop at generation_config.json's eos_token_id (else config.json's) and the tokenizer's
+  // eos_token, as vLLM does.
+  for (int64_t id : ditto::eos_token_ids(model_dir_, model_->config())) eos_token_ids_.push_back(static_cast<int32_t>(id));
+  if (tokenizer_)
+    for (int32_t id : tokenizer_->eos_token_ids())
+      if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end()) eos_token_ids_.push_back(id);
+  set_engine_args(args);
+}
+
+LLMEngine::~LLMEngine() = default;
+
+const Tokenizer& LLMEngine::tokenizer() const {
+  if (tokenizer_ == nullptr) throw_not_found(model_dir_ + "/tokenizer.json: not found (the model has no tokenizer)");
+  return *tokenizer_;
+}
+
+void LLMEngine::set_engine_args(const EngineArgs& args) {
+  const EngineArgs loaded = args_;
+  args_ = args;
+  args_.model = loaded.model;
+  args_.threads = loaded.threads;
+  const ModelConfig& c = model_->config();
+  if (args_.max_model_len < 0 || args_.max_model_len > c.max_position_embeddings)
+    throw_invalid_field("max_model_len", "max_model_len (--max-model-len) must be in [1, " +
+                                             std::to_string(c.max_position_embeddings) +
+                                             "] (the model's max_position_embeddings), got " +
+                                             std::to_string(args_.max_model_len));
+  if (args_.max_logprobs < 0) throw_invalid_field("max_logprobs", "max_logprobs must be at least 0");
+  const EngineConfig config = engine_config();
+  if (config.num_kv_blocks < 1)
+    throw_invalid_field("kv_cache_memory", "kv_cache_memory " + std::to_string(args_.kv_cache_memory) +
+                                               " bytes holds no KV block of this model");
+  processor_ = std::make_unique<InputProcessor>(input_limits_for(c, config), tokenizer_.get(), chat_template_.get());
+}
+
+EngineConfig LLMEngine::engine_config() const {
+  EngineConfig config;
+  config.block_size = args_.block_size;
+  config.num_kv_blocks = kv_blocks_for_memory(model_->config(), args_.block_size, args_.kv_cache_memory);
+  config.max_model_len = args_.max_model_len;
+  config.max_logprobs = args_.max_logprobs;
+  config.enable_prefix_caching = args_.enable_prefix_caching;
+  config.scheduler.max_num_batched_tokens = args_.max_num_batched_tokens;
+  config.scheduler.max_num_seqs = args_.max_num_seqs;
+  return config;
+}
+
+std::unique_ptr<Engine> LLMEngine::make_engine(EngineConfig::LogitsHook logits_hook) const {
+  EngineConfig config = engine_config();
+  config.logits_hook = std::move(logits_hook);
+  return std::make_unique<Engine>(*model_, tokenizer_.get(), eos_token_ids_, config);
+}
+
+std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& prompts,
+                                                const std::vector<SamplingParams>& params, bool progress,
+                                                const LLM::ResultFn& on_result, EngineConfig::LogitsHook logits_hook,
+                                                const std::vector<MaxTokensRule>& rules) {
+  if (params.size() != 1 && params.size() != prompts.size())
+    throw_invalid_argument("generate: " + std::to_string(params.size()) + " SamplingParams for " +
+                           std::to_string(prompts.size()) + " prompts (give one, or one per prompt)");
+  DITTO_CHECK(rules.empty() || rules.size() == prompts.size()) << "one MaxTokensRule per prompt";
+  const std::unique_ptr<Engine> engine_owner = make_engine(std::move(logits_hook));
+  Engine& engine = *engine_owner;
+
+  std::vector<GenerateResult> results(prompts.size());
+  size_t accepted = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::string id = std::to_string(i);
+    results[i].output.request_id = id;
+    try {
+      EngineRequest r = processor_->process(prompts[i], params.size() == 1 ? params[0] : params[i],
+                                            rules.empty() ? MaxTokensRule::kClipToContext : rules[i]);
+      r.request_id = id;
+      results[i].output.prompt_token_ids = r.prompt_token_ids;
+      engine.add(std::move(r));
+      ++accepted;
+    } catch (const Error& e) {
+      results[i].error = std::string("prompt ") + id + ": " + e.what();
+    } catch (const std::bad_alloc&) {
+      results[i].error = std::string("prompt ") + id + ": out of memory while queueing it";
+    }
+    if (results[i].error && on_result) on_result(i, results[i]);
+  }
+  const bool bar = progress && isatty(STDERR_FILENO);
+  size_t done = 0;
+  while (engine.has_unfinished()) {
+    for (RequestOutput& out : engine.step()) {
+      const size_t i = std::stoul(out.request_id);
+      results[i].output = std::move(out);
+      ++done;
+      if (on_result) on_result(i, results[i]);
+    }
+    if (bar) std::fprintf(stderr, "\rgenerating: %zu/%zu requests done", done, accepted);
+  }
+  if (bar) std::fprintf(stderr, "\n");
+  stats_.steps = engine.num_steps();
+  stats_.preemptions = engine.scheduler().num_preemptions();
+  stats_.prefix_query_tokens = engine.kv_cache().stats().prefix_queries_tokens;
+  stats_.prefix_hit_tokens = engine.kv_cache().stats().prefix_hit_tokens;
+  return results;
+}
+
+}  // namespace ditto

@@ -1,0 +1,85 @@
+// A loaded model and everything around it that a front end needs: the weights (CausalLM), the
+// tokenizer and chat template, the EOS ids, the front door (InputProcessor) and the engine
+// arguments — vLLM's LLMEngine. The server, the CLI and the public `LLM` all hold one; each makes
+// its Engines from it, so every request is checked against the same limits.
+// Thread-safety: const methods may run on many threads at once; set_engine_args and generate
+// are for one thread while no engine made from it runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ditto/engine_args.h"
+#include "ditto/llm.h"
+#include "engine/engine.h"
+#include "engine/input_processor.h"
+
+namespace ditto {
+
+class CausalLM;
+class ChatTemplate;
+class ThreadPool;
+class Tokenizer;
+
+class LLMEngine {
+ public:
+  // Loads the model, tokenizer and chat template. Throws Error naming the file or field at fault,
+  // Error(kResourceExhausted) when the weights or kv_cache_memory exceed the memory available,
+  // Error(kInvalidArgument) for engine arguments out of range (max_model_len above the model's
+  // context, kv_cache_memory that holds no block).
+  explicit LLMEngine(const EngineArgs& args);
+  ~LLMEngine();
+  LLMEngine(const LLMEngine&) = delete;
+  LLMEngine& operator=(const LLMEngine&) = delete;
+
+  // Engine limits for later engines and requests (block_size, kv_cache_memory,
+  // max_num_batched_tokens, max_num_seqs, enable_prefix_caching, max_model_len, max_logprobs);
+  // model and threads stay as loaded. Throws as the constructor for bad values.
+  void set_engine_args(const EngineArgs& args);
+  const EngineArgs& args() const { return args_; }
+
+  const CausalLM& model() const { return *model_; }
+  const std::string& model_dir() const { return model_dir_; }
+  // A model directory without tokenizer.json still runs token-id prompts (text and chat prompts
+  // and stop strings are then refused at the front door); tokenizer() requires one.
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  const Tokenizer& tokenizer() const;
+  const InputProcessor& input_processor() const { return *processor_; }
+  const std::vector<int32_t>& eos_token_ids() const { return eos_token_ids_; }
+  // The context every request must fit (args().max_model_len, or the model's).
+  int64_t max_model_len() const { return processor_->limits().max_model_len; }
+
+  // A new engine with the current arguments. `logits_hook` is a test double (the invariance
+  // harness's negative control); null in real use.
+  std::unique_ptr<Engine> make_engine(EngineConfig::LogitsHook logits_hook = nullptr) const;
+
+  // Runs every prompt through a fresh engine (the offline API's batch; LLM::generate). A bad
+  // prompt or parameter becomes that result's error ("prompt I: ..."); the rest still run.
+  // max_tokens is settled by `rules` (one per prompt), or cut to the context when `rules` is
+  // empty (MaxTokensRule::kClipToContext, vLLM's offline rule).
+  std::vector<GenerateResult> generate(const std::vector<PromptInput>& prompts,
+                                       const std::vector<SamplingParams>& params, bool progress = false,
+                                       const LLM::ResultFn& on_result = nullptr,
+                                       EngineConfig::LogitsHook logits_hook = nullptr,
+                                       const std::vector<MaxTokensRule>& rules = {});
+  const LLM::Stats& last_stats() const { return stats_; }
+
+ private:
+  EngineConfig engine_config() const;
+
+  EngineArgs args_;
+  std::string model_dir_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<CausalLM> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> chat_template_;  // null when the model has none
+  std::unique_ptr<InputProcessor> processor_;
+  std::vector<int32_t> eos_token_ids_;
+  LLM::Stats stats_;
+};
+
+}  // namespace ditto

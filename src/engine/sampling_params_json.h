@@ -1,0 +1,37 @@
+// vLLM's SamplingParams fields read from a JSON request: one reader for the server's request
+// bodies and the CLI's JSON-lines requests, so a field means the same thing in both.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ditto/error.h"
+#include "ditto/sampling_params.h"
+
+namespace ditto {
+
+// Reads the SamplingParams fields present (and not null) in `body` into `params`: n, temperature,
+// top_p, top_k, min_p, presence_penalty, frequency_penalty, repetition_penalty, seed, stop,
+// stop_token_ids, ignore_eos, include_stop_str_in_output, skip_special_tokens, max_tokens,
+// min_tokens, prompt_logprobs. Types are checked here ("field 'top_p' must be a number, got
+// ..."); ranges are SamplingParams::validate's, applied at the front door. Throws
+// Error(kInvalidArgument) whose param() is the field. Returns true when max_tokens was given.
+bool read_sampling_params(const nlohmann::ordered_json& body, SamplingParams& params);
+
+// The keys read_sampling_params reads.
+const std::set<std::string>& sampling_params_keys();
+
+// Runs a strict field reader (core/json_input.h) and gives its Error the field's name as param.
+template <typename F>
+auto read_field(const std::string& name, F&& read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    if (!e.param().empty()) throw;
+    throw Error(e.code(), e.what(), name);
+  }
+}
+
+}  // namespace ditto
