@@ -3,6 +3,8 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 DEMO_MODEL ?= models/demo-qwen3-0.6b
 DITTO := $(BUILD_DIR)/tools/ditto
+# ON turns compiler warnings into errors (CI: .ci/run).
+DITTO_WERROR ?= OFF
 
 .PHONY: run demo test deps build demo-model clean
 
@@ -10,7 +12,7 @@ deps:
 	@scripts/install-deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DDITTO_WERROR=$(DITTO_WERROR) >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS) -- --no-print-directory
 
 # A 4-layer qwen3-0.6b with seeded random weights and the real Qwen3 tokenizer.

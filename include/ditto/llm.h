@@ -43,9 +43,9 @@ struct LLMOptions {
 // One prompt: exactly one of text, token ids, or chat messages (rendered with the model's chat
 // template, with add_generation_prompt; chat_template_kwargs such as enable_thinking).
 struct PromptInput {
-  std::optional<std::string> text;
-  std::optional<std::vector<int32_t>> token_ids;
-  std::optional<nlohmann::ordered_json> messages;
+  std::optional<std::string> text{};
+  std::optional<std::vector<int32_t>> token_ids{};
+  std::optional<nlohmann::ordered_json> messages{};
   nlohmann::ordered_json tools = nullptr;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };

@@ -342,7 +342,7 @@ class Lexer {
     }
     if (digits.empty()) {
       p = digits_start - 1;  // "0x" with no digits: just the 0
-      digits = "0";
+      digits += '0';         // (not `digits = "0"`: GCC 12 misreads that assign under -Wrestrict)
       base = 10;
     }
     errno = 0;
