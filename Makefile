@@ -5,8 +5,11 @@ DEMO_MODEL ?= models/demo-qwen3-0.6b
 DITTO := $(BUILD_DIR)/tools/ditto
 # ON turns compiler warnings into errors (CI: .ci/run).
 DITTO_WERROR ?= OFF
+# The C++ sources clang-format keeps (.clang-format); third_party/ and the build folder are not ours.
+CLANG_FORMAT ?= clang-format
+FORMAT_FILES = $(shell find src tools tests bench include -name '*.cc' -o -name '*.h' | sort)
 
-.PHONY: run demo test deps build demo-model clean
+.PHONY: run demo test deps build demo-model clean format format-check
 
 deps:
 	@scripts/install-deps.sh
@@ -33,6 +36,13 @@ demo: demo-model
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# Formats every C++ file in place; format-check changes nothing and fails if format would.
+format: deps
+	@$(CLANG_FORMAT) -i $(FORMAT_FILES)
+
+format-check: deps
+	@$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf $(BUILD_DIR)
