@@ -3,14 +3,22 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 DEMO_MODEL ?= models/demo-qwen3-0.6b
 DITTO := $(BUILD_DIR)/tools/ditto
+# ON turns compiler warnings into errors (CI: .ci/run).
+DITTO_WERROR ?= OFF
+# ccache, when installed, speeds up rebuilds; the build does not need it.
+CCACHE := $(shell command -v ccache 2>/dev/null)
+# The C++ sources clang-format keeps (.clang-format); third_party/ and the build folder are not ours.
+CLANG_FORMAT ?= clang-format
+FORMAT_FILES = $(shell find src tools tests bench include -name '*.cc' -o -name '*.h' | sort)
 
-.PHONY: run demo test deps build demo-model clean
+.PHONY: run demo test deps build demo-model clean format format-check
 
 deps:
 	@scripts/install-deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DDITTO_WERROR=$(DITTO_WERROR) \
+	  $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE)) >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS) -- --no-print-directory
 
 # A 4-layer qwen3-0.6b with seeded random weights and the real Qwen3 tokenizer.
@@ -31,6 +39,13 @@ demo: demo-model
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# Formats every C++ file in place; format-check changes nothing and fails if format would.
+format: deps
+	@$(CLANG_FORMAT) -i $(FORMAT_FILES)
+
+format-check: deps
+	@$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -6,10 +6,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 apt_packages=(
-  build-essential cmake g++ make pkg-config
-  nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
+  build-essential cmake g++ make pkg-config clang-format
+  nlohmann-json3-dev libcli11-dev libgtest-dev
   libpcre2-dev libutf8proc-dev libcpp-httplib-dev
-  python3 python3-dev python3-numpy python3-pytest python3-pybind11 python3-jinja2
+  python3 python3-numpy python3-pytest python3-jinja2
   nodejs npm
 )
 missing=()

@@ -42,7 +42,7 @@ std::vector<Case> make_cases() {
   const std::vector<int32_t> shared = prompt(40);  // a prefix several prompts share (prefix cache)
   for (int i = 0; i < 14; ++i) {
     Case c;
-    c.id = "r" + std::to_string(i);
+    c.id = 'r' + std::to_string(i);
     c.prompt = prompt(1 + (i * 37) % 70);
     if (i % 4 == 1) {
       c.prompt = shared;

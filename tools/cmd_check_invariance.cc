@@ -108,7 +108,7 @@ struct Row {
   int64_t cases = 0;
   int64_t tokens = 0;
   int64_t mismatches = 0;
-  std::string note;
+  std::string note{};
 };
 
 void run_check(const CheckOptions& o) {

@@ -2,12 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "core/error.h"
+#include "core/test_temp_dir.h"
 
 namespace ditto {
 namespace {
@@ -15,19 +13,8 @@ namespace {
 // A file in a fresh temporary folder that is removed with the fixture.
 class JsonFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ditto_json_file_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& text) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
-  }
-  std::filesystem::path dir_;
+  std::string write(const std::string& name, const std::string& text) { return dir_.write(name, text); }
+  testing::TempDir dir_;
 };
 
 TEST_F(JsonFileTest, ReadsBytesAsTheyAre) {
@@ -36,7 +23,7 @@ TEST_F(JsonFileTest, ReadsBytesAsTheyAre) {
 }
 
 TEST_F(JsonFileTest, MissingFileIsNotFoundAndNamesThePath) {
-  const std::string path = (dir_ / "absent.json").string();
+  const std::string path = dir_.file("absent.json");
   try {
     read_json_file(path);
     FAIL() << "no error";

@@ -57,7 +57,9 @@ TEST(ThreadPoolTest, DynamicChunksCoverEveryIndexExactlyOnce) {
         std::vector<std::atomic<int>> hits(n);
         pool.parallel_for_dynamic(n, grain, [&](size_t b, size_t e) {
           EXPECT_LT(b, e);
-          if (threads > 1) EXPECT_LE(e - b, std::max<size_t>(grain, 1));  // one thread: one call
+          if (threads > 1) {
+            EXPECT_LE(e - b, std::max<size_t>(grain, 1));  // one thread: one call
+          }
           for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
         });
         for (size_t i = 0; i < n; ++i)

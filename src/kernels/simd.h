@@ -36,8 +36,9 @@ DITTO_AVX512 DITTO_INLINE __m512 load_f16_x16(const uint16_t* p) {
 
 // The canonical 16-lane tree of kernels/reduce.h: lane j += lane j+8, then +4, +2, +1.
 DITTO_AVX512 DITTO_INLINE float reduce_lanes_x16(__m512 v) {
-  __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
-                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  // Both halves by extractf32x8 (AVX512DQ): GCC 12's _mm512_extractf64x4_pd, which its
+  // _mm512_castps512_ps256 also uses, trips -Wuninitialized on its own _mm256_undefined_pd.
+  __m256 a = _mm256_add_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
   __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
   b = _mm_add_ps(b, _mm_movehl_ps(b, b));           // j += j+2
   b = _mm_add_ss(b, _mm_shuffle_ps(b, b, 0x55));    // j += j+1

@@ -235,8 +235,8 @@ TEST_F(AsyncEngineTest, FullQueueIsRefusedAndAbortFreesTheCache) {
   std::vector<std::string> ids;
   for (int i = 0; i < 50; ++i) {
     try {
-      engine.submit("r" + std::to_string(i), {1, 2, 3}, p, "", channel, static_cast<size_t>(i));
-      ids.push_back("r" + std::to_string(i));
+      engine.submit('r' + std::to_string(i), {1, 2, 3}, p, "", channel, static_cast<size_t>(i));
+      ids.push_back('r' + std::to_string(i));
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
       EXPECT_NE(std::string(e.what()).find("--max-queued-requests 2"), std::string::npos) << e.what();

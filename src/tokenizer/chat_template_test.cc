@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include <unistd.h>
+#include "core/test_temp_dir.h"
 
 namespace ditto {
 namespace {
@@ -109,7 +109,8 @@ TEST(ChatTemplate, LoadsRealQwen3Template) {
 }
 
 TEST(ChatTemplate, LoadPrefersChatTemplateJinja) {
-  const fs::path dir = fs::temp_directory_path() / ("ditto_chat_template_test_" + std::to_string(::getpid()));
+  const testing::TempDir temp;
+  const fs::path& dir = temp.path();
   fs::create_directories(dir / "additional_chat_templates");
   std::ofstream(dir / "tokenizer_config.json") << R"({"chat_template": "old", "eos_token": "E"})";
   std::ofstream(dir / "chat_template.jinja") << "new {{ eos_token }}\n";
@@ -117,7 +118,6 @@ TEST(ChatTemplate, LoadPrefersChatTemplateJinja) {
   const ChatTemplate t = ChatTemplate::load(dir.string());
   EXPECT_EQ(t.render(parse("[]"), nullptr, false), "new E");
   EXPECT_EQ(t.render(parse("[]"), parse("[]"), false), "tools");
-  fs::remove_all(dir);
 }
 
 }  // namespace

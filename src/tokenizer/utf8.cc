@@ -5,28 +5,6 @@
 namespace ditto::utf8 {
 namespace {
 
-// Well-formed sequences (Unicode Table 3-7): the total length a lead byte announces and the range
-// its second byte must fall in; later bytes are always 80..BF. Returns 0 for a byte that cannot
-// start a sequence (80..C1, F5..FF).
-int expected_length(unsigned char lead, unsigned char* lo, unsigned char* hi) {
-  *lo = 0x80;
-  *hi = 0xBF;
-  if (lead < 0x80) return 1;
-  if (lead < 0xC2) return 0;
-  if (lead < 0xE0) return 2;
-  if (lead < 0xF0) {
-    if (lead == 0xE0) *lo = 0xA0;
-    if (lead == 0xED) *hi = 0x9F;
-    return 3;
-  }
-  if (lead < 0xF5) {
-    if (lead == 0xF0) *lo = 0x90;
-    if (lead == 0xF4) *hi = 0x8F;
-    return 4;
-  }
-  return 0;
-}
-
 bool continues(const unsigned char* seq, int len, unsigned char b) {
   unsigned char lo, hi;
   expected_length(seq[0], &lo, &hi);
@@ -54,22 +32,26 @@ void append(std::string& out, char32_t cp) {
   }
 }
 
+std::u32string to_utf32(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) out.push_back(next(s, i));
+  return out;
+}
+
+std::string from_utf32(std::u32string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char32_t cp : s) append(out, cp);
+  return out;
+}
+
 size_t find_invalid(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
   size_t i = 0;
-  while (i < n) {
-    if (p[i] < 0x80) {
-      ++i;
-      continue;
-    }
-    unsigned char lo, hi;
-    const int len = expected_length(p[i], &lo, &hi);
-    if (len == 0 || i + len > n) return i;
-    if (p[i + 1] < lo || p[i + 1] > hi) return i;
-    for (int k = 2; k < len; ++k) {
-      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
-    }
+  while (i < s.size()) {
+    size_t len = 1;
+    // A well-formed U+FFFD is 3 bytes long; decode() reports an ill-formed sequence as length 1.
+    if (decode(s, i, &len) == 0xFFFD && len == 1) return i;
     i += len;
   }
   return std::string_view::npos;

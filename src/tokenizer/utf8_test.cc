@@ -3,6 +3,7 @@
 #include "tokenizer/utf8.h"
 
 #include <gtest/gtest.h>
+#include <utf8proc.h>
 
 #include <random>
 #include <string>
@@ -77,6 +78,43 @@ TEST(Utf8Test, FindInvalid) {
 }
 
 // Feeding any split of the bytes gives the whole decode; every piece is valid UTF-8.
+// decode() against utf8proc_iterate (U+FFFD and one byte on its error), on every 1- and 2-byte
+// string, every lead byte with every second byte and random tails, and random byte strings.
+TEST(Utf8Test, DecodeMatchesUtf8procIterate) {
+  auto reference = [](std::string_view s) {
+    std::u32string out;
+    for (size_t i = 0; i < s.size();) {
+      utf8proc_int32_t c = 0;
+      const utf8proc_ssize_t n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i),
+                                                  static_cast<utf8proc_ssize_t>(s.size() - i), &c);
+      out.push_back(n <= 0 ? char32_t{0xFFFD} : static_cast<char32_t>(c));
+      i += n <= 0 ? 1 : static_cast<size_t>(n);
+    }
+    return out;
+  };
+  std::mt19937 rng(11);
+  std::vector<std::string> inputs;
+  for (int a = 0; a < 256; ++a) {
+    inputs.emplace_back(1, static_cast<char>(a));
+    for (int b = 0; b < 256; ++b) {
+      const std::string two{static_cast<char>(a), static_cast<char>(b)};
+      inputs.push_back(two);
+      if (a >= 0xE0) inputs.push_back(two + static_cast<char>(0x80 + rng() % 64) + static_cast<char>(0x80 + rng() % 64));
+    }
+  }
+  for (int k = 0; k < 20000; ++k) {
+    std::string s(1 + rng() % 8, '\0');
+    for (char& c : s) c = static_cast<char>(rng() % 4 == 0 ? rng() % 128 : 0x80 + rng() % 128);
+    inputs.push_back(s);
+  }
+  for (const std::string& s : inputs) {
+    ASSERT_EQ(utf8::to_utf32(s), reference(s)) << ::testing::PrintToString(s);
+    if (utf8::find_invalid(s) == std::string_view::npos) {
+      ASSERT_EQ(utf8::from_utf32(utf8::to_utf32(s)), s);
+    }
+  }
+}
+
 TEST(Utf8Test, StreamDecoderMatchesWholeDecodeForEverySplit) {
   std::mt19937 rng(7);
   std::vector<std::string> inputs;

@@ -229,7 +229,7 @@ Value do_truncate(const Value& value, CallArgs& args) {
   const bool killwords = a.get_or(1, Value(false)).truthy();
   const std::string end = a.has(2) ? string_argument(a.get(2), "truncate") : "...";
   const int64_t leeway = a.has(3) && !a.get(3).is_none() ? int_argument(a.get(3), "truncate") : 5;
-  const auto end_len = static_cast<int64_t>(utf8_length(end));
+  const auto end_len = static_cast<int64_t>(utf8::length(end));
   if (length < end_len) {
     throw RuntimeError("AssertionError: expected length >= " + std::to_string(end_len) + ", got " +
                        std::to_string(length));
@@ -240,14 +240,14 @@ Value do_truncate(const Value& value, CallArgs& args) {
     if (py_len(value) <= length + leeway) return value;
     throw RuntimeError(std::string("TypeError: truncate: cannot cut a '") + value.type_name() + "'");
   }
-  const std::u32string s = utf8_decode(value.as_string());
+  const std::u32string s = utf8::to_utf32(value.as_string());
   if (static_cast<int64_t>(s.size()) <= length + leeway) return value;
   std::u32string head = s.substr(0, static_cast<size_t>(length - end_len));
   if (!killwords) {
     const size_t space = head.rfind(U' ');
     if (space != std::u32string::npos) head = head.substr(0, space);
   }
-  return Value(utf8_encode(head) + end);
+  return Value(utf8::from_utf32(head) + end);
 }
 
 Value do_tojson(const Value& value, CallArgs& args) {
@@ -534,16 +534,16 @@ void register_builtin_filters(Environment& env) {
   add(env, "title", [](Interpreter&, const Value& v, CallArgs& args) {
     BoundArgs("title", args, {});
     // jinja2 splits on runs of [-\s({\[<] and upper-cases each piece's first character.
-    const std::u32string s = utf8_decode(py_str(v));
+    const std::u32string s = utf8::to_utf32(py_str(v));
     auto is_sep = [](char32_t c) { return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || py_isspace(c); };
     std::string out;
     bool at_start = true;
     for (char32_t c : s) {
       if (is_sep(c)) {
-        utf8_append(out, c);
+        utf8::append(out, c);
         at_start = true;
       } else {
-        utf8_append(out, at_start ? py_toupper(c) : py_tolower(c));
+        utf8::append(out, at_start ? py_toupper(c) : py_tolower(c));
         at_start = false;
       }
     }
@@ -577,7 +577,7 @@ void register_builtin_filters(Environment& env) {
     BoundArgs("wordcount", args, {});
     int64_t n = 0;
     bool in_word = false;
-    for (char32_t c : utf8_decode(py_str(v))) {
+    for (char32_t c : utf8::to_utf32(py_str(v))) {
       const bool w = c == '_' || py_isalpha(c) || py_isdigit(c);
       if (w && !in_word) ++n;
       in_word = w;

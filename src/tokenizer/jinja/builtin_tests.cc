@@ -63,7 +63,7 @@ void register_builtin_tests(Environment& env) {
   add_unary(env, "lower", [](const Value& v) {
     const std::string s = py_str(v);
     bool cased = false;
-    for (char32_t c : utf8_decode(s)) {
+    for (char32_t c : utf8::to_utf32(s)) {
       if (py_isupper(c)) return false;
       cased = cased || py_islower(c);
     }
@@ -72,7 +72,7 @@ void register_builtin_tests(Environment& env) {
   add_unary(env, "upper", [](const Value& v) {
     const std::string s = py_str(v);
     bool cased = false;
-    for (char32_t c : utf8_decode(s)) {
+    for (char32_t c : utf8::to_utf32(s)) {
       if (py_islower(c)) return false;
       cased = cased || py_isupper(c);
     }

@@ -11,27 +11,6 @@
 namespace ditto::jinja {
 namespace {
 
-// Decodes the code point at s[pos] (U+FFFD and length 1 for a bad byte).
-char32_t decode_at(std::string_view s, size_t pos, size_t* len) {
-  const auto c = static_cast<unsigned char>(s[pos]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-  if (n == 0 || pos + n > s.size()) {
-    *len = 1;
-    return c < 0x80 ? c : 0xFFFD;
-  }
-  char32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-  for (size_t i = 1; i < n; ++i) {
-    const auto cc = static_cast<unsigned char>(s[pos + i]);
-    if ((cc & 0xC0) != 0x80) {
-      *len = 1;
-      return 0xFFFD;
-    }
-    cp = (cp << 6) | (cc & 0x3F);
-  }
-  *len = n;
-  return cp;
-}
-
 // End of s after removing trailing Python whitespace.
 size_t rstrip_end(std::string_view s) {
   size_t end = s.size();
@@ -39,7 +18,7 @@ size_t rstrip_end(std::string_view s) {
     size_t start = end - 1;
     while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
     size_t len = 0;
-    const char32_t c = decode_at(s, start, &len);
+    const char32_t c = utf8::decode(s, start, &len);
     if (start + len != end || !py_isspace(c)) break;
     end = start;
   }
@@ -49,7 +28,7 @@ size_t rstrip_end(std::string_view s) {
 size_t skip_whitespace(std::string_view s, size_t pos) {
   while (pos < s.size()) {
     size_t len = 0;
-    if (!py_isspace(decode_at(s, pos, &len))) break;
+    if (!py_isspace(utf8::decode(s, pos, &len))) break;
     pos += len;
   }
   return pos;
@@ -267,15 +246,15 @@ class Lexer {
       if (balancing.empty() && try_tag_end(variable)) return;
       const char c = src_[pos_];
       size_t len = 0;
-      if (py_isspace(decode_at(src_, pos_, &len))) {
+      if (py_isspace(utf8::decode(src_, pos_, &len))) {
         if (c == '\n') ++line_;
         pos_ += len;
         continue;
       }
       if (lex_number()) continue;
-      if (is_name_start(decode_at(src_, pos_, &len))) {
+      if (is_name_start(utf8::decode(src_, pos_, &len))) {
         const size_t start = pos_;
-        while (pos_ < src_.size() && is_name_char(decode_at(src_, pos_, &len))) pos_ += len;
+        while (pos_ < src_.size() && is_name_char(utf8::decode(src_, pos_, &len))) pos_ += len;
         push(TokenType::kName, src_.substr(start, pos_ - start));
         continue;
       }
@@ -342,7 +321,7 @@ class Lexer {
     }
     if (digits.empty()) {
       p = digits_start - 1;  // "0x" with no digits: just the 0
-      digits = "0";
+      digits += '0';         // (not `digits = "0"`: GCC 12 misreads that assign under -Wrestrict)
       base = 10;
     }
     errno = 0;
@@ -436,7 +415,7 @@ class Lexer {
           cp = cp * 16 + static_cast<uint32_t>(d);
         }
         if (cp > 0x10FFFF) fail("illegal Unicode character in string literal");
-        utf8_append(out, static_cast<char32_t>(cp));
+        utf8::append(out, static_cast<char32_t>(cp));
         return p + 1 + n;
       }
       case 'N': fail("\\N{...} escapes in string literals are not supported");
@@ -446,14 +425,14 @@ class Lexer {
       uint32_t cp = 0;
       size_t i = p;
       while (i < p + 3 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7') cp = cp * 8 + (src_[i++] - '0');
-      utf8_append(out, static_cast<char32_t>(cp));
+      utf8::append(out, static_cast<char32_t>(cp));
       return i;
     }
     if (static_cast<unsigned char>(c) >= 0x80) {
       // Python first turns the non-ASCII character into a \x / \u / \U escape, whose backslash
       // the literal's backslash then escapes: "\é" reads as the four characters \xe9.
       size_t len = 0;
-      const char32_t cp = decode_at(src_, p, &len);
+      const char32_t cp = utf8::decode(src_, p, &len);
       char buf[16];
       if (cp < 0x100) {
         std::snprintf(buf, sizeof(buf), "\\x%02x", static_cast<unsigned>(cp));
@@ -487,7 +466,7 @@ class Lexer {
       return;
     }
     size_t len = 0;
-    decode_at(src_, pos_, &len);
+    utf8::decode(src_, pos_, &len);
     fail("unexpected char '" + src_.substr(pos_, len) + "'");
   }
 

@@ -345,9 +345,9 @@ List py_iterate(const Value& v) {
     case Value::Kind::kString: {
       List chars;
       std::string ch;
-      for (char32_t c : utf8_decode(v.as_string())) {
+      for (char32_t c : utf8::to_utf32(v.as_string())) {
         ch.clear();
-        utf8_append(ch, c);
+        utf8::append(ch, c);
         chars.emplace_back(ch);
       }
       return chars;
@@ -365,7 +365,7 @@ List py_iterate(const Value& v) {
 
 int64_t py_len(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kString: return static_cast<int64_t>(utf8_length(v.as_string()));
+    case Value::Kind::kString: return static_cast<int64_t>(utf8::length(v.as_string()));
     case Value::Kind::kList:
     case Value::Kind::kTuple: return static_cast<int64_t>(v.as_list().size());
     case Value::Kind::kDict: return static_cast<int64_t>(v.as_dict().size());
@@ -377,12 +377,12 @@ int64_t py_len(const Value& v) {
 Value py_slice(const Value& obj, std::optional<int64_t> start, std::optional<int64_t> stop,
                std::optional<int64_t> step) {
   if (obj.is_string()) {
-    const std::u32string s = utf8_decode(obj.as_string());
+    const std::u32string s = utf8::to_utf32(obj.as_string());
     std::u32string out;
     for (int64_t i : slice_positions(static_cast<int64_t>(s.size()), start, stop, step)) {
       out.push_back(s[static_cast<size_t>(i)]);
     }
-    return Value(utf8_encode(out));
+    return Value(utf8::from_utf32(out));
   }
   const List& items = obj.as_list();
   List out;

@@ -76,7 +76,7 @@ void append_json_string(std::string& out, const std::string& s, bool ensure_asci
       }
     }
   } else {
-    for (char32_t c : utf8_decode(s)) {
+    for (char32_t c : utf8::to_utf32(s)) {
       switch (c) {
         case '"': out += "\\\""; break;
         case '\\': out += "\\\\"; break;
@@ -244,7 +244,7 @@ std::string py_string_repr(const std::string& s) {
   const bool has_double = s.find('"') != std::string::npos;
   const char quote = has_single && !has_double ? '"' : '\'';
   std::string out(1, quote);
-  for (char32_t c : utf8_decode(s)) {
+  for (char32_t c : utf8::to_utf32(s)) {
     if (c == static_cast<char32_t>(quote) || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
@@ -257,7 +257,7 @@ std::string py_string_repr(const std::string& s) {
     } else if (c < 0x20 || c == 0x7F) {
       append_hex(out, "\\x", c, 2);
     } else if (c < 0x7F || py_isprintable(c)) {
-      utf8_append(out, c);
+      utf8::append(out, c);
     } else if (c < 0x100) {
       append_hex(out, "\\x", c, 2);
     } else if (c < 0x10000) {
@@ -366,13 +366,13 @@ std::string py_percent_format(const std::string& fmt, const Value& args) {
       case 'r':
       case 'a':
         body = conv == 's' ? py_str(v) : py_repr(v);
-        if (precision >= 0) body = utf8_encode(utf8_decode(body).substr(0, static_cast<size_t>(precision)));
+        if (precision >= 0) body = utf8::from_utf32(utf8::to_utf32(body).substr(0, static_cast<size_t>(precision)));
         break;
       case 'c':
-        if (v.is_string() && utf8_length(v.as_string()) == 1) {
+        if (v.is_string() && utf8::length(v.as_string()) == 1) {
           body = v.as_string();
         } else if (v.is_int()) {
-          utf8_append(body, static_cast<char32_t>(v.as_int()));
+          utf8::append(body, static_cast<char32_t>(v.as_int()));
         } else {
           throw RuntimeError("TypeError: %c requires int or char");
         }
@@ -419,7 +419,7 @@ std::string py_percent_format(const std::string& fmt, const Value& args) {
       }
       default: throw RuntimeError(std::string("ValueError: unsupported format character '") + conv + "'");
     }
-    const int len = static_cast<int>(utf8_length(body));
+    const int len = static_cast<int>(utf8::length(body));
     if (width > len) {
       const std::string fill(static_cast<size_t>(width - len), ' ');
       if (flags.find('-') != std::string::npos) {

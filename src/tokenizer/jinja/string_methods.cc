@@ -45,7 +45,7 @@ int64_t int_arg(const Value& v, const std::string& method, int64_t dflt) {
 // s[start:end] per Python's optional start/end arguments, as code points.
 std::u32string window(const std::string& s, const Value& start, const Value& end, const std::string& method,
                       int64_t* offset) {
-  const std::u32string u = utf8_decode(s);
+  const std::u32string u = utf8::to_utf32(s);
   const int64_t n = static_cast<int64_t>(u.size());
   auto adjust = [n](int64_t i) { return std::clamp(i < 0 ? i + n : i, int64_t{0}, n); };
   const int64_t b = adjust(int_arg(start, method, 0));
@@ -58,7 +58,7 @@ Value affix_test(const std::string& self, CallArgs& args, bool prefix) {
   const std::string method = prefix ? "startswith" : "endswith";
   const std::vector<Value> a = bind(method, args, {"prefix", "start", "end"}, 1);
   int64_t offset = 0;
-  const std::string w = utf8_encode(window(self, a[1], a[2], method, &offset));
+  const std::string w = utf8::from_utf32(window(self, a[1], a[2], method, &offset));
   auto test = [&](const Value& v) {
     const std::string& x = str_arg(v, method);
     if (x.size() > w.size()) return false;
@@ -81,7 +81,7 @@ Value find(const std::string& self, CallArgs& args, const std::string& method, b
   const std::vector<Value> a = bind(method, args, {"sub", "start", "end"}, 1);
   int64_t offset = 0;
   const std::u32string w = window(self, a[1], a[2], method, &offset);
-  const std::u32string sub = utf8_decode(str_arg(a[0], method));
+  const std::u32string sub = utf8::to_utf32(str_arg(a[0], method));
   const size_t pos = reverse ? w.rfind(sub) : w.find(sub);
   if (pos == std::u32string::npos) {
     if (raise) throw RuntimeError("ValueError: substring not found");
@@ -96,9 +96,9 @@ Value pad(const std::string& self, CallArgs& args, const std::string& method) {
   std::string fill = " ";
   if (given(a[1])) {
     fill = str_arg(a[1], method);
-    if (utf8_length(fill) != 1) throw RuntimeError("TypeError: The fill character must be exactly one character long");
+    if (utf8::length(fill) != 1) throw RuntimeError("TypeError: The fill character must be exactly one character long");
   }
-  const int64_t len = static_cast<int64_t>(utf8_length(self));
+  const int64_t len = static_cast<int64_t>(utf8::length(self));
   if (width <= len) return Value(self);
   if (width > (int64_t{1} << 26)) throw RuntimeError("MemoryError: str." + method + "() width too large");
   const int64_t total = width - len;
@@ -116,7 +116,7 @@ Value pad(const std::string& self, CallArgs& args, const std::string& method) {
 }
 
 bool all_chars(const std::string& s, bool (*pred)(char32_t)) {
-  const std::u32string u = utf8_decode(s);
+  const std::u32string u = utf8::to_utf32(s);
   return !u.empty() && std::all_of(u.begin(), u.end(), pred);
 }
 
@@ -226,8 +226,8 @@ const std::map<std::string, Method>& methods() {
        [](const std::string& s, CallArgs& a) {
          bind("swapcase", a, {}, 0);
          std::string out;
-         for (char32_t c : utf8_decode(s))
-           utf8_append(out, py_isupper(c) ? py_tolower(c) : py_islower(c) ? py_toupper(c) : c);
+         for (char32_t c : utf8::to_utf32(s))
+           utf8::append(out, py_isupper(c) ? py_tolower(c) : py_islower(c) ? py_toupper(c) : c);
          return Value(out);
        }},
       {"replace",
@@ -244,7 +244,7 @@ const std::map<std::string, Method>& methods() {
          const auto v = bind("count", a, {"sub", "start", "end"}, 1);
          int64_t offset = 0;
          const std::u32string w = window(s, v[1], v[2], "count", &offset);
-         const std::u32string sub = utf8_decode(str_arg(v[0], "count"));
+         const std::u32string sub = utf8::to_utf32(str_arg(v[0], "count"));
          if (sub.empty()) return Value(static_cast<int64_t>(w.size()) + 1);
          int64_t n = 0;
          for (size_t p = w.find(sub); p != std::u32string::npos; p = w.find(sub, p + sub.size())) ++n;
@@ -277,19 +277,19 @@ const std::map<std::string, Method>& methods() {
       {"isspace", [](const std::string& s, CallArgs&) { return Value(all_chars(s, py_isspace)); }},
       {"isupper",
        [](const std::string& s, CallArgs&) {
-         const std::u32string u = utf8_decode(s);
+         const std::u32string u = utf8::to_utf32(s);
          return Value(std::any_of(u.begin(), u.end(), py_isupper) && std::none_of(u.begin(), u.end(), py_islower));
        }},
       {"islower",
        [](const std::string& s, CallArgs&) {
-         const std::u32string u = utf8_decode(s);
+         const std::u32string u = utf8::to_utf32(s);
          return Value(std::any_of(u.begin(), u.end(), py_islower) && std::none_of(u.begin(), u.end(), py_isupper));
        }},
       {"splitlines",
        [](const std::string& s, CallArgs& a) {
          const bool keepends = bind("splitlines", a, {"keepends"}, 0)[0].truthy();
          List out;
-         const std::u32string u = utf8_decode(s);
+         const std::u32string u = utf8::to_utf32(s);
          size_t start = 0;
          for (size_t i = 0; i < u.size(); ++i) {
            const char32_t c = u[i];
@@ -298,11 +298,11 @@ const std::map<std::string, Method>& methods() {
            if (!brk) continue;
            size_t end = i + 1;
            if (c == '\r' && i + 1 < u.size() && u[i + 1] == '\n') end = i + 2;
-           out.emplace_back(utf8_encode(u.substr(start, (keepends ? end : i) - start)));
+           out.emplace_back(utf8::from_utf32(u.substr(start, (keepends ? end : i) - start)));
            start = end;
            i = end - 1;
          }
-         if (start < u.size()) out.emplace_back(utf8_encode(u.substr(start)));
+         if (start < u.size()) out.emplace_back(utf8::from_utf32(u.substr(start)));
          return Value::list(std::move(out));
        }},
       {"center", [](const std::string& s, CallArgs& a) { return pad(s, a, "center"); }},
@@ -311,7 +311,7 @@ const std::map<std::string, Method>& methods() {
       {"zfill",
        [](const std::string& s, CallArgs& a) {
          const int64_t width = int_arg(bind("zfill", a, {"width"}, 1)[0], "zfill", 0);
-         const int64_t len = static_cast<int64_t>(utf8_length(s));
+         const int64_t len = static_cast<int64_t>(utf8::length(s));
          if (width <= len) return Value(s);
          if (width > (int64_t{1} << 26)) throw RuntimeError("MemoryError: str.zfill() width too large");
          const size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
@@ -355,10 +355,10 @@ const std::map<std::string, Method>& methods() {
 }  // namespace
 
 std::string py_strip(const std::string& s, const Value& chars, bool left, bool right) {
-  const std::u32string u = utf8_decode(s);
+  const std::u32string u = utf8::to_utf32(s);
   std::u32string set;
   const bool whitespace = chars.is_undefined() || chars.is_none();
-  if (!whitespace) set = utf8_decode(str_arg(chars, "strip"));
+  if (!whitespace) set = utf8::to_utf32(str_arg(chars, "strip"));
   auto strip_it = [&](char32_t c) { return whitespace ? py_isspace(c) : set.find(c) != std::u32string::npos; };
   size_t b = 0, e = u.size();
   if (left) {
@@ -367,14 +367,14 @@ std::string py_strip(const std::string& s, const Value& chars, bool left, bool r
   if (right) {
     while (e > b && strip_it(u[e - 1])) --e;
   }
-  return utf8_encode(u.substr(b, e - b));
+  return utf8::from_utf32(u.substr(b, e - b));
 }
 
 List py_split(const std::string& s, const Value& sep, int64_t maxsplit, bool from_right) {
   List out;
   if (sep.is_undefined() || sep.is_none()) {
     // Runs of whitespace separate; no empty strings at the ends.
-    const std::u32string u = utf8_decode(s);
+    const std::u32string u = utf8::to_utf32(s);
     std::vector<std::u32string> parts;
     if (!from_right) {
       size_t i = 0;
@@ -406,7 +406,7 @@ List py_split(const std::string& s, const Value& sep, int64_t maxsplit, bool fro
       }
       std::reverse(parts.begin(), parts.end());
     }
-    for (const auto& p : parts) out.emplace_back(utf8_encode(p));
+    for (const auto& p : parts) out.emplace_back(utf8::from_utf32(p));
     return out;
   }
   const std::string& d = str_arg(sep, from_right ? "rsplit" : "split");
@@ -447,14 +447,14 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
   std::string out;
   if (old.empty()) {
     // Python inserts the replacement before every character and at the end.
-    const std::u32string u = utf8_decode(s);
+    const std::u32string u = utf8::to_utf32(s);
     int64_t done = 0;
     for (char32_t c : u) {
       if (count < 0 || done < count) {
         out += replacement;
         ++done;
       }
-      utf8_append(out, c);
+      utf8::append(out, c);
     }
     if (count < 0 || done < count) out += replacement;
     return out;
@@ -474,17 +474,17 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
 }
 
 std::string py_capitalize(const std::string& s) {
-  const std::u32string u = utf8_decode(s);
+  const std::u32string u = utf8::to_utf32(s);
   std::string out;
-  for (size_t i = 0; i < u.size(); ++i) utf8_append(out, i == 0 ? py_totitle(u[i]) : py_tolower(u[i]));
+  for (size_t i = 0; i < u.size(); ++i) utf8::append(out, i == 0 ? py_totitle(u[i]) : py_tolower(u[i]));
   return out;
 }
 
 std::string py_title(const std::string& s) {
   std::string out;
   bool previous_cased = false;
-  for (char32_t c : utf8_decode(s)) {
-    utf8_append(out, previous_cased ? py_tolower(c) : py_totitle(c));
+  for (char32_t c : utf8::to_utf32(s)) {
+    utf8::append(out, previous_cased ? py_tolower(c) : py_totitle(c));
     previous_cased = py_isupper(c) || py_islower(c) || py_totitle(c) != py_toupper(c);
   }
   return out;

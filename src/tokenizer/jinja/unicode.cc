@@ -2,43 +2,7 @@
 
 #include <utf8proc.h>
 
-#include "tokenizer/utf8.h"
-
 namespace ditto::jinja {
-
-std::u32string utf8_decode(std::string_view s) {
-  std::u32string out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    utf8proc_int32_t c = 0;
-    const utf8proc_ssize_t n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i),
-                                                static_cast<utf8proc_ssize_t>(s.size() - i), &c);
-    if (n <= 0) {
-      out.push_back(0xFFFD);
-      ++i;
-    } else {
-      out.push_back(static_cast<char32_t>(c));
-      i += static_cast<size_t>(n);
-    }
-  }
-  return out;
-}
-
-void utf8_append(std::string& out, char32_t c) { utf8::append(out, c); }
-
-std::string utf8_encode(std::u32string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char32_t c : s) utf8_append(out, c);
-  return out;
-}
-
-size_t utf8_length(std::string_view s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
 
 bool py_isspace(char32_t c) {
   switch (c) {
@@ -128,13 +92,13 @@ const char* special_upper(char32_t c) {
 std::string py_upper(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (char32_t c : utf8_decode(s)) {
+  for (char32_t c : utf8::to_utf32(s)) {
     if (c < 0x80) {
       out += static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
     } else if (const char* special = special_upper(c)) {
       out += special;
     } else {
-      utf8_append(out, py_toupper(c));
+      utf8::append(out, py_toupper(c));
     }
   }
   return out;
@@ -143,13 +107,13 @@ std::string py_upper(std::string_view s) {
 std::string py_lower(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (char32_t c : utf8_decode(s)) {
+  for (char32_t c : utf8::to_utf32(s)) {
     if (c < 0x80) {
       out += static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
     } else if (c == 0x0130) {
       out += "i\u0307";  // İ -> i + combining dot above
     } else {
-      utf8_append(out, py_tolower(c));
+      utf8::append(out, py_tolower(c));
     }
   }
   return out;

@@ -1,21 +1,17 @@
-// UTF-8 and the few Unicode properties Python's str methods depend on (isspace, upper/lower,
-// isprintable), so that string operations in templates index, strip and case-map by code point
-// exactly as Python does. Case mapping and categories come from utf8proc (simple case mapping:
-// Python's special cases such as "ß".upper() == "SS" are not reproduced).
+// The few Unicode properties Python's str methods depend on (isspace, upper/lower, isprintable),
+// so that string operations in templates index, strip and case-map by code point exactly as Python
+// does; UTF-8 itself is tokenizer/utf8.h (an ill-formed byte decodes to U+FFFD: Python never holds
+// invalid UTF-8 in a str, so such input only reaches the interpreter from a malformed file). Case
+// mapping and categories come from utf8proc (simple case mapping: Python's special cases such as
+// "ß".upper() == "SS" are not reproduced).
 #pragma once
 
 #include <string>
 #include <string_view>
 
-namespace ditto::jinja {
+#include "tokenizer/utf8.h"
 
-// Decodes UTF-8; an invalid byte becomes U+FFFD (Python never holds invalid UTF-8 in a str, so
-// such input only reaches the interpreter from a malformed file).
-std::u32string utf8_decode(std::string_view s);
-std::string utf8_encode(std::u32string_view s);
-void utf8_append(std::string& out, char32_t c);
-// Number of code points (Python's len(str)).
-size_t utf8_length(std::string_view s);
+namespace ditto::jinja {
 
 // Python str.isspace() for one code point.
 bool py_isspace(char32_t c);
