@@ -208,7 +208,7 @@ void remove_stale_weights(const fs::path& dir) {
 
 json test_model_config(const TestModelOptions& options) {
   json config = preset_config(options.preset);
-  const bool moe = config["model_type"] == "qwen3_moe";
+  const bool moe = parse_model_config(config, options.preset + " preset").features.moe;
   if (options.num_hidden_layers) {
     const int64_t preset_layers = config["num_hidden_layers"].get<int64_t>();
     if (*options.num_hidden_layers <= 0 || *options.num_hidden_layers > preset_layers) {
