@@ -15,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
 #include "model/config.h"
+#include "model/gguf_export.h"
 #include "model/kv_cache.h"
 #include "model/test_model_generator.h"
 #include "model/test_support.h"
@@ -111,6 +112,12 @@ TEST(Architecture, AVariantAddedThroughTheRegistryAloneMatchesQwen3BitForBit) {
       error_message([&] { ThreadPool pool(1); CausalLM::load(llama_dir.path().string(), &pool); },
                     ErrorCode::kNotFound),
       "self_attn.q_norm.weight", kVariant);
+
+  // No GGUF mapping in its entry: the converter refuses it by name.
+  DITTO_EXPECT_MESSAGE_HAS(
+      error_message([&] { export_gguf(variant_dir.path().string(), variant_dir.file("x.gguf"), "x"); },
+                    ErrorCode::kInvalidArgument),
+      kVariant, "cannot be exported to GGUF");
 }
 
 }  // namespace
