@@ -209,11 +209,11 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
   const int64_t hidden = c.hidden_size;
   const int64_t mi = c.moe_intermediate_size;
   const int64_t rows = num_tokens * k;
-  float* probs = scratch;                    // [num_tokens, num_experts] router logits, then softmax
-  float* xg = probs + num_tokens * num_experts;  // [rows, hidden] x gathered by expert
-  float* gate_up = xg + rows * hidden;       // [rows, 2·mi]
-  float* act = gate_up + rows * 2 * mi;      // [rows, mi]
-  float* y = act + rows * mi;                // [rows, hidden] expert outputs
+  float* probs = scratch;                        // [num_tokens, num_experts] f32 router logits, then softmax
+  float* xg = probs + num_tokens * num_experts;  // [rows, hidden] f32 x gathered by expert
+  float* gate_up = xg + rows * hidden;           // [rows, 2·mi] f32
+  float* act = gate_up + rows * 2 * mi;          // [rows, mi] f32
+  float* y = act + rows * mi;                    // [rows, hidden] f32 expert outputs
   // Routing: per token, its k experts (ascending id) and weights.
   gemm(x, num_tokens, hidden, l.router, probs, num_experts, pool_);
   std::vector<int32_t> expert(static_cast<size_t>(rows));  // [num_tokens, k] ascending expert id

@@ -35,10 +35,14 @@
 
 namespace ditto {
 
+// Weights as load() keeps them: a PackedMatrix holds the checkpoint's dtype (bf16, f16 or f32)
+// repacked into panels; norm weights and biases are widened to f32. Which field a checkpoint tensor
+// fills is its WeightSlot (model_tensors.h).
+
 // One expert of a sparse MoE layer.
 struct ExpertWeights {
-  PackedMatrix gate_up_proj;  // [2·moe_intermediate_size, hidden_size] gate, up fused
-  PackedMatrix down_proj;     // [hidden_size, moe_intermediate_size]
+  PackedMatrix gate_up_proj;  // [2·moe_intermediate_size, hidden_size] checkpoint dtype, gate, up fused
+  PackedMatrix down_proj;     // [hidden_size, moe_intermediate_size] checkpoint dtype
 };
 
 struct DecoderLayerWeights {

@@ -37,11 +37,11 @@ void for_each_tensor(const ModelConfig& c, const TensorVisitor& visit) {
              .gguf_name = b + gguf + ".weight", .rope_rows = rope_rows});
       if (bias)
         visit({.name = p + hf + ".bias", .shape = {out}, .slot = bias_slot, .layer = layer,
-               .gguf_name = b + gguf + ".bias", .gguf_f32 = true, .rope_rows = rope_rows});
+               .gguf_name = b + gguf + ".bias", .gguf_f32 = true, .rope_rows = rope_rows, .init = TensorInit::kZeros});
     };
     auto norm = [&](const std::string& hf, const std::string& gguf, int64_t n, S slot) {
       visit({.name = p + hf + ".weight", .shape = {n}, .slot = slot, .layer = layer,
-             .gguf_name = b + gguf + ".weight", .gguf_f32 = true});
+             .gguf_name = b + gguf + ".weight", .gguf_f32 = true, .init = TensorInit::kOnes});
     };
 
     // Attention block.
@@ -78,7 +78,7 @@ void for_each_tensor(const ModelConfig& c, const TensorVisitor& visit) {
     norm("post_attention_layernorm", "ffn_norm", h, S::kPostAttentionLayernorm);
   }
   visit({.name = "model.norm.weight", .shape = {h}, .slot = S::kNorm, .gguf_name = "output_norm.weight",
-         .gguf_f32 = true});
+         .gguf_f32 = true, .init = TensorInit::kOnes});
   if (!c.tie_word_embeddings)
     visit({.name = "lm_head.weight", .shape = {c.vocab_size, h}, .slot = S::kLmHead, .gguf_name = "output.weight"});
 }

@@ -42,6 +42,13 @@ enum class WeightSlot {
 // True for the slots that hold a packed matrix, false for f32 vectors.
 bool is_matrix_slot(WeightSlot slot);
 
+// How transformers' _init_weights starts a tensor, and so how the test-model generator fills it.
+enum class TensorInit {
+  kNormal,  // normal(0, initializer_range)
+  kOnes,    // norm weights
+  kZeros,   // biases
+};
+
 struct TensorDesc {
   std::string name;            // Hugging Face: "model.layers.3.self_attn.q_proj.weight"
   std::vector<int64_t> shape;  // Hugging Face: [out_features, in_features] or [n]
@@ -57,6 +64,7 @@ struct TensorDesc {
   // q_proj / k_proj weight or bias: rows are heads of head_dim that RoPE rotates (GGUF export
   // regroups them when GgufArchitecture::permute_qk).
   bool rope_rows = false;
+  TensorInit init = TensorInit::kNormal;
 };
 
 using TensorVisitor = std::function<void(const TensorDesc&)>;
