@@ -1,5 +1,6 @@
 #include "core/json_file.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -30,6 +31,11 @@ Json read_json_file(const std::string& path, bool require_object) {
   if (require_object && !j.is_object())
     throw_invalid_argument(path + ": expected a JSON object, got " + std::string(j.type_name()));
   return j;
+}
+
+std::optional<nlohmann::json> read_json_file_if_present(const std::string& path, bool require_object) {
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  return read_json_file<nlohmann::json>(path, require_object);
 }
 
 template nlohmann::json read_json_file<nlohmann::json>(const std::string&, bool);

@@ -3,6 +3,7 @@
 // files), so every reader reports a missing file and a malformed document the same way.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,10 @@ std::string read_text_file(const std::string& path);
 // object, got TYPE" when `require_object` is set and the top level is something else.
 template <typename Json = nlohmann::json>
 Json read_json_file(const std::string& path, bool require_object = true);
+
+// As read_json_file<nlohmann::json>, or nullopt when no file exists at `path` (an optional file such
+// as generation_config.json).
+std::optional<nlohmann::json> read_json_file_if_present(const std::string& path, bool require_object = true);
 
 extern template nlohmann::json read_json_file<nlohmann::json>(const std::string&, bool);
 extern template nlohmann::ordered_json read_json_file<nlohmann::ordered_json>(const std::string&, bool);

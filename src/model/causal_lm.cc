@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/memory_info.h"
@@ -17,6 +19,7 @@
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/softmax.h"
+#include "model/model_tensors.h"
 #include "model/rope_frequencies.h"
 #include "model/safetensors.h"
 
@@ -61,12 +64,6 @@ PackedMatrix load_matrix(const WeightStore& store, const std::vector<std::string
   return packed;
 }
 
-std::vector<float> concat(std::vector<std::vector<float>> parts) {
-  std::vector<float> out;
-  for (auto& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
-
 // y[r, :] += bias for rows × [n] with row stride ld.
 void add_bias(float* y, int64_t rows, int64_t n, int64_t ld, const std::vector<float>& bias) {
   if (bias.empty()) return;
@@ -108,47 +105,71 @@ std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_dir, ThreadPoo
   m->load_stats_.weight_bytes = store.total_bytes();
   m->inv_freq_ = rope_inv_freq(c);
 
-  m->embed_tokens_ = load_matrix(store, {"model.embed_tokens.weight"}, pool);
+  // Every tensor goes to its slot; tensors that share a slot (q, k, v; gate, up) are fused in the
+  // order for_each_tensor visits them.
+  struct Destination {
+    WeightSlot slot;
+    int64_t layer, expert;
+    std::vector<std::string> names;
+  };
+  std::vector<Destination> destinations;
+  std::map<std::tuple<int64_t, int64_t, WeightSlot>, size_t> index;
+  for_each_tensor(c, [&](const TensorDesc& t) {
+    const auto [it, added] = index.try_emplace({t.layer, t.expert, t.slot}, destinations.size());
+    if (added) destinations.push_back({t.slot, t.layer, t.expert, {}});
+    destinations[it->second].names.push_back(t.name);
+  });
   m->layers_.resize(static_cast<size_t>(c.num_hidden_layers));
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    DecoderLayerWeights& l = m->layers_[static_cast<size_t>(i)];
-    l.input_layernorm = load_vector(store, p + "input_layernorm.weight");
-    l.qkv_proj = load_matrix(store, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
-                                     p + "self_attn.v_proj.weight"}, pool);
-    l.o_proj = load_matrix(store, {p + "self_attn.o_proj.weight"}, pool);
-    if (c.attention_bias) {
-      l.qkv_bias = concat({load_vector(store, p + "self_attn.q_proj.bias"), load_vector(store, p + "self_attn.k_proj.bias"),
-                           load_vector(store, p + "self_attn.v_proj.bias")});
-      l.o_bias = load_vector(store, p + "self_attn.o_proj.bias");
-    }
-    if (c.has_qk_norm()) {
-      l.q_norm = load_vector(store, p + "self_attn.q_norm.weight");
-      l.k_norm = load_vector(store, p + "self_attn.k_norm.weight");
-    }
-    l.post_attention_layernorm = load_vector(store, p + "post_attention_layernorm.weight");
-    if (c.is_moe_layer(i)) {
-      l.router = load_matrix(store, {p + "mlp.gate.weight"}, pool);
-      l.experts.resize(static_cast<size_t>(c.num_experts));
-      for (int64_t e = 0; e < c.num_experts; ++e) {
-        const std::string q = p + "mlp.experts." + std::to_string(e) + ".";
-        ExpertWeights& x = l.experts[static_cast<size_t>(e)];
-        x.gate_up_proj = load_matrix(store, {q + "gate_proj.weight", q + "up_proj.weight"}, pool);
-        x.down_proj = load_matrix(store, {q + "down_proj.weight"}, pool);
+  for (const Destination& d : destinations) {
+    if (is_matrix_slot(d.slot)) {
+      *m->matrix_slot(d.slot, d.layer, d.expert) = load_matrix(store, d.names, pool);
+    } else {
+      std::vector<float>& v = *m->vector_slot(d.slot, d.layer);
+      for (const std::string& name : d.names) {
+        const std::vector<float> part = load_vector(store, name);
+        v.insert(v.end(), part.begin(), part.end());
       }
-      continue;
-    }
-    l.gate_up_proj = load_matrix(store, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, pool);
-    l.down_proj = load_matrix(store, {p + "mlp.down_proj.weight"}, pool);
-    if (c.mlp_bias) {
-      l.gate_up_bias = concat({load_vector(store, p + "mlp.gate_proj.bias"), load_vector(store, p + "mlp.up_proj.bias")});
-      l.down_bias = load_vector(store, p + "mlp.down_proj.bias");
     }
   }
-  m->norm_ = load_vector(store, "model.norm.weight");
-  if (!c.tie_word_embeddings) m->lm_head_ = load_matrix(store, {"lm_head.weight"}, pool);
   m->load_stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return m;
+}
+
+PackedMatrix* CausalLM::matrix_slot(WeightSlot slot, int64_t layer, int64_t expert) {
+  if (slot == WeightSlot::kEmbedTokens) return &embed_tokens_;
+  if (slot == WeightSlot::kLmHead) return &lm_head_;
+  DecoderLayerWeights& l = layers_[static_cast<size_t>(layer)];
+  if (expert >= 0 && l.experts.size() <= static_cast<size_t>(expert)) l.experts.resize(static_cast<size_t>(expert) + 1);
+  switch (slot) {
+    case WeightSlot::kQkvProj: return &l.qkv_proj;
+    case WeightSlot::kOProj: return &l.o_proj;
+    case WeightSlot::kGateUpProj: return &l.gate_up_proj;
+    case WeightSlot::kDownProj: return &l.down_proj;
+    case WeightSlot::kRouter: return &l.router;
+    case WeightSlot::kExpertGateUpProj: return &l.experts[static_cast<size_t>(expert)].gate_up_proj;
+    case WeightSlot::kExpertDownProj: return &l.experts[static_cast<size_t>(expert)].down_proj;
+    default: break;
+  }
+  DITTO_CHECK(false) << "slot " << static_cast<int>(slot) << " is not a matrix";
+  return nullptr;
+}
+
+std::vector<float>* CausalLM::vector_slot(WeightSlot slot, int64_t layer) {
+  if (slot == WeightSlot::kNorm) return &norm_;
+  DecoderLayerWeights& l = layers_[static_cast<size_t>(layer)];
+  switch (slot) {
+    case WeightSlot::kInputLayernorm: return &l.input_layernorm;
+    case WeightSlot::kQkvBias: return &l.qkv_bias;
+    case WeightSlot::kQNorm: return &l.q_norm;
+    case WeightSlot::kKNorm: return &l.k_norm;
+    case WeightSlot::kOBias: return &l.o_bias;
+    case WeightSlot::kPostAttentionLayernorm: return &l.post_attention_layernorm;
+    case WeightSlot::kGateUpBias: return &l.gate_up_bias;
+    case WeightSlot::kDownBias: return &l.down_bias;
+    default: break;
+  }
+  DITTO_CHECK(false) << "slot " << static_cast<int>(slot) << " is not a vector";
+  return nullptr;
 }
 
 int64_t CausalLM::decode_weight_bytes() const {
@@ -188,20 +209,16 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
   const int64_t hidden = c.hidden_size;
   const int64_t mi = c.moe_intermediate_size;
   const int64_t rows = num_tokens * k;
-  float* probs = scratch;                    // [num_tokens, num_experts] router logits, then softmax
-  float* xg = probs + num_tokens * num_experts;  // [rows, hidden] x gathered by expert
-  float* gate_up = xg + rows * hidden;       // [rows, 2·mi]
-  float* act = gate_up + rows * 2 * mi;      // [rows, mi]
-  float* y = act + rows * mi;                // [rows, hidden] expert outputs
-  auto for_tokens = [&](const std::function<void(int64_t t0, int64_t t1)>& fn) {
-    split_tokens(pool_, num_tokens, fn);
-  };
-
+  float* probs = scratch;                        // [num_tokens, num_experts] f32 router logits, then softmax
+  float* xg = probs + num_tokens * num_experts;  // [rows, hidden] f32 x gathered by expert
+  float* gate_up = xg + rows * hidden;           // [rows, 2·mi] f32
+  float* act = gate_up + rows * 2 * mi;          // [rows, mi] f32
+  float* y = act + rows * mi;                    // [rows, hidden] f32 expert outputs
   // Routing: per token, its k experts (ascending id) and weights.
   gemm(x, num_tokens, hidden, l.router, probs, num_experts, pool_);
   std::vector<int32_t> expert(static_cast<size_t>(rows));  // [num_tokens, k] ascending expert id
   std::vector<float> weight(static_cast<size_t>(rows));    // [num_tokens, k] matching weights
-  for_tokens([&](int64_t t0, int64_t t1) {
+  for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     std::vector<int32_t> order(static_cast<size_t>(num_experts));
     std::vector<std::pair<int32_t, float>> picked(static_cast<size_t>(k));
     for (int64_t t = t0; t < t1; ++t) {
@@ -234,7 +251,7 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
   std::vector<int64_t> fill(begin.begin(), begin.end() - 1);
   std::vector<int64_t> row_of(static_cast<size_t>(rows));  // pair (t, j) → its row in xg / y
   for (int64_t i = 0; i < rows; ++i) row_of[static_cast<size_t>(i)] = fill[static_cast<size_t>(expert[static_cast<size_t>(i)])]++;
-  for_tokens([&](int64_t t0, int64_t t1) {
+  for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     for (int64_t i = t0 * k; i < t1 * k; ++i)
       std::memcpy(xg + row_of[static_cast<size_t>(i)] * hidden, x + (i / k) * hidden, static_cast<size_t>(hidden) * sizeof(float));
   });
@@ -251,7 +268,7 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
   }
 
   // Combine: Σ over the token's experts in ascending id of weight · output, from +0.
-  for_tokens([&](int64_t t0, int64_t t1) {
+  for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* out = delta + t * hidden;
       std::fill(out, out + hidden, 0.0f);
@@ -262,6 +279,61 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
       }
     }
   });
+}
+
+// forward()'s activations for one batch: spans of arena_, which only grows, so a prefill does not
+// pay for fresh zeroed pages on every step.
+struct CausalLM::Activations {
+  int64_t num_tokens = 0;
+  std::span<float> h;        // [num_tokens, hidden_size] f32 residual stream
+  std::span<float> x;        // [num_tokens, hidden_size] f32 a block's normed input
+  std::span<float> qkv;      // [num_tokens, q_dim + 2·kv_dim] f32 q, k, v of each token
+  std::span<float> attn;     // [num_tokens, q_dim] f32 attention output, heads side by side
+  std::span<float> gate_up;  // [num_tokens, 2·intermediate_size] f32 gate, up
+  std::span<float> act;      // [num_tokens, intermediate_size] f32 silu(gate) · up
+  std::span<float> delta;    // [num_tokens, hidden_size] f32 a block's output, added to h
+  std::span<float> cos_sin;  // [num_tokens, 2, head_dim / 2] f32 RoPE cos, sin of each position
+  std::span<float> moe;      // [moe_scratch_floats(num_tokens)] f32 moe_block's scratch
+};
+
+CausalLM::Activations CausalLM::activations(int64_t num_tokens) const {
+  const ModelConfig& c = config_;
+  const auto n = static_cast<size_t>(num_tokens);
+  const auto hidden = static_cast<size_t>(c.hidden_size);
+  const auto q_dim = static_cast<size_t>(c.num_attention_heads * c.head_dim);
+  const auto qkv_dim = q_dim + 2 * static_cast<size_t>(c.num_key_value_heads * c.head_dim);
+  const auto inter = static_cast<size_t>(c.intermediate_size);
+  const size_t sizes[] = {n * hidden,    n * hidden, n * qkv_dim, n * q_dim, n * 2 * inter, n * inter,
+                          n * hidden,    n * static_cast<size_t>(c.head_dim),
+                          c.is_moe() ? moe_scratch_floats(num_tokens) : 0};
+  size_t total = 0;
+  for (size_t sz : sizes) total += sz;
+  if (arena_.size() < total) arena_.resize(total);
+  float* next = arena_.data();
+  const size_t* size = sizes;
+  auto take = [&] {
+    std::span<float> out(next, *size);
+    next += *size++;
+    return out;
+  };
+  Activations a;
+  a.num_tokens = num_tokens;
+  a.h = take();
+  a.x = take();
+  a.qkv = take();
+  a.attn = take();
+  a.gate_up = take();
+  a.act = take();
+  a.delta = take();
+  a.cos_sin = take();
+  a.moe = take();
+  return a;
+}
+
+// Token-wise work (norms, RoPE, KV writes, activations, residual adds) is split over tokens; each
+// token's values are computed by one thread in the same order whatever the split.
+void CausalLM::for_tokens(int64_t num_tokens, const std::function<void(int64_t t0, int64_t t1)>& fn) const {
+  split_tokens(pool_, num_tokens, fn);
 }
 
 void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits) const {
@@ -278,104 +350,111 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
   }
   if (num_tokens == 0) return;
 
+  Activations a = activations(num_tokens);
+  const AttentionShape shape{c.num_attention_heads, c.num_key_value_heads, c.head_dim, cache.block_size(),
+                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
+  embedding_block(batch, a);
+  for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
+    const DecoderLayerWeights& l = layers_[static_cast<size_t>(li)];
+    attention_block(l, cache.layer(li), batch, shape, a);
+    feed_forward_block(l, a);
+  }
+  final_norm_and_lm_head(batch, a, logits);
+}
+
+// h = embed_tokens[token_ids]; the RoPE cos/sin of every position.
+void CausalLM::embedding_block(const ForwardBatch& batch, Activations& a) const {
+  embedding(embed_tokens_, batch.token_ids.data(), a.num_tokens, a.h.data());
+  rope_cos_sin(batch.positions.data(), a.num_tokens, inv_freq_, a.cos_sin.data());
+}
+
+// h += o_proj(attention(rope(qk_norm(qkv_proj(input_layernorm(h)))))). Every token's K/V is
+// written to its cache slot before any query attends.
+void CausalLM::attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, const ForwardBatch& batch,
+                               const AttentionShape& shape, Activations& a) const {
+  const ModelConfig& c = config_;
+  const int64_t num_tokens = a.num_tokens;
   const int64_t hidden = c.hidden_size;
   const int64_t head_dim = c.head_dim;
   const int64_t q_dim = c.num_attention_heads * head_dim;
   const int64_t kv_dim = c.num_key_value_heads * head_dim;
   const int64_t qkv_dim = q_dim + 2 * kv_dim;
-  const int64_t inter = c.intermediate_size;
   const auto eps = static_cast<float>(c.rms_norm_eps);
-  const AttentionShape shape{c.num_attention_heads, c.num_key_value_heads, head_dim, cache.block_size(),
-                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)))};
-
-  const auto n = static_cast<size_t>(num_tokens);
-  // Activations live in one arena reused across calls (it only grows), so a prefill does not pay
-  // for fresh zeroed pages on every step.
-  const size_t sizes[] = {n * hidden, n * hidden, n * qkv_dim, n * q_dim, n * 2 * inter, n * inter,
-                          n * hidden, n * head_dim, c.is_moe() ? moe_scratch_floats(num_tokens) : 0};
-  size_t total = 0;
-  for (size_t sz : sizes) total += sz;
-  if (arena_.size() < total) arena_.resize(total);
-  float* next = arena_.data();
-  auto take = [&](size_t count) {
-    std::span<float> out(next, count);
-    next += count;
-    return out;
-  };
-  std::span<float> h = take(sizes[0]);        // [num_tokens, hidden_size] residual stream
-  std::span<float> x = take(sizes[1]);        // [num_tokens, hidden_size] normed input
-  std::span<float> qkv = take(sizes[2]);      // [num_tokens, q_dim + 2·kv_dim]
-  std::span<float> attn = take(sizes[3]);     // [num_tokens, q_dim]
-  std::span<float> gate_up = take(sizes[4]);  // [num_tokens, 2·intermediate_size]
-  std::span<float> act = take(sizes[5]);      // [num_tokens, intermediate_size]
-  std::span<float> delta = take(sizes[6]);    // [num_tokens, hidden_size] a sublayer's output
-  std::span<float> cos_sin = take(sizes[7]);  // [num_tokens, 2, head_dim / 2]
-  std::span<float> moe = take(sizes[8]);      // moe_block's scratch
-
-  embedding(embed_tokens_, batch.token_ids.data(), num_tokens, h.data());
-  rope_cos_sin(batch.positions.data(), num_tokens, inv_freq_, cos_sin.data());
-
-  // Token-wise work (norms, RoPE, KV writes, activations, residual adds) is split over tokens;
-  // each token's values are computed by one thread in the same order whatever the split.
-  auto for_tokens = [&](const std::function<void(int64_t t0, int64_t t1)>& fn) {
-    split_tokens(pool_, num_tokens, fn);
-  };
-
-  for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
-    const DecoderLayerWeights& l = layers_[static_cast<size_t>(li)];
-    KvCacheLayer kv = cache.layer(li);
-    // Attention block.
-    for_tokens([&](int64_t t0, int64_t t1) {
-      rms_norm(h.data() + t0 * hidden, t1 - t0, hidden, hidden, l.input_layernorm.data(), eps,
-               x.data() + t0 * hidden, hidden);
-    });
-    gemm(x.data(), num_tokens, hidden, l.qkv_proj, qkv.data(), qkv_dim, pool_);
-    for_tokens([&](int64_t t0, int64_t t1) {
-      add_bias(qkv.data() + t0 * qkv_dim, t1 - t0, qkv_dim, qkv_dim, l.qkv_bias);
-      for (int64_t t = t0; t < t1; ++t) {
-        float* q = qkv.data() + t * qkv_dim;
-        float* k = q + q_dim;
-        if (c.has_qk_norm()) {
-          rms_norm(q, c.num_attention_heads, head_dim, head_dim, l.q_norm.data(), eps, q, head_dim);
-          rms_norm(k, c.num_key_value_heads, head_dim, head_dim, l.k_norm.data(), eps, k, head_dim);
-        }
-        rope_apply(q, c.num_attention_heads, head_dim, cos_sin.data() + t * head_dim);
-        rope_apply(k, c.num_key_value_heads, head_dim, cos_sin.data() + t * head_dim);
+  float* const h = a.h.data();
+  float* const x = a.x.data();
+  float* const qkv = a.qkv.data();
+  for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
+    rms_norm(h + t0 * hidden, t1 - t0, hidden, hidden, l.input_layernorm.data(), eps, x + t0 * hidden, hidden);
+  });
+  gemm(x, num_tokens, hidden, l.qkv_proj, qkv, qkv_dim, pool_);
+  for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
+    add_bias(qkv + t0 * qkv_dim, t1 - t0, qkv_dim, qkv_dim, l.qkv_bias);
+    for (int64_t t = t0; t < t1; ++t) {
+      float* q = qkv + t * qkv_dim;  // [num_attention_heads, head_dim]
+      float* k = q + q_dim;          // [num_key_value_heads, head_dim]
+      if (c.has_qk_norm()) {
+        rms_norm(q, c.num_attention_heads, head_dim, head_dim, l.q_norm.data(), eps, q, head_dim);
+        rms_norm(k, c.num_key_value_heads, head_dim, head_dim, l.k_norm.data(), eps, k, head_dim);
       }
-      write_kv(qkv.data() + t0 * qkv_dim + q_dim, qkv_dim, qkv.data() + t0 * qkv_dim + q_dim + kv_dim,
-               qkv_dim, batch.slot_mapping.data() + t0, t1 - t0, kv_dim, kv);
-    });
-    paged_attention(qkv.data(), qkv_dim, batch.positions.data(), batch.token_seq.data(), num_tokens,
-                    batch.block_tables.data(), batch.max_blocks_per_seq, kv, shape, attn.data(), q_dim, pool_);
-    gemm(attn.data(), num_tokens, q_dim, l.o_proj, delta.data(), hidden, pool_);
-    // Residual add, then the MLP block (SwiGLU).
-    for_tokens([&](int64_t t0, int64_t t1) {
-      add_bias(delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.o_bias);
-      add_residual(h.data() + t0 * hidden, delta.data() + t0 * hidden, static_cast<size_t>((t1 - t0) * hidden));
-      rms_norm(h.data() + t0 * hidden, t1 - t0, hidden, hidden, l.post_attention_layernorm.data(), eps,
-               x.data() + t0 * hidden, hidden);
-    });
-    if (l.is_moe()) {
-      moe_block(l, x.data(), num_tokens, delta.data(), moe.data());
-    } else {
-      gemm(x.data(), num_tokens, hidden, l.gate_up_proj, gate_up.data(), 2 * inter, pool_);
-      for_tokens([&](int64_t t0, int64_t t1) {
-        add_bias(gate_up.data() + t0 * 2 * inter, t1 - t0, 2 * inter, 2 * inter, l.gate_up_bias);
-        silu_mul(gate_up.data() + t0 * 2 * inter, t1 - t0, inter, 2 * inter, act.data() + t0 * inter, inter);
-      });
-      gemm(act.data(), num_tokens, inter, l.down_proj, delta.data(), hidden, pool_);
+      rope_apply(q, c.num_attention_heads, head_dim, a.cos_sin.data() + t * head_dim);
+      rope_apply(k, c.num_key_value_heads, head_dim, a.cos_sin.data() + t * head_dim);
     }
-    for_tokens([&](int64_t t0, int64_t t1) {
-      add_bias(delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.down_bias);
-      add_residual(h.data() + t0 * hidden, delta.data() + t0 * hidden, static_cast<size_t>((t1 - t0) * hidden));
-    });
-  }
+    write_kv(qkv + t0 * qkv_dim + q_dim, qkv_dim, qkv + t0 * qkv_dim + q_dim + kv_dim, qkv_dim,
+             batch.slot_mapping.data() + t0, t1 - t0, kv_dim, kv);
+  });
+  paged_attention(qkv, qkv_dim, batch.positions.data(), batch.token_seq.data(), num_tokens,
+                  batch.block_tables.data(), batch.max_blocks_per_seq, kv, shape, a.attn.data(), q_dim, pool_);
+  gemm(a.attn.data(), num_tokens, q_dim, l.o_proj, a.delta.data(), hidden, pool_);
+  for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
+    add_bias(a.delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.o_bias);
+    add_residual(h + t0 * hidden, a.delta.data() + t0 * hidden, static_cast<size_t>((t1 - t0) * hidden));
+  });
+}
 
-  // Final norm and LM head, only for the rows whose logits are wanted.
+// h += mlp(post_attention_layernorm(h)): the dense SwiGLU MLP, or the sparse MoE block on the
+// layers that have one.
+void CausalLM::feed_forward_block(const DecoderLayerWeights& l, Activations& a) const {
+  const int64_t num_tokens = a.num_tokens;
+  const int64_t hidden = config_.hidden_size;
+  const auto eps = static_cast<float>(config_.rms_norm_eps);
+  for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
+    rms_norm(a.h.data() + t0 * hidden, t1 - t0, hidden, hidden, l.post_attention_layernorm.data(), eps,
+             a.x.data() + t0 * hidden, hidden);
+  });
+  if (l.is_moe()) {
+    moe_block(l, a.x.data(), num_tokens, a.delta.data(), a.moe.data());
+  } else {
+    mlp_block(l, a);
+  }
+  for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
+    add_bias(a.delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.down_bias);
+    add_residual(a.h.data() + t0 * hidden, a.delta.data() + t0 * hidden, static_cast<size_t>((t1 - t0) * hidden));
+  });
+}
+
+// delta = down_proj(silu(gate_proj(x)) · up_proj(x)) (+ gate/up biases; down_bias is added by the caller).
+void CausalLM::mlp_block(const DecoderLayerWeights& l, Activations& a) const {
+  const int64_t num_tokens = a.num_tokens;
+  const int64_t hidden = config_.hidden_size;
+  const int64_t inter = config_.intermediate_size;
+  float* const gate_up = a.gate_up.data();
+  gemm(a.x.data(), num_tokens, hidden, l.gate_up_proj, gate_up, 2 * inter, pool_);
+  for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
+    add_bias(gate_up + t0 * 2 * inter, t1 - t0, 2 * inter, 2 * inter, l.gate_up_bias);
+    silu_mul(gate_up + t0 * 2 * inter, t1 - t0, inter, 2 * inter, a.act.data() + t0 * inter, inter);
+  });
+  gemm(a.act.data(), num_tokens, inter, l.down_proj, a.delta.data(), hidden, pool_);
+}
+
+// logits = lm_head(norm(h)), only for the rows batch.logits_indices; a tied head is the embedding.
+void CausalLM::final_norm_and_lm_head(const ForwardBatch& batch, const Activations& a, float* logits) const {
+  const ModelConfig& c = config_;
+  const int64_t hidden = c.hidden_size;
   const auto num_logits = static_cast<int64_t>(batch.logits_indices.size());
-  std::vector<float> final_x(static_cast<size_t>(num_logits * hidden));  // [num_logits, hidden_size]
+  std::vector<float> final_x(static_cast<size_t>(num_logits * hidden));  // [num_logits, hidden_size] f32
   for (int64_t i = 0; i < num_logits; ++i)
-    rms_norm_row(h.data() + batch.logits_indices[i] * hidden, hidden, norm_.data(), eps, final_x.data() + i * hidden);
+    rms_norm_row(a.h.data() + batch.logits_indices[i] * hidden, hidden, norm_.data(),
+                 static_cast<float>(c.rms_norm_eps), final_x.data() + i * hidden);
   const PackedMatrix& head = c.tie_word_embeddings ? embed_tokens_ : lm_head_;
   gemm(final_x.data(), num_logits, hidden, head, logits, c.vocab_size, pool_);
 }

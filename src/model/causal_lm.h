@@ -1,9 +1,12 @@
-// The decoder-only transformer shared by Qwen3ForCausalLM, Qwen3MoeForCausalLM and
-// LlamaForCausalLM. They differ only in configuration data (Qwen3: per-head q/k RMSNorm; Llama:
-// llama3 rope scaling, optional biases; Qwen3-MoE: a sparse MoE block instead of the MLP on the
-// layers config.is_moe_layer selects), so one forward pass serves all three (Hugging Face
-// modeling_qwen3.py, modeling_qwen3_moe.py, modeling_llama.py). Weights are repacked once at load
-// (kernels/packed_matrix.h).
+// The decoder-only transformer shared by every registered architecture (model/architecture.h:
+// Qwen3ForCausalLM, Qwen3MoeForCausalLM, LlamaForCausalLM). They differ only in data, the config
+// and its architecture's features (per-head q/k RMSNorm, biases, llama3 rope scaling, a sparse MoE
+// block instead of the MLP on the layers config.is_moe_layer selects), so one forward pass serves
+// all (Hugging Face modeling_qwen3.py, modeling_qwen3_moe.py, modeling_llama.py). The tensors come
+// from model/model_tensors.h; weights are repacked once at load (kernels/packed_matrix.h).
+//
+// forward() reads top to bottom: embedding_block, then per layer attention_block and
+// feed_forward_block (mlp_block or moe_block), then final_norm_and_lm_head.
 //
 // The MoE block (DESIGN.md §2, canonical routing): router logits by the canonical GEMM; softmax
 // over the experts in float32 (kernels/softmax.h); the top num_experts_per_tok experts by
@@ -18,6 +21,7 @@
 // an activation arena owned by the instance).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,21 +31,26 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/model_tensors.h"
 
 namespace ditto {
 
+// Weights as load() keeps them: a PackedMatrix holds the checkpoint's dtype (bf16, f16 or f32)
+// repacked into panels; norm weights and biases are widened to f32. Which field a checkpoint tensor
+// fills is its WeightSlot (model_tensors.h).
+
 // One expert of a sparse MoE layer.
 struct ExpertWeights {
-  PackedMatrix gate_up_proj;  // [2·moe_intermediate_size, hidden_size] gate, up fused
-  PackedMatrix down_proj;     // [hidden_size, moe_intermediate_size]
+  PackedMatrix gate_up_proj;  // [2·moe_intermediate_size, hidden_size] checkpoint dtype, gate, up fused
+  PackedMatrix down_proj;     // [hidden_size, moe_intermediate_size] checkpoint dtype
 };
 
 struct DecoderLayerWeights {
   std::vector<float> input_layernorm;           // [hidden_size] f32
   PackedMatrix qkv_proj;                        // [q_dim + 2·kv_dim, hidden_size] q, k, v fused
   std::vector<float> qkv_bias;                  // [q_dim + 2·kv_dim] f32, empty without attention_bias
-  std::vector<float> q_norm;                    // [head_dim] f32, Qwen3 only
-  std::vector<float> k_norm;                    // [head_dim] f32, Qwen3 only
+  std::vector<float> q_norm;                    // [head_dim] f32, empty without features.qk_norm
+  std::vector<float> k_norm;                    // [head_dim] f32, empty without features.qk_norm
   PackedMatrix o_proj;                          // [hidden_size, q_dim]
   std::vector<float> o_bias;                    // [hidden_size] f32, empty without attention_bias
   std::vector<float> post_attention_layernorm;  // [hidden_size] f32
@@ -90,7 +99,23 @@ class CausalLM {
   void forward(const ForwardBatch& batch, KvCache& cache, float* logits) const;
 
  private:
+  struct Activations;  // forward()'s buffers, shapes in causal_lm.cc
+
   CausalLM() = default;
+
+  // Where load() puts a tensor of `slot` (model_tensors.h); experts are added as they come.
+  PackedMatrix* matrix_slot(WeightSlot slot, int64_t layer, int64_t expert);
+  std::vector<float>* vector_slot(WeightSlot slot, int64_t layer);
+
+  // forward()'s blocks, in the order it runs them; each reads and updates `a` (see causal_lm.cc).
+  Activations activations(int64_t num_tokens) const;
+  void embedding_block(const ForwardBatch& batch, Activations& a) const;
+  void attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, const ForwardBatch& batch,
+                       const AttentionShape& shape, Activations& a) const;
+  void feed_forward_block(const DecoderLayerWeights& l, Activations& a) const;
+  void mlp_block(const DecoderLayerWeights& l, Activations& a) const;
+  void final_norm_and_lm_head(const ForwardBatch& batch, const Activations& a, float* logits) const;
+  void for_tokens(int64_t num_tokens, const std::function<void(int64_t t0, int64_t t1)>& fn) const;
 
   // The sparse MoE block for x [num_tokens, hidden_size] into delta [num_tokens, hidden_size]
   // (see the file comment). scratch holds moe_scratch_floats(num_tokens) floats.
@@ -101,12 +126,12 @@ class CausalLM {
   ModelConfig config_;
   ThreadPool* pool_ = nullptr;
   LoadStats load_stats_;
-  std::vector<double> inv_freq_;            // [head_dim / 2] rotary frequencies
-  PackedMatrix embed_tokens_;               // [vocab_size, hidden_size]
+  std::vector<double> inv_freq_;            // [head_dim / 2] f64 rotary frequencies
+  PackedMatrix embed_tokens_;               // [vocab_size, hidden_size] checkpoint dtype
   std::vector<DecoderLayerWeights> layers_; // [num_hidden_layers]
   std::vector<float> norm_;                 // [hidden_size] f32 final RMSNorm
-  PackedMatrix lm_head_;                    // [vocab_size, hidden_size]; empty when tied
-  mutable std::vector<float> arena_;        // forward()'s activations, reused across calls
+  PackedMatrix lm_head_;                    // [vocab_size, hidden_size] checkpoint dtype; empty when tied
+  mutable std::vector<float> arena_;        // forward()'s Activations, reused across calls
 };
 
 }  // namespace ditto

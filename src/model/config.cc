@@ -1,11 +1,10 @@
 #include "model/config.h"
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
-#include <limits>
 
 #include "core/error.h"
+#include "core/json_fields.h"
 #include "core/json_file.h"
 
 namespace ditto {
@@ -13,128 +12,25 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kQwen3 = "Qwen3ForCausalLM";
-constexpr const char* kLlama = "LlamaForCausalLM";
-constexpr const char* kQwen3Moe = "Qwen3MoeForCausalLM";
-
-// Hugging Face __init__ defaults of one architecture. head_dim == 0 means hidden / heads;
-// num_key_value_heads == 0 means num_attention_heads.
-struct Defaults {
-  const char* model_type;
-  int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads;
-  int64_t num_key_value_heads, head_dim, max_position_embeddings;
-  std::optional<int64_t> bos_token_id, eos_token_id;
-};
-
-const Defaults& defaults_for(const std::string& architecture) {
-  static const Defaults qwen3{"qwen3", 151936, 4096, 22016, 32, 32, 32, 128, 32768, {}, {}};
-  static const Defaults llama{"llama", 32000, 4096, 11008, 32, 32, 0, 0, 2048, 1, 2};
-  static const Defaults qwen3_moe{"qwen3_moe", 151936, 2048, 6144, 24, 32, 4, 0, 32768, {}, {}};
-  if (architecture == kLlama) return llama;
-  if (architecture == kQwen3Moe) return qwen3_moe;
-  return qwen3;
-}
-
-std::string join(const std::vector<std::string>& items) {
+std::string join(const std::vector<std::string>& items, const std::string& last_separator = ", ") {
   std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  for (size_t i = 0; i < items.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == items.size() ? last_separator : ", ") + items[i];
   return out;
 }
 
-// Typed access to the keys of one JSON object, with errors that name the file and the key.
-class Reader {
- public:
-  Reader(const json& j, std::string source, std::string prefix = "")
-      : j_(j), source_(std::move(source)), prefix_(std::move(prefix)) {}
-
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw_invalid_argument(source_ + ": '" + prefix_ + key + "' " + what);
-  }
-  // The value of `key`, or nullptr when absent or null.
-  const json* find(const std::string& key) const {
-    auto it = j_.find(key);
-    return it == j_.end() || it->is_null() ? nullptr : &*it;
-  }
-  bool has(const std::string& key) const { return find(key) != nullptr; }
-
-  int64_t get_int(const std::string& key, int64_t fallback) const {
-    const json* v = find(key);
-    return v == nullptr ? fallback : as_int(key, *v);
-  }
-  int64_t require_int(const std::string& key) const {
-    const json* v = find(key);
-    if (v == nullptr) fail(key, "is required");
-    return as_int(key, *v);
-  }
-  double get_double(const std::string& key, double fallback) const {
-    const json* v = find(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_number()) fail(key, "must be a number, got " + v->dump());
-    return v->get<double>();
-  }
-  double require_double(const std::string& key) const {
-    if (!has(key)) fail(key, "is required");
-    return get_double(key, 0);
-  }
-  bool get_bool(const std::string& key, bool fallback) const {
-    const json* v = find(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_boolean()) fail(key, "must be true or false, got " + v->dump());
-    return v->get<bool>();
-  }
-  std::string get_string(const std::string& key, const std::string& fallback) const {
-    const json* v = find(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_string()) fail(key, "must be a string, got " + v->dump());
-    return v->get<std::string>();
-  }
-  int64_t as_int(const std::string& key, const json& v) const {
-    if (v.is_number_unsigned()) {
-      if (v.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}) {
-        fail(key, "is too large: " + v.dump());
-      }
-      return static_cast<int64_t>(v.get<uint64_t>());
-    }
-    if (v.is_number_integer()) return v.get<int64_t>();
-    if (v.is_number_float()) {  // 40960.0 is accepted, 0.5 is not
-      const double d = v.get<double>();
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) {
-        return static_cast<int64_t>(d);
-      }
-    }
-    fail(key, "must be an integer, got " + v.dump());
-  }
-  std::vector<int64_t> get_int_list(const std::string& key) const {
-    std::vector<int64_t> out;
-    const json* v = find(key);
-    if (v == nullptr) return out;
-    if (v->is_array()) {
-      for (const auto& e : *v) out.push_back(as_int(key, e));
-    } else {
-      out.push_back(as_int(key, *v));  // eos_token_id may be a single int
-    }
-    return out;
-  }
-
- private:
-  const json& j_;
-  std::string source_;
-  std::string prefix_;
-};
-
-std::string resolve_architecture(const json& j, const Reader& r, const std::string& source) {
+const Architecture& resolve_architecture(const json& j, const JsonFields& r, const std::string& source) {
   const std::string model_type = r.get_string("model_type", "");
   if (const json* a = r.find("architectures")) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string()) {
       r.fail("architectures", "must be a non-empty list of strings, got " + a->dump());
     }
-    const std::string arch = (*a)[0].get<std::string>();
-    const auto& ok = supported_architectures();
-    if (std::find(ok.begin(), ok.end(), arch) == ok.end()) {
+    const Architecture* arch = find_architecture((*a)[0].get<std::string>());
+    if (arch == nullptr) {
       throw_invalid_argument(source + ": unsupported architecture: 'architectures' is " +
-                             j["architectures"].dump() + "; ditto supports " + join(ok));
+                             j["architectures"].dump() + "; ditto supports " + join(supported_architectures()));
     }
-    return arch;
+    return *arch;
   }
   if (model_type.empty()) {
     throw_invalid_argument(source +
@@ -142,16 +38,17 @@ std::string resolve_architecture(const json& j, const Reader& r, const std::stri
                            "supports " +
                            join(supported_architectures()));
   }
-  for (const auto& arch : supported_architectures()) {
-    if (model_type == defaults_for(arch).model_type) return arch;
-  }
+  if (const Architecture* arch = find_architecture_by_model_type(model_type)) return *arch;
+  std::vector<std::string> known;
+  for (const Architecture& a : architectures()) known.push_back(a.model_type + " (" + a.name + ")");
   throw_invalid_argument(source + ": unsupported 'model_type' \"" + model_type +
-                         "\" (and no 'architectures'); ditto supports qwen3 (" + kQwen3 +
-                         "), llama (" + kLlama + "), qwen3_moe (" + kQwen3Moe + ")");
+                         "\" (and no 'architectures'); ditto supports " + join(known));
 }
 
-// rope_scaling (or transformers 5's rope_parameters): null/"default" -> none, "llama3" -> parsed.
-std::optional<RopeScaling> parse_rope_scaling(const Reader& r, const std::string& source) {
+// rope_scaling (or transformers 5's rope_parameters): null/"default" -> none, one of the
+// architecture's rope_scaling_types -> parsed ("llama3" is the one implemented).
+std::optional<RopeScaling> parse_rope_scaling(const JsonFields& r, const std::string& source,
+                                              const std::vector<std::string>& types) {
   std::string key = "rope_scaling";
   const json* s = r.find(key);
   if (s == nullptr) {
@@ -160,13 +57,15 @@ std::optional<RopeScaling> parse_rope_scaling(const Reader& r, const std::string
   }
   if (s == nullptr) return std::nullopt;
   if (!s->is_object()) r.fail(key, "must be an object or null, got " + s->dump());
-  const Reader sr(*s, source, key + ".");
+  const JsonFields sr(*s, source, key + ".");
   // Older configs spell rope_type as "type" (transformers moves it over the same way).
   std::string type = sr.get_string("rope_type", "");
   if (type.empty()) type = sr.get_string("type", "");
   if (type.empty() || type == "default") return std::nullopt;
-  if (type != "llama3") {
-    sr.fail("rope_type", "is \"" + type + "\"; ditto supports \"default\" and \"llama3\"");
+  if (std::find(types.begin(), types.end(), type) == types.end()) {
+    std::vector<std::string> quoted = {"\"default\""};
+    for (const std::string& t : types) quoted.push_back("\"" + t + "\"");
+    sr.fail("rope_type", "is \"" + type + "\"; ditto supports " + join(quoted, " and "));
   }
   RopeScaling out;
   out.rope_type = type;
@@ -185,18 +84,17 @@ std::optional<RopeScaling> parse_rope_scaling(const Reader& r, const std::string
   return out;
 }
 
-void require_positive(const Reader& r, const std::string& key, int64_t value) {
+void require_positive(const JsonFields& r, const std::string& key, int64_t value) {
   if (value <= 0) r.fail(key, "must be a positive integer, got " + std::to_string(value));
 }
 
 }  // namespace
 
-const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> kAll = {kQwen3, kLlama, kQwen3Moe};
-  return kAll;
+std::vector<std::string> supported_architectures() {
+  std::vector<std::string> names;
+  for (const Architecture& a : architectures()) names.push_back(a.name);
+  return names;
 }
-
-bool ModelConfig::has_qk_norm() const { return architecture != kLlama; }
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {
   return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) ==
@@ -206,13 +104,13 @@ bool ModelConfig::is_moe_layer(int64_t layer) const {
 
 ModelConfig parse_model_config(const json& j, const std::string& source) {
   if (!j.is_object()) throw_invalid_argument(source + ": config must be a JSON object");
-  const Reader r(j, source);
+  const JsonFields r(j, source);
   ModelConfig c;
-  c.architecture = resolve_architecture(j, r, source);
-  const Defaults& d = defaults_for(c.architecture);
-  const bool llama = c.architecture == kLlama;
-  const bool moe = c.architecture == kQwen3Moe;
-  c.model_type = r.get_string("model_type", d.model_type);
+  const Architecture& arch = resolve_architecture(j, r, source);
+  const ArchitectureDefaults& d = arch.defaults;
+  c.architecture = arch.name;
+  c.features = arch.features;
+  c.model_type = r.get_string("model_type", arch.model_type);
 
   c.vocab_size = r.get_int("vocab_size", d.vocab_size);
   c.hidden_size = r.get_int("hidden_size", d.hidden_size);
@@ -257,17 +155,17 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
   if (!(c.rms_norm_eps > 0)) r.fail("rms_norm_eps", "must be positive");
   double theta = 10000.0;
   if (const json* p = r.find("rope_parameters"); p != nullptr && p->is_object()) {
-    theta = Reader(*p, source, "rope_parameters.").get_double("rope_theta", theta);
+    theta = JsonFields(*p, source, "rope_parameters.").get_double("rope_theta", theta);
   }
   c.rope_theta = r.get_double("rope_theta", theta);
   if (!(c.rope_theta > 0)) r.fail("rope_theta", "must be positive");
-  c.rope_scaling = parse_rope_scaling(r, source);
+  c.rope_scaling = parse_rope_scaling(r, source, c.features.rope_scaling_types);
   c.initializer_range = r.get_double("initializer_range", 0.02);
   if (!(c.initializer_range >= 0)) r.fail("initializer_range", "must not be negative");
 
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
   c.attention_bias = r.get_bool("attention_bias", false);
-  c.mlp_bias = llama ? r.get_bool("mlp_bias", false) : false;  // Qwen3's MLP has no bias
+  c.mlp_bias = c.features.mlp_bias ? r.get_bool("mlp_bias", false) : false;
   c.hidden_act = r.get_string("hidden_act", "silu");
   if (c.hidden_act != "silu") {
     r.fail("hidden_act", "is \"" + c.hidden_act + "\"; ditto supports only \"silu\"");
@@ -284,7 +182,7 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
     c.eos_token_ids = {*d.eos_token_id};
   }
 
-  if (!llama) {
+  if (c.features.refuses_sliding_window) {
     if (r.get_bool("use_sliding_window", false)) {
       r.fail("use_sliding_window", "is true; sliding-window attention is not supported");
     }
@@ -296,12 +194,12 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
       }
     }
   }
-  if (moe) {
-    c.num_experts = r.get_int("num_experts", 128);
-    c.num_experts_per_tok = r.get_int("num_experts_per_tok", 8);
-    c.moe_intermediate_size = r.get_int("moe_intermediate_size", 768);
-    c.decoder_sparse_step = r.get_int("decoder_sparse_step", 1);
-    c.norm_topk_prob = r.get_bool("norm_topk_prob", false);
+  if (c.features.moe) {
+    c.num_experts = r.get_int("num_experts", d.num_experts);
+    c.num_experts_per_tok = r.get_int("num_experts_per_tok", d.num_experts_per_tok);
+    c.moe_intermediate_size = r.get_int("moe_intermediate_size", d.moe_intermediate_size);
+    c.decoder_sparse_step = r.get_int("decoder_sparse_step", d.decoder_sparse_step);
+    c.norm_topk_prob = r.get_bool("norm_topk_prob", d.norm_topk_prob);
     c.mlp_only_layers = r.get_int_list("mlp_only_layers");
     if (c.num_experts < 0) r.fail("num_experts", "must not be negative");
     if (c.num_experts > 0) {
@@ -327,47 +225,6 @@ ModelConfig load_model_config(const std::string& config_json_path) {
   if (!std::filesystem::exists(config_json_path))
     throw_not_found(config_json_path + ": cannot open (is this a model directory?)");
   return parse_model_config(read_json_file(config_json_path, /*require_object=*/false), config_json_path);
-}
-
-std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
-  std::vector<TensorSpec> out;
-  const int64_t h = c.hidden_size;
-  const int64_t q = c.num_attention_heads * c.head_dim;
-  const int64_t kv = c.num_key_value_heads * c.head_dim;
-  auto linear = [&](const std::string& name, int64_t out_features, int64_t in_features, bool bias) {
-    out.push_back({name + ".weight", {out_features, in_features}});
-    if (bias) out.push_back({name + ".bias", {out_features}});
-  };
-  out.push_back({"model.embed_tokens.weight", {c.vocab_size, h}});
-  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const std::string p = "model.layers." + std::to_string(layer) + ".";
-    linear(p + "self_attn.q_proj", q, h, c.attention_bias);
-    linear(p + "self_attn.k_proj", kv, h, c.attention_bias);
-    linear(p + "self_attn.v_proj", kv, h, c.attention_bias);
-    linear(p + "self_attn.o_proj", h, q, c.attention_bias);
-    if (c.has_qk_norm()) {
-      out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
-      out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
-    }
-    if (c.is_moe_layer(layer)) {
-      out.push_back({p + "mlp.gate.weight", {c.num_experts, h}});
-      for (int64_t e = 0; e < c.num_experts; ++e) {
-        const std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
-        linear(ep + "gate_proj", c.moe_intermediate_size, h, false);
-        linear(ep + "up_proj", c.moe_intermediate_size, h, false);
-        linear(ep + "down_proj", h, c.moe_intermediate_size, false);
-      }
-    } else {
-      linear(p + "mlp.gate_proj", c.intermediate_size, h, c.mlp_bias);
-      linear(p + "mlp.up_proj", c.intermediate_size, h, c.mlp_bias);
-      linear(p + "mlp.down_proj", h, c.intermediate_size, c.mlp_bias);
-    }
-    out.push_back({p + "input_layernorm.weight", {h}});
-    out.push_back({p + "post_attention_layernorm.weight", {h}});
-  }
-  out.push_back({"model.norm.weight", {h}});
-  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, h}});
-  return out;
 }
 
 }  // namespace ditto

@@ -1,8 +1,7 @@
 // A model's config.json, parsed and validated, with Hugging Face's defaults for missing keys.
 //
-// Defaults follow the __init__ of transformers' Qwen3Config, LlamaConfig and Qwen3MoeConfig
-// (transformers 4.51-4.57, models/{qwen3,llama,qwen3_moe}/configuration_*.py). head_dim differs:
-// Qwen3 defaults to 128; Llama and Qwen3-MoE to hidden_size / num_attention_heads.
+// Which keys an architecture reads, and their defaults (the __init__ of transformers' config class),
+// come from its registry entry (model/architecture.h); parsing compares no architecture name.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +10,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "model/architecture.h"
 
 namespace ditto {
 
@@ -26,8 +27,9 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string architecture;  // "Qwen3ForCausalLM" | "LlamaForCausalLM" | "Qwen3MoeForCausalLM"
+  std::string architecture;  // a registered name (model/architecture.h): "Qwen3ForCausalLM", ...
   std::string model_type;    // "qwen3" | "llama" | "qwen3_moe" (as written, or derived)
+  ArchitectureFeatures features;  // the registry entry's, what the forward pass and the tensors follow
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;  // dense MLP width (MoE: the mlp_only_layers' width)
@@ -41,14 +43,14 @@ struct ModelConfig {
   double initializer_range = 0;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v/o_proj have biases
-  bool mlp_bias = false;        // gate/up/down_proj have biases (Llama only)
+  bool mlp_bias = false;        // gate/up/down_proj have biases (only with features.mlp_bias)
   std::string hidden_act;       // only "silu"
   std::optional<RopeScaling> rope_scaling;
   std::string torch_dtype;  // as written ("bfloat16"), "" when absent
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // config.json may hold an int or a list; empty when null
 
-  // Qwen3-MoE (all zero / empty for dense models).
+  // Sparse MoE (features.moe; all zero / empty for dense models).
   int64_t num_experts = 0;
   int64_t num_experts_per_tok = 0;
   int64_t moe_intermediate_size = 0;
@@ -57,20 +59,21 @@ struct ModelConfig {
   std::vector<int64_t> mlp_only_layers;
 
   bool is_moe() const { return num_experts > 0; }
-  // Qwen3 and Qwen3-MoE apply RMSNorm to each head of q and k before RoPE; Llama does not.
-  bool has_qk_norm() const;
+  // RMSNorm over each head of q and k before RoPE (Qwen3, Qwen3-MoE; not Llama).
+  bool has_qk_norm() const { return features.qk_norm; }
   // Hugging Face's rule (modeling_qwen3_moe.py): layer not in mlp_only_layers, num_experts > 0 and
   // (layer + 1) % decoder_sparse_step == 0.
   bool is_moe_layer(int64_t layer) const;
 };
 
-// The architectures ditto implements, in the order error messages list them.
-const std::vector<std::string>& supported_architectures();
+// The names of the registered architectures, in the order error messages list them.
+std::vector<std::string> supported_architectures();
 
 // Parses a config.json object. `source` (the file path) prefixes every error message.
 // Throws Error(kInvalidArgument) naming the key for a missing architecture/model_type, an
 // unsupported architecture, a wrong-typed or out-of-range value, or an unsupported feature
-// (hidden_act other than silu, rope_scaling other than llama3/default, sliding-window attention).
+// (hidden_act other than silu, a rope_scaling type the architecture does not list, sliding-window
+// attention).
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
 
 // Reads and parses a config.json file. Error(kNotFound) if it cannot be read, kInvalidArgument
@@ -83,11 +86,8 @@ struct TensorSpec {
   std::vector<int64_t> shape;
 };
 
-// Every tensor a Hugging Face checkpoint of this config holds, in model (state_dict) order:
-// model.embed_tokens.weight, then layer 0.. (self_attn q/k/v/o_proj [+bias], q_norm, k_norm; mlp
-// gate/up/down_proj [+bias] or, on MoE layers, mlp.gate.weight [num_experts, hidden_size] and
-// mlp.experts.E.{gate,up,down}_proj.weight; input_layernorm, post_attention_layernorm),
-// model.norm.weight, and lm_head.weight unless tie_word_embeddings.
+// Every tensor a Hugging Face checkpoint of this config holds, in model (state_dict) order: the
+// names and shapes of for_each_tensor (model/model_tensors.h), which describes them.
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c);
 
 }  // namespace ditto

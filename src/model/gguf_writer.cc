@@ -49,6 +49,12 @@ std::string_view ggml_type_name(GgmlType t) {
   return "?";
 }
 
+uint32_t gguf_u32(int64_t value, const std::string& what) {
+  if (value < 0 || value > static_cast<int64_t>(UINT32_MAX))
+    throw_invalid_argument(what + " = " + std::to_string(value) + " does not fit GGUF's u32");
+  return static_cast<uint32_t>(value);
+}
+
 GgmlType ggml_type_of(DType t) {
   switch (t) {
     case DType::kF32: return GgmlType::kF32;

@@ -55,6 +55,9 @@ size_t ggml_type_size(GgmlType t);
 std::string_view ggml_type_name(GgmlType t);  // "F32", "F16", "BF16" ("?" for others)
 GgmlType ggml_type_of(DType t);               // the same bits: F32, F16, BF16
 
+// `value` as a GGUF u32 value. Error(kInvalidArgument) "WHAT = VALUE does not fit GGUF's u32".
+uint32_t gguf_u32(int64_t value, const std::string& what);
+
 // One tensor of the file.
 struct GgufTensorSpec {
   std::string name;            // e.g. "blk.0.attn_q.weight"; at most 64 bytes (GGML_MAX_NAME)

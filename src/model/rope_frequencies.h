@@ -13,4 +13,10 @@ namespace ditto {
 // `factor`, shorter than .../high_freq_factor kept, and the band between interpolated smoothly.
 std::vector<double> rope_inv_freq(const ModelConfig& config);
 
+// [head_dim / 2] float32: the divisor llama3 scaling applies to each θ_i, as llama.cpp's
+// rope_freqs.weight holds it (convert_hf_to_gguf.py LlamaModel.generate_extra_tensors): 1 for the
+// short wavelengths, `factor` for the long, 1 / ((1 − smooth) / factor + smooth) between.
+// Requires config.rope_scaling (llama3).
+std::vector<float> llama3_rope_freq_divisors(const ModelConfig& config);
+
 }  // namespace ditto

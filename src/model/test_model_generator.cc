@@ -10,12 +10,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numbers>
 
 #include "core/error.h"
 #include "core/philox.h"
 #include "core/thread_pool.h"
 #include "model/config.h"
+#include "model/model_tensors.h"
 #include "model/safetensors_writer.h"
 
 #ifndef DITTO_SOURCE_DIR
@@ -68,11 +70,11 @@ inline void store(double v, uint8_t* out) {
 
 // Elements [begin, end) of one tensor, written to out[0 .. end-begin).
 template <DType kDType>
-void fill_values(const std::string& name, uint64_t seed, double std_dev, int64_t begin, int64_t end,
-                 uint8_t* out) {
+void fill_values(const std::string& name, TensorInit init, uint64_t seed, double std_dev, int64_t begin,
+                 int64_t end, uint8_t* out) {
   constexpr size_t kSize = kDType == DType::kF32 ? 4 : 2;
-  if (ends_with(name, "norm.weight") || ends_with(name, ".bias")) {
-    const double v = ends_with(name, ".bias") ? 0.0 : 1.0;
+  if (init != TensorInit::kNormal) {
+    const double v = init == TensorInit::kZeros ? 0.0 : 1.0;
     for (int64_t i = begin; i < end; ++i) store<kDType>(v, out + (i - begin) * kSize);
     return;
   }
@@ -98,12 +100,12 @@ void fill_values(const std::string& name, uint64_t seed, double std_dev, int64_t
   }
 }
 
-void fill_values(const std::string& name, uint64_t seed, double std_dev, DType dtype, int64_t begin,
-                 int64_t end, uint8_t* out) {
+void fill_values(const std::string& name, TensorInit init, uint64_t seed, double std_dev, DType dtype,
+                 int64_t begin, int64_t end, uint8_t* out) {
   switch (dtype) {
-    case DType::kF32: return fill_values<DType::kF32>(name, seed, std_dev, begin, end, out);
-    case DType::kBF16: return fill_values<DType::kBF16>(name, seed, std_dev, begin, end, out);
-    case DType::kF16: return fill_values<DType::kF16>(name, seed, std_dev, begin, end, out);
+    case DType::kF32: return fill_values<DType::kF32>(name, init, seed, std_dev, begin, end, out);
+    case DType::kBF16: return fill_values<DType::kBF16>(name, init, seed, std_dev, begin, end, out);
+    case DType::kF16: return fill_values<DType::kF16>(name, init, seed, std_dev, begin, end, out);
   }
 }
 
@@ -170,12 +172,14 @@ std::string shard_name(size_t index, size_t count) {
   return buf;
 }
 
-void write_shard(const fs::path& path, std::vector<SafetensorsEntry> entries, uint64_t seed,
-                 double std_dev, ThreadPool& pool) {
+// `inits`: each tensor's TensorInit by name.
+void write_shard(const fs::path& path, std::vector<SafetensorsEntry> entries,
+                 const std::map<std::string, TensorInit>& inits, uint64_t seed, double std_dev, ThreadPool& pool) {
   SafetensorsWriter writer(path.string(), std::move(entries));
   std::vector<uint8_t> buffer;
   for (const SafetensorsEntry& e : writer.layout()) {
     const size_t size = dtype_size(e.dtype);
+    const TensorInit init = inits.at(e.name);
     const auto numel = static_cast<int64_t>(e.nbytes() / size);
     for (int64_t begin = 0; begin < numel; begin += kChunkElements) {
       const int64_t end = std::min(numel, begin + kChunkElements);
@@ -185,7 +189,7 @@ void write_shard(const fs::path& path, std::vector<SafetensorsEntry> entries, ui
       pool.parallel_for(blocks, [&](size_t b0, size_t b1) {
         const int64_t lo = begin + static_cast<int64_t>(b0) * 4;
         const int64_t hi = std::min(end, begin + static_cast<int64_t>(b1) * 4);
-        fill_values(e.name, seed, std_dev, e.dtype, lo, hi, buffer.data() + (lo - begin) * size);
+        fill_values(e.name, init, seed, std_dev, e.dtype, lo, hi, buffer.data() + (lo - begin) * size);
       });
       writer.append(buffer.data(), buffer.size());
     }
@@ -208,7 +212,7 @@ void remove_stale_weights(const fs::path& dir) {
 
 json test_model_config(const TestModelOptions& options) {
   json config = preset_config(options.preset);
-  const bool moe = config["model_type"] == "qwen3_moe";
+  const bool moe = parse_model_config(config, options.preset + " preset").features.moe;
   if (options.num_hidden_layers) {
     const int64_t preset_layers = config["num_hidden_layers"].get<int64_t>();
     if (*options.num_hidden_layers <= 0 || *options.num_hidden_layers > preset_layers) {
@@ -251,19 +255,21 @@ TestModelSummary write_test_model_weights(const ModelConfig& config,
   remove_stale_weights(dir);
 
   std::vector<SafetensorsEntry> tensors;
+  std::map<std::string, TensorInit> inits;
   TestModelSummary summary;
   summary.path = options.out_dir;
-  for (auto& spec : expected_tensors(config)) {
-    tensors.push_back({spec.name, options.dtype, spec.shape});
+  for_each_tensor(config, [&](const TensorDesc& t) {
+    tensors.push_back({t.name, options.dtype, t.shape});
+    inits[t.name] = t.init;
     summary.total_bytes += static_cast<int64_t>(tensors.back().nbytes());
-  }
+  });
   summary.num_tensors = static_cast<int64_t>(tensors.size());
   const auto shards = plan_shards(tensors, options.max_shard_size);
   summary.num_shards = static_cast<int64_t>(shards.size());
 
   ThreadPool pool(default_num_threads());
   if (shards.size() == 1) {
-    write_shard(dir / "model.safetensors", tensors, options.seed, config.initializer_range, pool);
+    write_shard(dir / "model.safetensors", tensors, inits, options.seed, config.initializer_range, pool);
     return summary;
   }
   json weight_map = json::object();
@@ -274,7 +280,7 @@ TestModelSummary write_test_model_weights(const ModelConfig& config,
       entries.push_back(tensors[i]);
       weight_map[tensors[i].name] = name;
     }
-    write_shard(dir / name, std::move(entries), options.seed, config.initializer_range, pool);
+    write_shard(dir / name, std::move(entries), inits, options.seed, config.initializer_range, pool);
   }
   write_json(dir / "model.safetensors.index.json",
              {{"metadata", {{"total_size", summary.total_bytes}}}, {"weight_map", weight_map}});

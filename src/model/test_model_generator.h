@@ -1,10 +1,10 @@
 // Test models: real Hugging Face configurations (depth and expert count may be reduced) with seeded
 // random weights and the real tokenizer, written as a Hugging Face model directory.
 //
-// Weights: every tensor of expected_tensors(config). Matrices ~ normal(0, initializer_range) by
-// Box-Muller in double from Philox4x32-10 with key = seed and counter = (element index / 4,
-// FNV-1a-64(tensor name)), so a tensor's values depend only on (seed, its name) - not on the other
-// tensors, the layer count or the thread count. Norm weights ("*norm.weight") are 1, biases 0.
+// Weights: every tensor of for_each_tensor(config) (model_tensors.h), filled as its TensorInit says.
+// kNormal ~ normal(0, initializer_range) by Box-Muller in double from Philox4x32-10 with key = seed
+// and counter = (element index / 4, FNV-1a-64(tensor name)), so a tensor's values depend only on (seed, its name) - not on the other
+// tensors, the layer count or the thread count; kOnes (norm weights) 1, kZeros (biases) 0.
 // Values are rounded once to the dtype (round to nearest even). Box-Muller uses libm's log, cos and
 // sin in double; their last-ulp differences between libm versions practically never survive the
 // rounding to bf16/f16/f32.

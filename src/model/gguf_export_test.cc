@@ -1,4 +1,4 @@
-// `ditto export-gguf` on tiny generated models (real Qwen3 tokenizer, seeded weights), the file
+// The GGUF converter (model/gguf_export.h, `ditto export-gguf`) on tiny generated models (real Qwen3 tokenizer, seeded weights), the file
 // read back with the independent reader of model/gguf_test_reader.h: the qwen3moe layout that
 // llama.cpp's convert_hf_to_gguf.py writes for Qwen3MoeForCausalLM (keys and their order, the F32
 // router, experts stacked [num_experts, out, in] with every byte in place), the dense qwen3 layout
@@ -12,12 +12,11 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "commands.h"
 #include "core/dtype.h"
 #include "model/config.h"
+#include "model/gguf_export.h"
 #include "model/gguf_test_reader.h"
 #include "model/safetensors.h"
 #include "model/test_model_generator.h"
@@ -78,11 +77,7 @@ std::string write_model(const TempDir& dir, const json& config, bool weights = t
   return out.string();
 }
 
-void export_gguf(const std::string& model, const std::string& output) {
-  CLI::App app;
-  add_export_gguf_command(app);
-  app.parse("export-gguf --model " + model + " --output " + output, false);
-}
+void export_gguf(const std::string& model, const std::string& output) { ditto::export_gguf(model, output, "model"); }
 
 std::vector<std::string> key_names(const ParsedGguf& g) {
   std::vector<std::string> keys;
