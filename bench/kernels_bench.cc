@@ -128,8 +128,8 @@ PackedMatrix random_packed(const MatrixShape& s, uint64_t seed, ThreadPool* pool
   return pack_matrix(std::span<const MatrixSource>(&source, 1), pool);
 }
 
-Row make_row(const char* kernel, const std::string& model, const std::string& shape, int64_t m, int64_t n,
-             int64_t k, int copies) {
+Row make_row(const char* kernel, const std::string& model, const std::string& shape, int64_t m, int64_t n, int64_t k,
+             int copies) {
   Row r;
   r.kernel = kernel;
   r.model = model;
@@ -141,9 +141,7 @@ Row make_row(const char* kernel, const std::string& model, const std::string& sh
   return r;
 }
 
-int copies_for(int64_t bytes) {
-  return static_cast<int>(std::max<int64_t>(1, (kWorkingSetBytes + bytes - 1) / bytes));
-}
+int copies_for(int64_t bytes) { return static_cast<int>(std::max<int64_t>(1, (kWorkingSetBytes + bytes - 1) / bytes)); }
 
 struct Meters {
   ReadBandwidthMeter bandwidth;
@@ -160,7 +158,6 @@ RunTimes judged_by(Meter& meter, double* limit, const std::function<void()>& row
   *limit = std::max(best, meter.measure());
   return times;
 }
-
 
 // GEMV and GEMM rows of one matrix. The weight is built once; the GEMV's extra copies only while
 // its row runs.
@@ -189,8 +186,8 @@ void matrix_rows(const std::string& model, const MatrixShape& s, bool gemv, bool
     std::vector<float> y(static_cast<size_t>(kPrefillRows * s.n));
     Row r = make_row("gemm", model, s.name, kPrefillRows, s.n, s.k, 1);
     r.bandwidth_bound = false;
-    r.times = judged_by(meters.fma, &r.limit,
-                        [&] { gemm(x.data(), kPrefillRows, s.k, copies[0], y.data(), s.n, pool); });
+    r.times =
+        judged_by(meters.fma, &r.limit, [&] { gemm(x.data(), kPrefillRows, s.k, copies[0], y.data(), s.n, pool); });
     r.achieved = 2.0 * static_cast<double>(kPrefillRows) * static_cast<double>(s.n) * static_cast<double>(s.k) /
                  r.times.best_seconds;
     r.ratio = r.achieved / r.limit;
@@ -249,8 +246,8 @@ void print_row(const Row& r) {
   const char* unit = r.bandwidth_bound ? "GB/s" : "GFLOP/s";
   std::printf("%-9s %-11s %-13s m=%-3lld n=%-6lld k=%-5lld x%-2d %8.2f %-7s of %8.2f %-14s = %5.3f  %s\n",
               r.kernel.c_str(), r.model.c_str(), r.shape.c_str(), static_cast<long long>(r.m),
-              static_cast<long long>(r.n), static_cast<long long>(r.k), r.copies, r.achieved / 1e9, unit,
-              r.limit / 1e9, r.bandwidth_bound ? "read bandwidth" : "fma peak", r.ratio, verdict);
+              static_cast<long long>(r.n), static_cast<long long>(r.k), r.copies, r.achieved / 1e9, unit, r.limit / 1e9,
+              r.bandwidth_bound ? "read bandwidth" : "fma peak", r.ratio, verdict);
 }
 
 nlohmann::ordered_json row_json(const Row& r, int threads) {

@@ -78,8 +78,8 @@ int run_tokenize(const char* model_path) {
 
 // The eval callback's capture of each MoE layer's router logits and expert order.
 struct RoutingCapture {
-  std::map<int, std::vector<float>> logits;    // layer -> [n_tokens][n_expert]
-  std::map<int, std::vector<int32_t>> order;   // layer -> [n_tokens][n_expert], best first
+  std::map<int, std::vector<float>> logits;   // layer -> [n_tokens][n_expert]
+  std::map<int, std::vector<int32_t>> order;  // layer -> [n_tokens][n_expert], best first
   int64_t n_expert = 0;
 };
 
@@ -119,12 +119,11 @@ void write_routing(const RoutingCapture& c, const llama_model* model, uint32_t n
   for (const auto& [layer, order] : c.order) {
     nlohmann::json experts = nlohmann::json::array(), logits = nlohmann::json::array();
     for (uint32_t i = 0; i < n; ++i) {
-      experts.push_back(std::vector<int32_t>(order.begin() + i * c.n_expert,
-                                             order.begin() + i * c.n_expert + k));
+      experts.push_back(std::vector<int32_t>(order.begin() + i * c.n_expert, order.begin() + i * c.n_expert + k));
       const auto it = c.logits.find(layer);
       if (it != c.logits.end()) {
-        logits.push_back(std::vector<float>(it->second.begin() + i * c.n_expert,
-                                            it->second.begin() + (i + 1) * c.n_expert));
+        logits.push_back(
+            std::vector<float>(it->second.begin() + i * c.n_expert, it->second.begin() + (i + 1) * c.n_expert));
       }
     }
     out << nlohmann::json{{"layer", layer}, {"experts", experts}, {"router_logits", logits}}.dump() << '\n';
@@ -132,8 +131,7 @@ void write_routing(const RoutingCapture& c, const llama_model* model, uint32_t n
   if (!out) die(std::string("cannot write ") + path);
 }
 
-int run_score(const char* model_path, const std::string& ids_text, const char* rows_path,
-              const char* routing_path) {
+int run_score(const char* model_path, const std::string& ids_text, const char* rows_path, const char* routing_path) {
   std::vector<llama_token> ids;
   for (size_t start = 0; start <= ids_text.size();) {
     const size_t comma = ids_text.find(',', start);
@@ -181,9 +179,12 @@ int run_score(const char* model_path, const std::string& ids_text, const char* r
     }
     rows.write(reinterpret_cast<const char*>(row.data()), static_cast<std::streamsize>(row.size() * 4));
     if (i + 1 < n) {
-      std::cout << nlohmann::json{{"position", i + 1}, {"token_id", ids[i + 1]},
-                                  {"logprob", row[ids[i + 1]]}, {"top_token_id", top},
-                                  {"top_logprob", row[top]}}.dump()
+      std::cout << nlohmann::json{{"position", i + 1},
+                                  {"token_id", ids[i + 1]},
+                                  {"logprob", row[ids[i + 1]]},
+                                  {"top_token_id", top},
+                                  {"top_logprob", row[top]}}
+                       .dump()
                 << '\n';
     }
   }
@@ -205,7 +206,9 @@ int main(int argc, char** argv) {
   if (mode == "score" && (argc == 5 || argc == 6)) {
     return run_score(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : nullptr);
   }
-  std::fprintf(stderr, "usage: %s tokenize MODEL.gguf < texts.jsonl\n"
-                       "       %s score MODEL.gguf ID,ID,... ROWS.f32 [ROUTING.jsonl]\n", argv[0], argv[0]);
+  std::fprintf(stderr,
+               "usage: %s tokenize MODEL.gguf < texts.jsonl\n"
+               "       %s score MODEL.gguf ID,ID,... ROWS.f32 [ROUTING.jsonl]\n",
+               argv[0], argv[0]);
   return 2;
 }

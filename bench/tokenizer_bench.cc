@@ -25,9 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::vector<std::string> read_texts(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -94,9 +92,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "error: token counts differ between passes\n");
       return 1;
     }
-    nlohmann::json out = {{"impl", "ditto"},        {"strings", texts.size()}, {"bytes", bytes},
-                          {"tokens", tokens},        {"repeat", repeat},        {"best_s", best},
-                          {"mb_per_s", bytes / 1e6 / best}, {"load_s", load_s}};
+    nlohmann::json out = {
+        {"impl", "ditto"}, {"strings", texts.size()},        {"bytes", bytes},  {"tokens", tokens}, {"repeat", repeat},
+        {"best_s", best},  {"mb_per_s", bytes / 1e6 / best}, {"load_s", load_s}};
     std::printf("%s\n", out.dump().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

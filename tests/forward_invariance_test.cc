@@ -51,7 +51,7 @@ std::vector<std::vector<float>> run(const CausalLM& model, const std::vector<Seq
     for (size_t i = 0; i < seqs.size(); ++i) {
       if (done[i] == seqs[i].ids.size()) continue;
       const size_t n = (i < chunk.size() && chunk[i] > 0) ? std::min<size_t>(chunk[i], seqs[i].ids.size() - done[i])
-                                                           : seqs[i].ids.size() - done[i];
+                                                          : seqs[i].ids.size() - done[i];
       steps.push_back(SequenceStep{std::span<const int32_t>(seqs[i].ids).subspan(done[i], n),
                                    static_cast<int32_t>(done[i]), tables[i], true});
       which.push_back(i);
@@ -120,7 +120,8 @@ TEST_P(CausalLMInvarianceTest, SequenceAloneEqualsSequenceInsideBatches) {
     for (int i = 0; i < others; ++i) batch.push_back({random_ids(rng, 1 + rng() % 60)});
     batch.insert(batch.begin() + at, target);
     const auto together = run(*model_, batch, 16);
-    expect_same_bits(alone[0], together[at], "batch of " + std::to_string(batch.size()) + ", index " + std::to_string(at));
+    expect_same_bits(alone[0], together[at],
+                     "batch of " + std::to_string(batch.size()) + ", index " + std::to_string(at));
   }
 }
 

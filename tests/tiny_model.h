@@ -25,10 +25,10 @@ namespace ditto {
 using TensorEdit = std::function<void(const std::string& name, std::vector<float>& values)>;
 inline std::string write_tiny_model(const testing::TempDir& dir, const std::string& family,
                                     const TensorEdit& edit = nullptr) {
-  nlohmann::json c = {{"vocab_size", 300},         {"hidden_size", 64},       {"intermediate_size", 96},
-                      {"num_hidden_layers", 2},    {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-                      {"head_dim", 16},            {"rms_norm_eps", 1e-6},    {"max_position_embeddings", 4096},
-                      {"hidden_act", "silu"},      {"torch_dtype", "bfloat16"}};
+  nlohmann::json c = {{"vocab_size", 300},      {"hidden_size", 64},        {"intermediate_size", 96},
+                      {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                      {"head_dim", 16},         {"rms_norm_eps", 1e-6},     {"max_position_embeddings", 4096},
+                      {"hidden_act", "silu"},   {"torch_dtype", "bfloat16"}};
   if (family == "qwen3") {
     c["architectures"] = {"Qwen3ForCausalLM"};
     c["model_type"] = "qwen3";
@@ -52,8 +52,11 @@ inline std::string write_tiny_model(const testing::TempDir& dir, const std::stri
     c["attention_bias"] = true;
     c["mlp_bias"] = true;
     c["tie_word_embeddings"] = false;
-    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
-                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
+    c["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 32.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 64}};
   }
   dir.write("config.json", c.dump());
   const ModelConfig config = parse_model_config(c, "config.json");
@@ -74,6 +77,5 @@ inline std::string write_tiny_model(const testing::TempDir& dir, const std::stri
   write_safetensors(dir.file("model.safetensors"), tensors);
   return dir.path().string();
 }
-
 
 }  // namespace ditto

@@ -52,8 +52,8 @@ constexpr int kMaxRepeat = 100;
 void check_flags(const BenchOptions& o) {
   auto in_range = [](const char* flag, int64_t v, int64_t lo, int64_t hi) {
     if (v < lo || v > hi)
-      throw_invalid_argument(std::string(flag) + " " + std::to_string(v) + " is out of range [" +
-                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      throw_invalid_argument(std::string(flag) + " " + std::to_string(v) + " is out of range [" + std::to_string(lo) +
+                             ", " + std::to_string(hi) + "]");
   };
   in_range("--prompt-tokens", o.prompt_tokens, 1, kMaxTokens);
   in_range("--decode-tokens", o.decode_tokens, 1, kMaxTokens);
@@ -85,8 +85,8 @@ void run_offline(const BenchOptions& o) {
   config.num_kv_blocks = kv_blocks_for_memory(model.config(), o.model.block_size, kv_bytes);
   config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   Engine engine(model, nullptr, {}, config);
-  const std::vector<int32_t> prompt_ids = random_prompt(o.num_requests * offline_prompt,
-                                                        model.config().vocab_size, o.seed);
+  const std::vector<int32_t> prompt_ids =
+      random_prompt(o.num_requests * offline_prompt, model.config().vocab_size, o.seed);
   SamplingParams p;
   p.temperature = 0.8f;
   p.max_tokens = o.output_tokens;
@@ -211,13 +211,13 @@ void run_bench(const BenchOptions& options) {
   std::printf("isa, threads     %s, %d\n", isa.c_str(), pool->num_threads());
   std::printf("read bandwidth   %10.2f GB/s\n", bandwidth / 1e9);
   std::printf("fma peak         %10.2f GFLOP/s\n", peak / 1e9);
-  std::printf("prefill          %10.2f tokens/s   (%lld-token prompt; best of %d, median %.2f)\n",
-              prefill_tokens_per_s, static_cast<long long>(o.prompt_tokens), prefill.runs,
-              o.prompt_tokens / prefill.median_seconds);
-  std::printf("decode           %10.2f tokens/s   (%lld steps at batch 1 from position %lld; best of %d, median %.2f)\n",
-              decode_tokens_per_s, static_cast<long long>(o.decode_tokens),
-              static_cast<long long>(o.decode_after_prompt ? o.prompt_tokens : 0), decode.runs,
-              o.decode_tokens / decode.median_seconds);
+  std::printf("prefill          %10.2f tokens/s   (%lld-token prompt; best of %d, median %.2f)\n", prefill_tokens_per_s,
+              static_cast<long long>(o.prompt_tokens), prefill.runs, o.prompt_tokens / prefill.median_seconds);
+  std::printf(
+      "decode           %10.2f tokens/s   (%lld steps at batch 1 from position %lld; best of %d, median %.2f)\n",
+      decode_tokens_per_s, static_cast<long long>(o.decode_tokens),
+      static_cast<long long>(o.decode_after_prompt ? o.prompt_tokens : 0), decode.runs,
+      o.decode_tokens / decode.median_seconds);
   std::printf("decode roofline  %10.2f tokens/s   (read bandwidth / decode weight bytes)\n", roofline);
   std::printf("decode / roofline %9.3f\n", ratio);
 }
@@ -226,10 +226,10 @@ void run_bench(const BenchOptions& options) {
 
 void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "bench",
-      "Measure the machine's limits (read bandwidth, FMA peak) and the model's prefill and decode "
-      "speed in one run; prints decode speed as a ratio to the bandwidth roofline");
+  CLI::App* cmd =
+      app.add_subcommand("bench",
+                         "Measure the machine's limits (read bandwidth, FMA peak) and the model's prefill and decode "
+                         "speed in one run; prints decode speed as a ratio to the bandwidth roofline");
   add_model_options(cmd, o->model);
   cmd->add_option("--prompt-tokens", o->prompt_tokens,
                   "Tokens of the random prompt (prefilled in steps of 512); default 512, or 256 per request "

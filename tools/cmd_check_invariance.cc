@@ -61,7 +61,8 @@ std::vector<Case> make_cases(const CheckOptions& o, int64_t vocab, const std::ve
       const int64_t span = o.max_prompt_tokens - o.min_prompt_tokens + 1;
       const int64_t len = o.min_prompt_tokens + static_cast<int64_t>(rand(static_cast<uint64_t>(i), 1u << 20) % span);
       std::vector<int32_t> ids;
-      if (i % 3 == 1) ids.assign(shared.begin(), shared.begin() + std::min<int64_t>(len, static_cast<int64_t>(shared.size())));
+      if (i % 3 == 1)
+        ids.assign(shared.begin(), shared.begin() + std::min<int64_t>(len, static_cast<int64_t>(shared.size())));
       for (int64_t j = static_cast<int64_t>(ids.size()); j < len; ++j)
         ids.push_back(static_cast<int32_t>(rand(static_cast<uint64_t>(i), static_cast<uint64_t>(j)) % vocab));
       c.prompt.token_ids = ids;
@@ -71,12 +72,35 @@ std::vector<Case> make_cases(const CheckOptions& o, int64_t vocab, const std::ve
     p.ignore_eos = true;  // every case produces max_tokens tokens to compare
     p.seed = 1000 + static_cast<uint64_t>(i);
     switch (i % 6) {
-      case 0: p.temperature = 0.0f; p.logprobs = 1; break;
-      case 1: p.temperature = 0.8f; p.n = 2; break;
-      case 2: p.temperature = 1.0f; p.top_p = 0.9f; p.logprobs = 2; break;
-      case 3: p.temperature = 0.7f; p.top_k = 20; p.repetition_penalty = 1.1f; break;
-      case 4: p.temperature = 1.1f; p.min_p = 0.02f; p.presence_penalty = 0.4f; p.frequency_penalty = 0.2f; break;
-      case 5: p.temperature = 0.9f; p.n = 3; p.logprobs = 0; break;
+      case 0:
+        p.temperature = 0.0f;
+        p.logprobs = 1;
+        break;
+      case 1:
+        p.temperature = 0.8f;
+        p.n = 2;
+        break;
+      case 2:
+        p.temperature = 1.0f;
+        p.top_p = 0.9f;
+        p.logprobs = 2;
+        break;
+      case 3:
+        p.temperature = 0.7f;
+        p.top_k = 20;
+        p.repetition_penalty = 1.1f;
+        break;
+      case 4:
+        p.temperature = 1.1f;
+        p.min_p = 0.02f;
+        p.presence_penalty = 0.4f;
+        p.frequency_penalty = 0.2f;
+        break;
+      case 5:
+        p.temperature = 0.9f;
+        p.n = 3;
+        p.logprobs = 0;
+        break;
     }
     cases.push_back(c);
   }
@@ -137,7 +161,8 @@ void run_check(const CheckOptions& o) {
       } else if (j.is_object() && j.contains("prompt_token_ids") && j["prompt_token_ids"].is_array()) {
         p.token_ids = j["prompt_token_ids"].get<std::vector<int32_t>>();
       } else {
-        throw_invalid_argument("--prompts line " + std::to_string(number) + ": expected {\"prompt\": ...} or {\"prompt_token_ids\": [...]}");
+        throw_invalid_argument("--prompts line " + std::to_string(number) +
+                               ": expected {\"prompt\": ...} or {\"prompt_token_ids\": [...]}");
       }
       given.push_back(p);
     }
@@ -169,8 +194,8 @@ void run_check(const CheckOptions& o) {
   std::vector<Row> rows;
   // Runs `order` of the cases (plus extra requests after them, not compared) and compares.
   auto check = [&](const std::string& name, const std::vector<size_t>& order,
-                   const std::vector<PromptInput>& extra_prompts = {}, const std::vector<SamplingParams>& extra_params = {},
-                   LLMEngine* with = nullptr) {
+                   const std::vector<PromptInput>& extra_prompts = {},
+                   const std::vector<SamplingParams>& extra_params = {}, LLMEngine* with = nullptr) {
     LLMEngine& engine = with ? *with : llm;
     std::vector<PromptInput> ps;
     std::vector<SamplingParams> pp;
@@ -273,7 +298,8 @@ void run_check(const CheckOptions& o) {
     sp.temperature = 0.0f;
     sp.max_tokens = 1;
     sp.prompt_logprobs = 0;
-    const std::vector<GenerateResult> got = rescore.empty() ? std::vector<GenerateResult>{} : llm.generate(rescore, {sp}, false, nullptr, fault);
+    const std::vector<GenerateResult> got =
+        rescore.empty() ? std::vector<GenerateResult>{} : llm.generate(rescore, {sp}, false, nullptr, fault);
     for (size_t k = 0; k < got.size(); ++k) {
       const RequestOutput& out = alone_results[which[k].first].output;
       const CompletionOutput& c = out.outputs[which[k].second];
@@ -293,7 +319,11 @@ void run_check(const CheckOptions& o) {
   if (o.json) {
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
     for (const Row& r : rows) {
-      j.push_back({{"row", r.name}, {"cases", r.cases}, {"tokens_compared", r.tokens}, {"mismatches", r.mismatches}, {"note", r.note}});
+      j.push_back({{"row", r.name},
+                   {"cases", r.cases},
+                   {"tokens_compared", r.tokens},
+                   {"mismatches", r.mismatches},
+                   {"note", r.note}});
       total += r.mismatches;
     }
     std::printf("%s\n", nlohmann::ordered_json({{"rows", j}, {"mismatches", total}}).dump().c_str());
@@ -319,7 +349,8 @@ void add_check_invariance_command(CLI::App& app) {
       "prefill budgets, prefix cache, preemption, threads, decode vs re-scored logprobs) and compare "
       "outputs bit for bit; exit 1 on any mismatch");
   add_model_options(cmd, o->model);
-  cmd->add_option("--prompts", o->prompts_file, "JSON lines of {\"prompt\"} or {\"prompt_token_ids\"} (default: random token ids)");
+  cmd->add_option("--prompts", o->prompts_file,
+                  "JSON lines of {\"prompt\"} or {\"prompt_token_ids\"} (default: random token ids)");
   cmd->add_option("--num-prompts", o->num_prompts, "Random prompts to generate")->capture_default_str();
   cmd->add_option("--min-prompt-tokens", o->min_prompt_tokens, "Shortest random prompt")->capture_default_str();
   cmd->add_option("--max-prompt-tokens", o->max_prompt_tokens, "Longest random prompt")->capture_default_str();

@@ -49,7 +49,8 @@ int run_demo(const DemoOptions& o) {
   const char* const words[] = {"Once", "upon", "a", "time", "the", "engine", "batch", "invariant", "bits", "same"};
   for (int64_t k = 0; k < o.others; ++k) {
     std::string text;
-    for (int w = 0, n = 1 + static_cast<int>(rng() % 40); w < n; ++w) text += std::string(w ? " " : "") + words[rng() % 10];
+    for (int w = 0, n = 1 + static_cast<int>(rng() % 40); w < n; ++w)
+      text += std::string(w ? " " : "") + words[rng() % 10];
     PromptInput in;
     in.text = text;
     batch.push_back(in);
@@ -94,10 +95,10 @@ int run_demo(const DemoOptions& o) {
 
 void add_demo_command(CLI::App& app) {
   auto o = std::make_shared<DemoOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "demo",
-      "Three prompts sampled (temperature 0.7, seed 42) alone, then shuffled into a batch of other "
-      "requests: prints both outputs and whether they are identical (exit 1 if not)");
+  CLI::App* cmd =
+      app.add_subcommand("demo",
+                         "Three prompts sampled (temperature 0.7, seed 42) alone, then shuffled into a batch of other "
+                         "requests: prints both outputs and whether they are identical (exit 1 if not)");
   add_model_options(cmd, o->model);
   cmd->add_option("--max-tokens", o->max_tokens, "Tokens per output")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))

@@ -24,8 +24,8 @@ void run(const ExportFlags& f) {
   std::string name = std::filesystem::path(f.model).filename().string();  // general.name
   if (name.empty()) name = std::filesystem::path(dir).filename().string();
   const GgufExportSummary s = export_gguf(dir, f.output, name);
-  std::printf("wrote %s: %s, %zu tensors, %s parameters, %llu bytes\n", f.output.c_str(), s.arch.c_str(),
-              s.num_tensors, s.size_label.c_str(), static_cast<unsigned long long>(s.bytes));
+  std::printf("wrote %s: %s, %zu tensors, %s parameters, %llu bytes\n", f.output.c_str(), s.arch.c_str(), s.num_tensors,
+              s.size_label.c_str(), static_cast<unsigned long long>(s.bytes));
 }
 
 }  // namespace
@@ -36,8 +36,7 @@ void add_export_gguf_command(CLI::App& app) {
       "export-gguf",
       "Write a Qwen3 / Qwen3-MoE / Llama model directory as GGUF, as llama.cpp's convert_hf_to_gguf.py "
       "does");
-  cmd->add_option("--model", flags->model, "Model directory or Hugging Face hub id (local cache)")
-      ->required();
+  cmd->add_option("--model", flags->model, "Model directory or Hugging Face hub id (local cache)")->required();
   cmd->add_option("--output", flags->output, "GGUF file to write (replaced if it exists)")->required();
   cmd->callback([flags] { run(*flags); });
 }

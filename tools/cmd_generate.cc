@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "generate_jsonl.h"
-#include "core/json_input.h"
 #include "core/error.h"
+#include "core/json_input.h"
 #include "engine/llm_engine.h"
+#include "generate_jsonl.h"
 #include "model_options.h"
 
 namespace ditto {
@@ -87,8 +87,9 @@ EngineArgs engine_args(const GenerateOptions& o) {
 void run_generate(const GenerateOptions& o) {
   if (!o.prompts_file.empty()) {
     if (!o.prompt_token_ids.empty() || !o.prompts.empty() || !o.chats.empty())
-      throw_invalid_argument("--prompts reads every request from a JSON-lines file; do not combine it with "
-                             "--prompt, --prompt-token-ids or --chat");
+      throw_invalid_argument(
+          "--prompts reads every request from a JSON-lines file; do not combine it with "
+          "--prompt, --prompt-token-ids or --chat");
     const size_t failed = run_generate_jsonl(engine_args(o), {o.prompts_file, o.output});
     if (failed > 0) throw_invalid_argument(std::to_string(failed) + " request(s) failed; their lines hold the errors");
     return;
@@ -146,8 +147,7 @@ void add_generate_command(CLI::App& app) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--tools", o->tools,
-                  "JSON array of tool (function) schemas passed to the chat template as `tools`");
+  cmd->add_option("--tools", o->tools, "JSON array of tool (function) schemas passed to the chat template as `tools`");
   cmd->add_option("--chat-template-kwargs", o->chat_template_kwargs,
                   "JSON object of extra chat-template variables, e.g. {\"enable_thinking\": false}")
       ->capture_default_str();
@@ -176,8 +176,7 @@ void add_generate_command(CLI::App& app) {
                   "or \"messages\") and any sampling parameter by vLLM's name (temperature, top_p, seed, n, stop, "
                   "logprobs, ...). Runs the batching engine; writes one RequestOutput per line");
   cmd->add_option("--output", o->output, "Where --prompts writes its JSON lines ('-': stdout)")->capture_default_str();
-  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache size, e.g. 2GiB or 512MB")
-      ->capture_default_str();
+  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache size, e.g. 2GiB or 512MB")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
       ->capture_default_str();
@@ -192,10 +191,26 @@ void add_generate_command(CLI::App& app) {
   // Per-prompt flags belong to the flag mode (--prompts lines carry their own); mixing them is a
   // usage error rather than a silently ignored flag.
   CLI::Option* prompts = cmd->get_option("--prompts");
-  for (const char* name : {"--prompt", "--prompt-token-ids", "--chat", "--tools", "--chat-template-kwargs", "--max-tokens",
-                           "--min-tokens", "--temperature", "--top-p", "--top-k", "--min-p", "--presence-penalty",
-                           "--frequency-penalty", "--repetition-penalty", "--seed", "--stop", "--ignore-eos",
-                           "--no-skip-special-tokens", "--json", "--report-memory"})
+  for (const char* name : {"--prompt",
+                           "--prompt-token-ids",
+                           "--chat",
+                           "--tools",
+                           "--chat-template-kwargs",
+                           "--max-tokens",
+                           "--min-tokens",
+                           "--temperature",
+                           "--top-p",
+                           "--top-k",
+                           "--min-p",
+                           "--presence-penalty",
+                           "--frequency-penalty",
+                           "--repetition-penalty",
+                           "--seed",
+                           "--stop",
+                           "--ignore-eos",
+                           "--no-skip-special-tokens",
+                           "--json",
+                           "--report-memory"})
     prompts->excludes(cmd->get_option(name));
   cmd->get_option("--output")->needs(prompts);
   cmd->callback([o] { run_generate(*o); });

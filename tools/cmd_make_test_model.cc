@@ -41,27 +41,24 @@ void run(const MakeTestModelFlags& f, const CLI::App& cmd) {
   options.max_shard_size = parse_size(f.max_shard_size);
   options.tokenizer_root = f.tokenizer_root;
   const TestModelSummary s = write_test_model(options);
-  std::printf("wrote %s: %s, %lld tensors, %lld bytes, %lld shard%s\n", s.path.c_str(),
-              f.preset.c_str(), static_cast<long long>(s.num_tensors),
-              static_cast<long long>(s.total_bytes), static_cast<long long>(s.num_shards),
-              s.num_shards == 1 ? "" : "s");
+  std::printf("wrote %s: %s, %lld tensors, %lld bytes, %lld shard%s\n", s.path.c_str(), f.preset.c_str(),
+              static_cast<long long>(s.num_tensors), static_cast<long long>(s.total_bytes),
+              static_cast<long long>(s.num_shards), s.num_shards == 1 ? "" : "s");
 }
 
 }  // namespace
 
 void add_make_test_model_command(CLI::App& app) {
   auto flags = std::make_shared<MakeTestModelFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "make-test-model",
-      "Write a test model: a real Qwen3/Llama config (depth and experts may be reduced), seeded "
-      "random weights, the real tokenizer");
+  CLI::App* cmd =
+      app.add_subcommand("make-test-model",
+                         "Write a test model: a real Qwen3/Llama config (depth and experts may be reduced), seeded "
+                         "random weights, the real tokenizer");
   cmd->add_option("--preset", flags->preset, "Configuration to copy")
       ->required()
       ->check(CLI::IsMember(test_model_presets()));
-  cmd->add_option("--out", flags->out, "Output directory (created; old weights in it replaced)")
-      ->required();
-  cmd->add_option("--num-hidden-layers", flags->num_hidden_layers,
-                  "Keep only this many layers (default: the preset's)")
+  cmd->add_option("--out", flags->out, "Output directory (created; old weights in it replaced)")->required();
+  cmd->add_option("--num-hidden-layers", flags->num_hidden_layers, "Keep only this many layers (default: the preset's)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--num-experts", flags->num_experts,
                   "MoE presets: keep only this many experts (default: the preset's)")

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "commands.h"
-#include "core/json_input.h"
 #include "core/error.h"
+#include "core/json_input.h"
 #include "model/hub.h"
 #include "tokenizer/chat_template.h"
 

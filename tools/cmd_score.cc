@@ -1,8 +1,8 @@
 // `ditto score`: the log-probability the model gives each token of a sequence (teacher forcing).
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -46,12 +46,14 @@ void run_score(const ScoreOptions& o) {
   ModelRunner runner(model, num_blocks, o.model.block_size);
   BlockAllocator allocator(num_blocks);
   std::vector<std::vector<int32_t>> blocks;
-  for (const auto& s : seqs) blocks.push_back(allocator.allocate_for_tokens(static_cast<int64_t>(s.size()), o.model.block_size));
+  for (const auto& s : seqs)
+    blocks.push_back(allocator.allocate_for_tokens(static_cast<int64_t>(s.size()), o.model.block_size));
 
   std::ofstream out_file;
   if (!o.logprobs_out.empty()) {
     out_file.open(o.logprobs_out, std::ios::binary);
-    if (!out_file) throw_invalid_argument("--logprobs-out: cannot open '" + o.logprobs_out + "': " + std::strerror(errno));
+    if (!out_file)
+      throw_invalid_argument("--logprobs-out: cannot open '" + o.logprobs_out + "': " + std::strerror(errno));
   }
   struct Piece {
     size_t seq;
@@ -64,8 +66,8 @@ void run_score(const ScoreOptions& o) {
     std::vector<Piece> pieces;
     for (int64_t budget = kMaxRowsPerStep; budget > 0 && seq < seqs.size();) {
       const size_t take = std::min<size_t>(static_cast<size_t>(budget), seqs[seq].size() - done);
-      steps.push_back(SequenceStep{std::span<const int32_t>(seqs[seq]).subspan(done, take),
-                                   static_cast<int32_t>(done), blocks[seq], true});
+      steps.push_back(SequenceStep{std::span<const int32_t>(seqs[seq]).subspan(done, take), static_cast<int32_t>(done),
+                                   blocks[seq], true});
       pieces.push_back({seq, done});
       budget -= static_cast<int64_t>(take);
       done += take;
@@ -81,7 +83,8 @@ void run_score(const ScoreOptions& o) {
       for (size_t i = 0; i < steps[k].token_ids.size(); ++i, next_row += vocab) {
         log_softmax_row(next_row, vocab, row.data());
         if (out_file.is_open())
-          out_file.write(reinterpret_cast<const char*>(row.data()), static_cast<std::streamsize>(row.size() * sizeof(float)));
+          out_file.write(reinterpret_cast<const char*>(row.data()),
+                         static_cast<std::streamsize>(row.size() * sizeof(float)));
         // Row at position q holds the distribution of the token at q + 1.
         const size_t p = pieces[k].start + i + 1;
         if (p >= ids.size()) continue;
@@ -99,7 +102,8 @@ void run_score(const ScoreOptions& o) {
   }
   if (out_file.is_open()) {
     out_file.close();  // close() reports errors a buffered write only meets at the end (e.g. a full disk)
-    if (out_file.fail()) throw_invalid_argument("--logprobs-out: cannot write '" + o.logprobs_out + "': " + std::strerror(errno));
+    if (out_file.fail())
+      throw_invalid_argument("--logprobs-out: cannot write '" + o.logprobs_out + "': " + std::strerror(errno));
   }
 }
 

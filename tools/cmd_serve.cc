@@ -78,10 +78,11 @@ void run_serve(ServeOptions o) {
   const std::string base = "http://" + o.server.host + ":" + std::to_string(port);
   std::printf("ditto serve: listening on %s (model \"%s\", %s)\n", base.c_str(), o.server.served_model_name.c_str(),
               o.server.model_path.c_str());
-  std::printf("  try: curl %s/v1/completions -H 'Content-Type: application/json'%s -d '{\"model\": \"%s\", "
-              "\"prompt\": \"The future of AI is\", \"max_tokens\": 32, \"temperature\": 0.7, \"seed\": 42}'\n",
-              base.c_str(), o.server.api_key.empty() ? "" : " -H \"Authorization: Bearer $KEY\"",
-              o.server.served_model_name.c_str());
+  std::printf(
+      "  try: curl %s/v1/completions -H 'Content-Type: application/json'%s -d '{\"model\": \"%s\", "
+      "\"prompt\": \"The future of AI is\", \"max_tokens\": 32, \"temperature\": 0.7, \"seed\": 42}'\n",
+      base.c_str(), o.server.api_key.empty() ? "" : " -H \"Authorization: Bearer $KEY\"",
+      o.server.served_model_name.c_str());
   if (!o.server.api_key.empty()) std::printf("  (set KEY to the --api-key value first: KEY=...)\n");
   std::printf("  or any OpenAI client with base_url %s/v1; Ctrl-C stops.\n", base.c_str());
   std::fflush(stdout);
@@ -136,8 +137,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--reasoning-parser", o->server.reasoning_parser,
                   "Split <think>...</think> off chat replies into reasoning_content: qwen3 or deepseek_r1");
-  cmd->add_flag("--enable-auto-tool-choice", o->server.enable_auto_tool_choice,
-                "Return <tool_call> blocks of chat replies to requests with tools as tool_calls (needs --tool-call-parser)");
+  cmd->add_flag(
+      "--enable-auto-tool-choice", o->server.enable_auto_tool_choice,
+      "Return <tool_call> blocks of chat replies to requests with tools as tool_calls (needs --tool-call-parser)");
   cmd->add_option("--tool-call-parser", o->server.tool_call_parser, "Tool-call format: hermes (Qwen3's)");
   cmd->callback([o] { run_serve(*o); });
 }

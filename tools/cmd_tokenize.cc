@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "commands.h"
-#include "core/json_input.h"
 #include "core/error.h"
+#include "core/json_input.h"
 #include "model/hub.h"
 #include "tokenizer/tokenizer.h"
 
@@ -76,7 +76,8 @@ std::vector<int32_t> parse_ids(const nlohmann::json& ids, const Tokenizer& token
   for (size_t i = 0; i < ids.size(); ++i) {
     const auto& v = ids[i];
     if (!v.is_number_integer()) {
-      throw_invalid_argument(where + ": field 'ids[" + std::to_string(i) + "]': expected an integer, got " + json_excerpt(v));
+      throw_invalid_argument(where + ": field 'ids[" + std::to_string(i) + "]': expected an integer, got " +
+                             json_excerpt(v));
     }
     const bool is_unsigned = v.is_number_unsigned();
     const int64_t id =

@@ -14,10 +14,13 @@ int main(int argc, char** argv) {
   CLI::App app{"ditto: batch-invariant LLM inference. The same request gives the same bits, always."};
   app.require_subcommand(1);
   // --version names the kernel path this process would run ($DITTO_ISA or CPUID).
-  app.add_flag_callback("--version", [] {
-    std::printf("ditto %s\n%s\n", DITTO_VERSION, ditto::isa_description().c_str());
-    throw CLI::Success();
-  }, "Print the version and the kernel instruction-set path, then exit");
+  app.add_flag_callback(
+      "--version",
+      [] {
+        std::printf("ditto %s\n%s\n", DITTO_VERSION, ditto::isa_description().c_str());
+        throw CLI::Success();
+      },
+      "Print the version and the kernel instruction-set path, then exit");
   ditto::add_generate_command(app);
   ditto::add_score_command(app);
   ditto::add_make_test_model_command(app);

@@ -3,9 +3,9 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
-#include <filesystem>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -34,13 +34,14 @@ struct Line {
 
 Line parse_line(const Json& line) {
   if (!line.is_object()) throw_invalid_argument("each line must be a JSON object");
-  static const std::set<std::string> own = {"request_id", "prompt", "prompt_token_ids", "messages", "tools",
+  static const std::set<std::string> own = {"request_id",           "prompt",  "prompt_token_ids", "messages", "tools",
                                             "chat_template_kwargs", "logprobs"};
   Line l;
   for (const auto& [key, value] : line.items())
     if (!own.contains(key) && !sampling_params_keys().contains(key)) l.ignored.push_back(key);
   PromptInput& prompt = l.prompt;
-  if (line.contains("prompt")) prompt.text = read_field("prompt", [&] { return json_string(line["prompt"], "prompt"); });
+  if (line.contains("prompt"))
+    prompt.text = read_field("prompt", [&] { return json_string(line["prompt"], "prompt"); });
   if (line.contains("prompt_token_ids"))
     prompt.token_ids =
         read_field("prompt_token_ids", [&] { return json_token_ids(line["prompt_token_ids"], "prompt_token_ids"); });
@@ -55,7 +56,7 @@ Line parse_line(const Json& line) {
     l.params.logprobs = read_field("logprobs", [&] { return json_int(line["logprobs"], "logprobs"); });
   // The server's rule: a max_tokens given must fit the context; without one a prompt gets vLLM's
   // 16 (cut to the context) and a chat the rest of the context.
-  l.rule = max_tokens_given ? MaxTokensRule::kAsGiven
+  l.rule = max_tokens_given  ? MaxTokensRule::kAsGiven
            : prompt.messages ? MaxTokensRule::kRestOfContext
                              : MaxTokensRule::kClipToContext;
   return l;
@@ -84,8 +85,8 @@ Json result_json(const GenerateResult& r) {
   }
   Json outs = Json::array();
   for (const CompletionOutput& c : o.outputs) {
-    Json oj = {{"index", c.index}, {"text", c.text}, {"token_ids", c.token_ids},
-               {"cumulative_logprob", c.cumulative_logprob}};
+    Json oj = {
+        {"index", c.index}, {"text", c.text}, {"token_ids", c.token_ids}, {"cumulative_logprob", c.cumulative_logprob}};
     if (!c.logprobs.empty()) {
       Json lps = Json::array();
       for (const SampledToken& s : c.logprobs) lps.push_back(logprob_json(s));
@@ -108,7 +109,8 @@ Json result_json(const GenerateResult& r) {
 size_t run_generate_jsonl(const EngineArgs& engine_args, const JsonlOptions& o) {
   std::ifstream file;
   if (o.prompts != "-") {
-    if (std::filesystem::is_directory(o.prompts)) throw_invalid_argument("--prompts: '" + o.prompts + "' is a directory");
+    if (std::filesystem::is_directory(o.prompts))
+      throw_invalid_argument("--prompts: '" + o.prompts + "' is a directory");
     file.open(o.prompts);
     if (!file) throw_invalid_argument("--prompts: cannot open '" + o.prompts + "': " + std::strerror(errno));
   }
@@ -152,7 +154,8 @@ size_t run_generate_jsonl(const EngineArgs& engine_args, const JsonlOptions& o) 
     const std::filesystem::path path(o.output);
     const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
     if (std::filesystem::is_directory(path) || !std::filesystem::is_directory(dir))
-      throw_invalid_argument("--output: cannot write '" + o.output + "' (a directory, or its directory does not exist)");
+      throw_invalid_argument("--output: cannot write '" + o.output +
+                             "' (a directory, or its directory does not exist)");
   }
 
   // Lines that failed to parse do not reach the engine.

@@ -14,8 +14,9 @@ namespace ditto {
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--model", o.model, "Model directory or Hugging Face hub id (looked up in the local cache)")
       ->required();
-  cmd->add_option("--threads", o.threads, "Worker threads; 0 (the default) means $DITTO_NUM_THREADS or "
-                                          "all cores. Outputs are bit-identical for any value")
+  cmd->add_option("--threads", o.threads,
+                  "Worker threads; 0 (the default) means $DITTO_NUM_THREADS or "
+                  "all cores. Outputs are bit-identical for any value")
       ->check(CLI::Range(0, ThreadPool::kMaxThreads));
   cmd->add_option("--block-size", o.block_size, "KV cache block size in tokens")
       ->check(CLI::Range(1, 4096))
@@ -50,7 +51,8 @@ std::vector<int32_t> parse_token_ids(const std::string& text, const std::string&
     errno = 0;
     const long long v = std::strtoll(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || errno != 0 || v < 0 || v > INT32_MAX)
-      throw_invalid_argument(flag + ": '" + item + "' is not a token id (expected comma-separated "
+      throw_invalid_argument(flag + ": '" + item +
+                             "' is not a token id (expected comma-separated "
                              "non-negative integers, e.g. 1,2,3)");
     ids.push_back(static_cast<int32_t>(v));
     if (comma == std::string::npos) break;
@@ -75,12 +77,14 @@ int64_t parse_size_bytes(const std::string& text, const std::string& flag) {
   }
   const std::string unit = text.substr(end);
   static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},         {"B", 1},          {"KB", 1e3},        {"MB", 1e6},        {"GB", 1e9},
-      {"TB", 1e12},    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+      {"", 1},      {"B", 1},        {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+      {"TB", 1e12}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
   for (const auto& [name, scale] : kUnits)
     if (unit == name && value > 0 && value * scale < 9.0e18) return static_cast<int64_t>(value * scale);
-  throw_invalid_argument(flag + ": expected a positive size with a unit B, KB, MB, GB, TB, KiB, MiB, GiB or TiB "
-                         "(e.g. 2GiB), got '" + text + "'");
+  throw_invalid_argument(flag +
+                         ": expected a positive size with a unit B, KB, MB, GB, TB, KiB, MiB, GiB or TiB "
+                         "(e.g. 2GiB), got '" +
+                         text + "'");
 }
 
 }  // namespace ditto

@@ -14,9 +14,9 @@
 namespace ditto {
 
 struct ModelOptions {
-  std::string model;       // a directory or a hub id (resolved in the local HF cache)
-  int threads = 0;         // 0: default_num_threads()
-  int64_t block_size = 16; // KV cache block size in tokens
+  std::string model;        // a directory or a hub id (resolved in the local HF cache)
+  int threads = 0;          // 0: default_num_threads()
+  int64_t block_size = 16;  // KV cache block size in tokens
   bool report_memory = false;
 };
 

@@ -9,17 +9,17 @@
 namespace ditto {
 
 struct EngineArgs {
-  std::string model;                            // a directory or a hub id in the local HF cache
-  int threads = 0;                              // 0: $DITTO_NUM_THREADS or all cores
-  int64_t block_size = 16;                      // KV cache block, tokens
-  int64_t kv_cache_memory = int64_t{2} << 30;   // bytes of bf16 KV cache
-  int64_t max_num_batched_tokens = 2048;        // tokens per engine step
-  int64_t max_num_seqs = 256;                   // sequences running at once
+  std::string model;                           // a directory or a hub id in the local HF cache
+  int threads = 0;                             // 0: $DITTO_NUM_THREADS or all cores
+  int64_t block_size = 16;                     // KV cache block, tokens
+  int64_t kv_cache_memory = int64_t{2} << 30;  // bytes of bf16 KV cache
+  int64_t max_num_batched_tokens = 2048;       // tokens per engine step
+  int64_t max_num_seqs = 256;                  // sequences running at once
   bool enable_prefix_caching = true;
   // Context in tokens (prompt + output) every request must fit; 0: the model's
   // max_position_embeddings. A smaller value caps a chat's default max_tokens.
   int64_t max_model_len = 0;
-  int64_t max_logprobs = 20;                    // the most top logprobs a request may ask for
+  int64_t max_logprobs = 20;  // the most top logprobs a request may ask for
 };
 
 }  // namespace ditto

@@ -17,7 +17,7 @@ struct PromptInput {
   std::optional<std::string> text = std::nullopt;
   std::optional<std::vector<int32_t>> token_ids = std::nullopt;
   std::optional<nlohmann::ordered_json> messages = std::nullopt;  // OpenAI chat messages
-  nlohmann::ordered_json tools = nullptr;          // chat: the tool schemas the template lists
+  nlohmann::ordered_json tools = nullptr;                         // chat: the tool schemas the template lists
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;    // chat: end with the assistant turn's opening
   bool continue_final_message = false;  // chat: continue the final (assistant) message instead

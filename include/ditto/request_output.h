@@ -26,26 +26,26 @@ struct SampledToken {
 };
 
 struct CompletionOutput {
-  int64_t index = 0;                     // choice i of n
-  std::string text;                      // detokenized output (stop string cut per the params)
-  std::vector<int32_t> token_ids;        // generated ids (an EOS or stop token id included)
-  std::vector<SampledToken> logprobs;    // per generated token, when params.logprobs is set
-  double cumulative_logprob = 0.0;       // Σ of the generated tokens' float32 logprobs, in order
-  std::string finish_reason;             // "stop", "length" or "abort"
-  std::optional<int32_t> stop_token_id;  // the stop_token_ids entry that ended it
+  int64_t index = 0;                       // choice i of n
+  std::string text;                        // detokenized output (stop string cut per the params)
+  std::vector<int32_t> token_ids;          // generated ids (an EOS or stop token id included)
+  std::vector<SampledToken> logprobs;      // per generated token, when params.logprobs is set
+  double cumulative_logprob = 0.0;         // Σ of the generated tokens' float32 logprobs, in order
+  std::string finish_reason;               // "stop", "length" or "abort"
+  std::optional<int32_t> stop_token_id;    // the stop_token_ids entry that ended it
   std::optional<std::string> stop_string;  // the stop string that ended it
 };
 
 struct RequestOutput {
   std::string request_id;
-  std::string prompt;                        // the prompt text when given as text
+  std::string prompt;  // the prompt text when given as text
   std::vector<int32_t> prompt_token_ids;
   // When params.prompt_logprobs is set: one entry per prompt token, the first empty (it has no
   // context).
   std::vector<std::optional<SampledToken>> prompt_logprobs;
-  std::vector<CompletionOutput> outputs;     // n choices, by index
-  uint64_t seed = 0;                         // the seed used (drawn from the OS if none was given)
-  bool finished = false;                     // every choice has finished (the last report)
+  std::vector<CompletionOutput> outputs;  // n choices, by index
+  uint64_t seed = 0;                      // the seed used (drawn from the OS if none was given)
+  bool finished = false;                  // every choice has finished (the last report)
 };
 
 }  // namespace ditto

@@ -18,26 +18,26 @@ enum class RequestOutputKind { kFinalOnly, kDelta };
 struct SamplingParams {
   // Limits every front door shares (server, CLI, C++ and Python API): OpenAI's bound on n, and
   // its bound on stop strings (vLLM has none; 16 keeps the per-token stop check cheap).
-  static constexpr int64_t kMaxN = 128;    // choices per request (each is a sequence in the engine)
+  static constexpr int64_t kMaxN = 128;   // choices per request (each is a sequence in the engine)
   static constexpr size_t kMaxStop = 16;  // stop strings per request
-  int64_t n = 1;                        // independent choices per prompt (choice i has its own stream)
-  float presence_penalty = 0.0f;        // [-2, 2]: subtracted once from every token already generated
-  float frequency_penalty = 0.0f;       // [-2, 2]: subtracted per occurrence in the generated text
-  float repetition_penalty = 1.0f;      // > 0: logits of prompt/generated tokens divided (if > 0) or multiplied
-  float temperature = 1.0f;             // ≥ 0; 0 means greedy (argmax, ties to the lowest id)
-  float top_p = 1.0f;                   // (0, 1]: smallest set of most likely tokens with this mass
-  int64_t top_k = 0;                    // 0 or -1: off; else keep the k most likely tokens
-  float min_p = 0.0f;                   // [0, 1]: drop tokens below min_p · p(most likely)
-  std::optional<uint64_t> seed;         // none: drawn from the OS by the engine (and reported)
-  std::vector<std::string> stop;        // stop strings, matched on the detokenized output
-  std::vector<int32_t> stop_token_ids;  // extra stop tokens (generated, kept in token_ids)
-  bool ignore_eos = false;              // keep going past EOS
+  int64_t n = 1;                          // independent choices per prompt (choice i has its own stream)
+  float presence_penalty = 0.0f;          // [-2, 2]: subtracted once from every token already generated
+  float frequency_penalty = 0.0f;         // [-2, 2]: subtracted per occurrence in the generated text
+  float repetition_penalty = 1.0f;        // > 0: logits of prompt/generated tokens divided (if > 0) or multiplied
+  float temperature = 1.0f;               // ≥ 0; 0 means greedy (argmax, ties to the lowest id)
+  float top_p = 1.0f;                     // (0, 1]: smallest set of most likely tokens with this mass
+  int64_t top_k = 0;                      // 0 or -1: off; else keep the k most likely tokens
+  float min_p = 0.0f;                     // [0, 1]: drop tokens below min_p · p(most likely)
+  std::optional<uint64_t> seed;           // none: drawn from the OS by the engine (and reported)
+  std::vector<std::string> stop;          // stop strings, matched on the detokenized output
+  std::vector<int32_t> stop_token_ids;    // extra stop tokens (generated, kept in token_ids)
+  bool ignore_eos = false;                // keep going past EOS
   bool include_stop_str_in_output = false;
-  int64_t max_tokens = 16;              // ≥ 1 (vLLM's default)
-  int64_t min_tokens = 0;               // [0, max_tokens]: EOS and stop_token_ids masked before this
-  std::optional<int64_t> logprobs;      // ≥ 0: return the sampled token's and this many top logprobs
+  int64_t max_tokens = 16;                 // ≥ 1 (vLLM's default)
+  int64_t min_tokens = 0;                  // [0, max_tokens]: EOS and stop_token_ids masked before this
+  std::optional<int64_t> logprobs;         // ≥ 0: return the sampled token's and this many top logprobs
   std::optional<int64_t> prompt_logprobs;  // ≥ 0: the same for every prompt token after the first
-  bool skip_special_tokens = true;      // in the detokenized text
+  bool skip_special_tokens = true;         // in the detokenized text
   RequestOutputKind output_kind = RequestOutputKind::kFinalOnly;
 
   // Throws Error(kInvalidArgument) whose param() is the first field out of range and whose message

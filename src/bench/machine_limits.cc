@@ -21,8 +21,8 @@
 namespace ditto {
 namespace {
 
-constexpr int64_t kPartAlignment = 4096;        // per-thread part: whole pages, whole unrolled loops
-constexpr int64_t kBufferAlignment = 2 << 20;   // one transparent huge page
+constexpr int64_t kPartAlignment = 4096;       // per-thread part: whole pages, whole unrolled loops
+constexpr int64_t kBufferAlignment = 2 << 20;  // one transparent huge page
 constexpr int kBandwidthPasses = 64;
 constexpr double kFmaPassSeconds = 0.005;
 constexpr int kFmaPasses = 20;
@@ -45,9 +45,7 @@ void on_every_thread(ThreadPool* pool, const std::function<void(int)>& fn) {
 // --- Streaming reads: XOR every 8-byte word of [p, p + bytes) into 8 accumulators. bytes is a
 // multiple of kPartAlignment and p is 64-byte aligned.
 
-uint64_t read_portable_fold(const uint64_t (&a)[8]) {
-  return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
-}
+uint64_t read_portable_fold(const uint64_t (&a)[8]) { return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7]; }
 
 uint64_t read_portable(const uint8_t* p, int64_t bytes) {
   const auto* w = reinterpret_cast<const uint64_t*>(p);
@@ -161,20 +159,20 @@ int64_t lane_fmas_per_iteration(Isa isa) {
 
 void ReadBandwidthMeter::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 
-ReadBandwidthMeter::ReadBandwidthMeter(ThreadPool* pool, int64_t buffer_bytes, int64_t pass_bytes)
-    : pool_(pool) {
+ReadBandwidthMeter::ReadBandwidthMeter(ThreadPool* pool, int64_t buffer_bytes, int64_t pass_bytes) : pool_(pool) {
   const int threads = num_threads(pool);
   pass_bytes = std::min(pass_bytes, buffer_bytes);
   part_bytes_ = pass_bytes / threads / kPartAlignment * kPartAlignment;
   if (part_bytes_ <= 0)
-    throw_invalid_argument("read bandwidth: " + std::to_string(pass_bytes) + " bytes per pass is under 4 KiB per thread (" +
-                           std::to_string(threads) + " threads)");
+    throw_invalid_argument("read bandwidth: " + std::to_string(pass_bytes) +
+                           " bytes per pass is under 4 KiB per thread (" + std::to_string(threads) + " threads)");
   num_windows_ = std::max<int64_t>(1, buffer_bytes / (part_bytes_ * threads));
   const int64_t total = part_bytes_ * threads * num_windows_;
   const int64_t allocated = (total + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
   buffer_.reset(static_cast<uint8_t*>(std::aligned_alloc(kBufferAlignment, static_cast<size_t>(allocated))));
   if (!buffer_)
-    throw_error(ErrorCode::kResourceExhausted, "read bandwidth: cannot allocate " + std::to_string(allocated) + " bytes");
+    throw_error(ErrorCode::kResourceExhausted,
+                "read bandwidth: cannot allocate " + std::to_string(allocated) + " bytes");
   // Huge pages keep TLB misses out of the measurement; a kernel without THP just ignores this.
   madvise(buffer_.get(), static_cast<size_t>(allocated), MADV_HUGEPAGE);
   // First touch by the reading thread places each part on that thread's memory node.
@@ -192,9 +190,8 @@ double ReadBandwidthMeter::pass() {
   const int64_t window = next_window_;
   next_window_ = (next_window_ + 1) % num_windows_;
   const auto t0 = std::chrono::steady_clock::now();
-  on_every_thread(pool_, [&](int t) {
-    g_sink.fetch_xor(read_part(isa, part(window, t), part_bytes_), std::memory_order_relaxed);
-  });
+  on_every_thread(
+      pool_, [&](int t) { g_sink.fetch_xor(read_part(isa, part(window, t), part_bytes_), std::memory_order_relaxed); });
   return static_cast<double>(part_bytes_ * num_threads(pool_)) / seconds_since(t0);
 }
 

@@ -19,7 +19,7 @@ TEST(MachineLimits, ReadBandwidthIsPlausible) {
     const double bw = measure_read_bandwidth(p, kTestBufferBytes);
     EXPECT_TRUE(std::isfinite(bw));
     EXPECT_GT(bw, 1e9) << "threads " << (p ? p->num_threads() : 1);  // any machine since ~2000
-    EXPECT_LT(bw, 1e13);                                               // no DRAM streams 10 TB/s
+    EXPECT_LT(bw, 1e13);                                             // no DRAM streams 10 TB/s
   }
 }
 

@@ -21,8 +21,10 @@ const ModelSpeedOptions& checked(const ModelSpeedOptions& o, const ModelConfig& 
   if (o.decode_tokens < 1) throw_invalid_argument("--decode-tokens must be at least 1");
   if (o.prompt_tokens + o.decode_tokens > config.max_position_embeddings)
     throw_invalid_argument("--prompt-tokens " + std::to_string(o.prompt_tokens) + " + --decode-tokens " +
-                           std::to_string(o.decode_tokens) + " exceed the model's context length "
-                           "(max_position_embeddings = " + std::to_string(config.max_position_embeddings) + ")");
+                           std::to_string(o.decode_tokens) +
+                           " exceed the model's context length "
+                           "(max_position_embeddings = " +
+                           std::to_string(config.max_position_embeddings) + ")");
   return o;
 }
 
@@ -51,8 +53,9 @@ void ModelSpeedBench::prefill() {
   std::vector<float> logits;
   for (int64_t start = 0; start < options_.prompt_tokens; start += kPrefillStepTokens) {
     const int64_t n = std::min(kPrefillStepTokens, options_.prompt_tokens - start);
-    const SequenceStep step{std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(start), static_cast<size_t>(n)),
-                            static_cast<int32_t>(start), blocks_, false};
+    const SequenceStep step{
+        std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(start), static_cast<size_t>(n)),
+        static_cast<int32_t>(start), blocks_, false};
     logits = runner_.step(std::span<const SequenceStep>(&step, 1));
   }
   first_token_ = static_cast<int32_t>(argmax_row(logits.data(), model_.config().vocab_size));

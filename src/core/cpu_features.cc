@@ -114,8 +114,8 @@ void set_active_isa(Isa isa) {
 }
 
 std::string isa_description() {
-  std::string s = "isa " + std::string(isa_name(active_isa())) + " (cpu supports " +
-                  std::string(isa_name(detect_isa()));
+  std::string s =
+      "isa " + std::string(isa_name(active_isa())) + " (cpu supports " + std::string(isa_name(detect_isa()));
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx512bf16")) s += "; avx512_bf16 present, not used";
 #endif

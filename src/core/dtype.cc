@@ -41,13 +41,13 @@ uint16_t f32_to_f16(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;          // NaN
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;         // rounds to >= 65520: inf
-  if (abs < 0x38800000u) {                               // below 2^-14: subnormal or zero
-    if (abs < 0x33000000u) return sign;                  // below half the smallest subnormal
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: inf
+  if (abs < 0x38800000u) {                        // below 2^-14: subnormal or zero
+    if (abs < 0x33000000u) return sign;           // below half the smallest subnormal
     const uint32_t e = abs >> 23;
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - e;                      // 14..24 mantissa bits dropped
+    const uint32_t shift = 126 - e;  // 14..24 mantissa bits dropped
     uint32_t half = mant >> shift;
     const uint32_t rem = mant & ((1u << shift) - 1);
     const uint32_t mid = 1u << (shift - 1);

@@ -23,8 +23,7 @@ void throw_invalid_field(const std::string& param, const std::string& message) {
 namespace detail {
 
 CheckFailure::CheckFailure(const char* file, int line, const char* cond) {
-  message_ = std::string("internal error: check failed at ") + file + ":" + std::to_string(line) +
-             ": " + cond + ". ";
+  message_ = std::string("internal error: check failed at ") + file + ":" + std::to_string(line) + ": " + cond + ". ";
 }
 
 CheckFailure::~CheckFailure() noexcept(false) { throw Error(ErrorCode::kInternal, message_); }

@@ -12,9 +12,7 @@ namespace ditto {
 
 // Shorthands that keep call sites on one line: throw invalid_argument("config.json: ...").
 [[noreturn]] void throw_error(ErrorCode code, const std::string& message);
-[[noreturn]] inline void throw_invalid_argument(const std::string& m) {
-  throw_error(ErrorCode::kInvalidArgument, m);
-}
+[[noreturn]] inline void throw_invalid_argument(const std::string& m) { throw_error(ErrorCode::kInvalidArgument, m); }
 [[noreturn]] inline void throw_not_found(const std::string& m) { throw_error(ErrorCode::kNotFound, m); }
 // Error(kInvalidArgument) naming the request field at fault: throw_invalid_field("top_p", "...").
 [[noreturn]] void throw_invalid_field(const std::string& param, const std::string& message);
@@ -23,9 +21,9 @@ namespace ditto {
 
 // DITTO_CHECK(cond) << "context": an internal invariant; failing it is a bug in ditto, reported
 // as ErrorCode::kInternal with file and line (never an abort, so a server survives it).
-#define DITTO_CHECK(cond)                                                              \
-  if (cond) {                                                                          \
-  } else                                                                               \
+#define DITTO_CHECK(cond) \
+  if (cond) {             \
+  } else                  \
     ::ditto::detail::CheckFailure(__FILE__, __LINE__, #cond)
 
 namespace ditto::detail {

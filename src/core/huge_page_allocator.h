@@ -57,7 +57,9 @@ struct HugePageAllocator {
   }
 
   template <typename U>
-  bool operator==(const HugePageAllocator<U>&) const noexcept { return true; }
+  bool operator==(const HugePageAllocator<U>&) const noexcept {
+    return true;
+  }
 };
 
 }  // namespace ditto

@@ -25,7 +25,10 @@ std::string invalid_argument(F&& f) {
 }
 
 TEST(JsonFields, FileFieldsNameTheFileAndTheKey) {
-  const json j = {{"hidden_size", 40960.0}, {"eps", "small"}, {"eos", 7}, {"big", 18446744073709551615ull},
+  const json j = {{"hidden_size", 40960.0},
+                  {"eps", "small"},
+                  {"eos", 7},
+                  {"big", 18446744073709551615ull},
                   {"scaling", {{"factor", 0.5}}}};
   const JsonFields f(j, "config.json");
   EXPECT_EQ(f.get_int("hidden_size", 0), 40960);  // Hugging Face files write integral floats

@@ -30,8 +30,7 @@ constexpr std::array<uint32_t, 4> round(std::array<uint32_t, 4> c, std::array<ui
 
 // Philox4x32 with `Rounds` rounds (10 is the standard, crush-resistant choice).
 template <int Rounds>
-constexpr std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter,
-                                             std::array<uint32_t, 2> key) {
+constexpr std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key) {
   for (int r = 0; r < Rounds; ++r) {
     if (r > 0) {  // the key schedule bumps the key before every round but the first
       key[0] += philox_detail::kWeyl0;
@@ -42,8 +41,7 @@ constexpr std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter,
   return counter;
 }
 
-constexpr std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter,
-                                                std::array<uint32_t, 2> key) {
+constexpr std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key) {
   return philox4x32<10>(counter, key);
 }
 

@@ -11,14 +11,12 @@ using Block = std::array<uint32_t, 4>;
 
 // Known-answer vectors from Random123's tests/kat_vectors ("philox4x32 R ctr[4] key[2] -> out[4]").
 TEST(Philox, Random123KnownAnswersZero) {
-  EXPECT_EQ(philox4x32_10({0, 0, 0, 0}, {0, 0}),
-            (Block{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  EXPECT_EQ(philox4x32_10({0, 0, 0, 0}, {0, 0}), (Block{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
 }
 
 TEST(Philox, Random123KnownAnswersAllOnes) {
   const uint32_t f = 0xffffffffu;
-  EXPECT_EQ(philox4x32_10({f, f, f, f}, {f, f}),
-            (Block{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+  EXPECT_EQ(philox4x32_10({f, f, f, f}, {f, f}), (Block{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
 }
 
 TEST(Philox, Random123KnownAnswersPiDigits) {

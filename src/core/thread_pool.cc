@@ -38,8 +38,8 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads) {
     for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
   } catch (const std::system_error& e) {
     stop_workers();
-    throw_error(ErrorCode::kResourceExhausted, "cannot start " + std::to_string(num_threads) +
-                                                   " threads (" + e.what() + "); use fewer threads");
+    throw_error(ErrorCode::kResourceExhausted,
+                "cannot start " + std::to_string(num_threads) + " threads (" + e.what() + "); use fewer threads");
   }
 }
 
@@ -112,8 +112,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
   if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::parallel_for_dynamic(size_t n, size_t grain,
-                                      const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::parallel_for_dynamic(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
   if (n == 0) return;
   grain = std::max<size_t>(grain, 1);
   if (num_threads_ == 1 || n <= grain) {

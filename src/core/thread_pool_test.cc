@@ -27,9 +27,10 @@ TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
 
 TEST(ThreadPoolTest, RethrowsWorkerExceptions) {
   ThreadPool pool(2);
-  EXPECT_THROW(pool.parallel_for(10, [](size_t b, size_t) {
-    if (b > 0) throw std::runtime_error("boom");
-  }),
+  EXPECT_THROW(pool.parallel_for(10,
+                                 [](size_t b, size_t) {
+                                   if (b > 0) throw std::runtime_error("boom");
+                                 }),
                std::runtime_error);
   // The pool is still usable afterwards.
   std::atomic<int> count{0};
@@ -71,9 +72,11 @@ TEST(ThreadPoolTest, DynamicChunksCoverEveryIndexExactlyOnce) {
 
 TEST(ThreadPoolTest, DynamicChunksRethrowWorkerExceptions) {
   ThreadPool pool(2);
-  EXPECT_THROW(pool.parallel_for_dynamic(100, 3, [](size_t b, size_t) {
-    if (b >= 50) throw Error(ErrorCode::kInternal, "boom");
-  }), Error);
+  EXPECT_THROW(pool.parallel_for_dynamic(100, 3,
+                                         [](size_t b, size_t) {
+                                           if (b >= 50) throw Error(ErrorCode::kInternal, "boom");
+                                         }),
+               Error);
   // The pool still works afterwards.
   std::atomic<int> count{0};
   pool.parallel_for_dynamic(10, 1, [&](size_t b, size_t e) { count += static_cast<int>(e - b); });

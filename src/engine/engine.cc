@@ -12,7 +12,7 @@ namespace ditto {
 struct Engine::Request {
   RequestOutput out;
   SamplingParams params;
-  std::vector<Sequence*> seqs;                                  // by choice
+  std::vector<Sequence*> seqs;                                 // by choice
   std::vector<std::unique_ptr<IncrementalDetokenizer>> detok;  // by choice (null without tokenizer)
   int64_t unfinished = 0;
   // kDelta bookkeeping: what earlier reports carried.
@@ -95,8 +95,8 @@ void Engine::add(EngineRequest r) {
     throw_invalid_argument("request_id '" + r.request_id + "' is already running");
   const SamplingParams& params = r.params;
   const auto prompt_len = static_cast<int64_t>(r.prompt_token_ids.size());
-  DITTO_CHECK(prompt_len > 0 && (prompt_len + params.max_tokens + config_.block_size - 1) / config_.block_size <=
-                                    config_.num_kv_blocks)
+  DITTO_CHECK(prompt_len > 0 &&
+              (prompt_len + params.max_tokens + config_.block_size - 1) / config_.block_size <= config_.num_kv_blocks)
       << "request '" << r.request_id << "' did not come through the front door";
   const std::vector<int32_t>& prompt_token_ids = r.prompt_token_ids;
   const std::string& request_id = r.request_id;
@@ -285,8 +285,8 @@ std::vector<SequenceStep> Engine::prepare_inputs(const std::vector<ScheduledSequ
     step.start_position = static_cast<int32_t>(s.seq->num_computed_tokens);
     step.block_table = kv_.block_table(s.seq->id);  // stable: nothing allocates until the step ends
     // Prompt logprobs need every prompt row's logits (choice 0 computes them for the request).
-    step.all_logits = req.params.prompt_logprobs && s.seq->choice == 0 &&
-                      s.seq->num_computed_tokens < s.seq->num_prompt_tokens;
+    step.all_logits =
+        req.params.prompt_logprobs && s.seq->choice == 0 && s.seq->num_computed_tokens < s.seq->num_prompt_tokens;
     steps.push_back(step);
   }
   return steps;

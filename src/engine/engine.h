@@ -13,10 +13,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ditto/sampling_params.h"
 #include "engine/input_processor.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
-#include "ditto/sampling_params.h"
 #include "engine/request_output.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -27,14 +27,14 @@
 namespace ditto {
 
 struct EngineConfig {
-  int64_t block_size = 16;             // KV cache block, tokens
+  int64_t block_size = 16;  // KV cache block, tokens
   // Test double (null in real use): sees every logits row before sampling, with the number of
   // sequences in the step — lets the invariance harness prove it detects batch dependence.
   using LogitsHook = std::function<void(float* logits, int64_t vocab_size, int64_t batch_sequences)>;
   LogitsHook logits_hook;
-  int64_t num_kv_blocks = 0;           // KV cache size in blocks (see kv_blocks_for_memory)
-  int64_t max_model_len = 0;           // context in tokens (prompt + output); 0: max_position_embeddings
-  int64_t max_logprobs = 20;           // top-N bound for logprobs and prompt_logprobs (vLLM's)
+  int64_t num_kv_blocks = 0;  // KV cache size in blocks (see kv_blocks_for_memory)
+  int64_t max_model_len = 0;  // context in tokens (prompt + output); 0: max_position_embeddings
+  int64_t max_logprobs = 20;  // top-N bound for logprobs and prompt_logprobs (vLLM's)
   bool enable_prefix_caching = true;
   SchedulerConfig scheduler;
 };
@@ -64,8 +64,8 @@ class Engine {
   // empty prompt, a token id outside the vocabulary, a prompt that leaves no room in the
   // context, a request that cannot fit in the KV cache even alone, a sampling parameter out of
   // range — and queues nothing in that case. Messages do not repeat request_id.
-  void add_request(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
-                   const SamplingParams& params, const std::string& prompt_text = "");
+  void add_request(const std::string& request_id, std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
+                   const std::string& prompt_text = "");
 
   // The limits every request of this engine is checked against.
   const InputLimits& input_limits() const { return processor_.limits(); }

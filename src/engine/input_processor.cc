@@ -9,8 +9,7 @@
 
 namespace ditto {
 
-InputProcessor::InputProcessor(const InputLimits& limits, const Tokenizer* tokenizer,
-                               const ChatTemplate* chat_template)
+InputProcessor::InputProcessor(const InputLimits& limits, const Tokenizer* tokenizer, const ChatTemplate* chat_template)
     : limits_(limits), tokenizer_(tokenizer), chat_template_(chat_template) {
   DITTO_CHECK(limits.vocab_size > 0 && limits.max_model_len > 0 && limits.block_size > 0) << "bad input limits";
 }
@@ -34,8 +33,7 @@ std::string InputProcessor::render_chat(const PromptInput& p) const {
         last.contains("content") && last["content"].is_string() ? last["content"].get<std::string>() : "";
     const size_t at = content.empty() ? std::string::npos : text.rfind(content);
     if (at == std::string::npos)
-      throw_invalid_field("continue_final_message",
-                          "the final message's content was not found in the rendered prompt");
+      throw_invalid_field("continue_final_message", "the final message's content was not found in the rendered prompt");
     text.resize(at + content.size());
   }
   return text;
@@ -78,17 +76,18 @@ EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams 
                                      " is outside the vocabulary [0, " + std::to_string(limits_.vocab_size) + ")");
   }
   if (n >= ctx)
-    throw_invalid_field(field, context + "; the prompt has " + std::to_string(n) +
-                                   " tokens, which leaves no room for output");
+    throw_invalid_field(field,
+                        context + "; the prompt has " + std::to_string(n) + " tokens, which leaves no room for output");
   const int64_t kv_tokens = limits_.num_kv_blocks * limits_.block_size;
   switch (rule) {
     case MaxTokensRule::kAsGiven:
       if (params.max_tokens >= 1 && n + params.max_tokens > ctx)
         throw_invalid_field(max_tokens_field,
                             context + ". However, you requested " + std::to_string(n + params.max_tokens) +
-                                " tokens (" + std::to_string(n) + " in the " + (prompt.messages ? "messages" : "prompt") +
-                                ", " + std::to_string(params.max_tokens) + " in the completion). Please reduce the " +
-                                "length of the " + (prompt.messages ? "messages" : "prompt") + " or completion.");
+                                " tokens (" + std::to_string(n) + " in the " +
+                                (prompt.messages ? "messages" : "prompt") + ", " + std::to_string(params.max_tokens) +
+                                " in the completion). Please reduce the " + "length of the " +
+                                (prompt.messages ? "messages" : "prompt") + " or completion.");
       break;
     case MaxTokensRule::kClipToContext:
       if (params.max_tokens > ctx - n) {

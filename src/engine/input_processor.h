@@ -40,11 +40,11 @@ struct EngineRequest {
 // The bounds a request is checked against (one set for every front door, docs/ARCHITECTURE.md).
 struct InputLimits {
   int64_t vocab_size = 0;
-  int64_t max_model_len = 0;  // tokens of context: prompt + output (≤ max_position_embeddings)
+  int64_t max_model_len = 0;                 // tokens of context: prompt + output (≤ max_position_embeddings)
   bool max_model_len_is_model_limit = true;  // it is the model's max_position_embeddings (for messages)
-  int64_t max_logprobs = 20;  // vLLM's max_logprobs: top-N for logprobs and prompt_logprobs
-  int64_t block_size = 16;    // KV cache block, tokens
-  int64_t num_kv_blocks = 0;  // the KV cache, in blocks
+  int64_t max_logprobs = 20;                 // vLLM's max_logprobs: top-N for logprobs and prompt_logprobs
+  int64_t block_size = 16;                   // KV cache block, tokens
+  int64_t num_kv_blocks = 0;                 // the KV cache, in blocks
 };
 
 class InputProcessor {

@@ -35,10 +35,12 @@ LLMEngine::LLMEngine(const EngineArgs& args) : args_(args) {
   }
   // Stop at generation_config.json's eos_token_id (else config.json's) and the tokenizer's
   // eos_token, as vLLM does.
-  for (int64_t id : ditto::eos_token_ids(model_dir_, model_->config())) eos_token_ids_.push_back(static_cast<int32_t>(id));
+  for (int64_t id : ditto::eos_token_ids(model_dir_, model_->config()))
+    eos_token_ids_.push_back(static_cast<int32_t>(id));
   if (tokenizer_)
     for (int32_t id : tokenizer_->eos_token_ids())
-      if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end()) eos_token_ids_.push_back(id);
+      if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end())
+        eos_token_ids_.push_back(id);
   set_engine_args(args);
 }
 
@@ -56,10 +58,9 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
   args_.threads = loaded.threads;
   const ModelConfig& c = model_->config();
   if (args_.max_model_len < 0 || args_.max_model_len > c.max_position_embeddings)
-    throw_invalid_field("max_model_len", "max_model_len (--max-model-len) must be in [1, " +
-                                             std::to_string(c.max_position_embeddings) +
-                                             "] (the model's max_position_embeddings), got " +
-                                             std::to_string(args_.max_model_len));
+    throw_invalid_field("max_model_len",
+                        "max_model_len (--max-model-len) must be in [1, " + std::to_string(c.max_position_embeddings) +
+                            "] (the model's max_position_embeddings), got " + std::to_string(args_.max_model_len));
   if (args_.max_logprobs < 0) throw_invalid_field("max_logprobs", "max_logprobs must be at least 0");
   const EngineConfig config = engine_config();
   if (config.num_kv_blocks < 1)

@@ -13,7 +13,8 @@ ModelRunner::ModelRunner(const CausalLM& model, int64_t num_blocks, int64_t bloc
 std::vector<float> ModelRunner::step(std::span<const SequenceStep> steps) {
   const int64_t block_size = cache_.block_size();
   int64_t max_blocks = 1;
-  for (const SequenceStep& s : steps) max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(s.block_table.size()));
+  for (const SequenceStep& s : steps)
+    max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(s.block_table.size()));
 
   std::vector<int32_t> token_ids, positions, token_seq, logits_indices;
   std::vector<int64_t> slot_mapping;
@@ -50,8 +51,8 @@ BlockAllocator::BlockAllocator(int64_t num_blocks) {
 std::vector<int32_t> BlockAllocator::allocate_for_tokens(int64_t num_tokens, int64_t block_size) {
   const int64_t needed = (num_tokens + block_size - 1) / block_size;
   if (needed > num_free())
-    throw_error(ErrorCode::kResourceExhausted, "KV cache: " + std::to_string(needed) + " blocks needed, " +
-                                                   std::to_string(num_free()) + " free");
+    throw_error(ErrorCode::kResourceExhausted,
+                "KV cache: " + std::to_string(needed) + " blocks needed, " + std::to_string(num_free()) + " free");
   std::vector<int32_t> blocks;
   for (int64_t i = 0; i < needed; ++i) {
     blocks.push_back(free_.back());

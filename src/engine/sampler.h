@@ -25,12 +25,12 @@
 namespace ditto {
 
 struct SamplerInput {
-  std::span<const float> logits;               // [vocab_size] f32, the model's raw logits
-  std::span<const int32_t> prompt_token_ids;   // for the repetition penalty
-  std::span<const int32_t> output_token_ids;   // this choice's tokens so far; t = its size
-  std::span<const int32_t> eos_token_ids;      // masked before min_tokens unless ignore_eos
+  std::span<const float> logits;              // [vocab_size] f32, the model's raw logits
+  std::span<const int32_t> prompt_token_ids;  // for the repetition penalty
+  std::span<const int32_t> output_token_ids;  // this choice's tokens so far; t = its size
+  std::span<const int32_t> eos_token_ids;     // masked before min_tokens unless ignore_eos
   uint64_t seed = 0;
-  int64_t choice = 0;                          // i in [0, n)
+  int64_t choice = 0;  // i in [0, n)
 };
 
 // The uniform number in [0, 1) for (seed, choice, t): 53 bits of Philox4x32-10.

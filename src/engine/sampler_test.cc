@@ -66,7 +66,9 @@ TEST(SamplingParamsTest, EachBadFieldIsNamed) {
   EXPECT_EQ(with([](SamplingParams& p) { p.min_tokens = 20; }), "min_tokens (20) must not exceed max_tokens (16)");
   EXPECT_EQ(with([](SamplingParams& p) { p.logprobs = 101; }), "logprobs must be in [0, vocab size 100], got 101");
   EXPECT_EQ(with([](SamplingParams& p) { p.stop = {"a", ""}; }), "stop[1] is an empty string");
-  EXPECT_EQ(with([](SamplingParams& p) { p.stop_token_ids = {5, 100}; }),
+  EXPECT_EQ(with([](SamplingParams& p) {
+              p.stop_token_ids = {5, 100};
+            }),
             "stop_token_ids[1] = 100 is outside the vocabulary [0, 100)");
 }
 

@@ -25,7 +25,8 @@ void SamplingParams::validate(int64_t vocab_size, int64_t max_logprobs) const {
                                                     : "in [0, vocab size " + std::to_string(vocab_size) + "]";
   if (n < 1 || n > kMaxN) bad("n", "in [1, " + std::to_string(kMaxN) + "]", n);
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) bad("presence_penalty", "in [-2, 2]", presence_penalty);
-  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) bad("frequency_penalty", "in [-2, 2]", frequency_penalty);
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+    bad("frequency_penalty", "in [-2, 2]", frequency_penalty);
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))
     bad("repetition_penalty", "a finite number > 0", repetition_penalty);
   if (!(temperature >= 0.0f) || !std::isfinite(temperature)) bad("temperature", "a finite number >= 0", temperature);
@@ -47,9 +48,9 @@ void SamplingParams::validate(int64_t vocab_size, int64_t max_logprobs) const {
     if (stop[i].empty()) throw_invalid_field("stop", "stop[" + std::to_string(i) + "] is an empty string");
   for (size_t i = 0; i < stop_token_ids.size(); ++i)
     if (stop_token_ids[i] < 0 || stop_token_ids[i] >= vocab_size)
-      throw_invalid_field("stop_token_ids", "stop_token_ids[" + std::to_string(i) + "] = " +
-                                                std::to_string(stop_token_ids[i]) + " is outside the vocabulary [0, " +
-                                                std::to_string(vocab_size) + ")");
+      throw_invalid_field("stop_token_ids", "stop_token_ids[" + std::to_string(i) +
+                                                "] = " + std::to_string(stop_token_ids[i]) +
+                                                " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
 }
 
 }  // namespace ditto

@@ -20,8 +20,7 @@ DITTO_AVX512 DITTO_INLINE __m512 silu_mul_x16(__m512 g, __m512 u) {
 
 DITTO_AVX512 void row_avx512(const float* g, const float* u, int64_t n, float* o) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(o + i, silu_mul_x16(_mm512_loadu_ps(g + i), _mm512_loadu_ps(u + i)));
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, silu_mul_x16(_mm512_loadu_ps(g + i), _mm512_loadu_ps(u + i)));
   if (i < n) {
     const __mmask16 m = simd::first_lanes_x16(n - i);
     _mm512_mask_storeu_ps(o + i, m, silu_mul_x16(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, u + i)));
@@ -33,8 +32,8 @@ DITTO_AVX2 void row_avx2(const float* g, const float* u, int64_t n, float* o) {
   for (; i + 8 <= n; i += 8) {
     const __m256 gv = _mm256_loadu_ps(g + i);
     const __m256 e = simd::exp_x8(_mm256_xor_ps(gv, _mm256_set1_ps(-0.0f)));
-    _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.0f), e)),
-                                          _mm256_loadu_ps(u + i)));
+    _mm256_storeu_ps(o + i,
+                     _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(u + i)));
   }
   for (; i < n; ++i) o[i] = silu_f32(g[i]) * u[i];
 }

@@ -56,8 +56,8 @@ DITTO_AVX2 void to_bf16_avx2(const float* x, int64_t n, uint16_t* out) {
 
 }  // namespace
 
-void write_kv(const float* k, int64_t ldk, const float* v, int64_t ldv, const int64_t* slot_mapping,
-              int64_t num_tokens, int64_t kv_dim, KvCacheLayer cache) {
+void write_kv(const float* k, int64_t ldk, const float* v, int64_t ldv, const int64_t* slot_mapping, int64_t num_tokens,
+              int64_t kv_dim, KvCacheLayer cache) {
   auto convert = to_bf16_portable;
 #if defined(__x86_64__)
   switch (active_isa()) {
@@ -96,8 +96,8 @@ struct KeySlots {
 //   exp_shift:  p[j] = exp_f32(p[j] − m)
 //   accumulate: acc[i] = acc[i]·α, then acc[i] = fma(p[j], v_j[i], acc[i]) for j ascending
 struct PortableOps {
-  static void scores(const float* q, const uint16_t* k, const int64_t* offsets, int64_t n, int64_t d,
-                     float* p, float* kf) {
+  static void scores(const float* q, const uint16_t* k, const int64_t* offsets, int64_t n, int64_t d, float* p,
+                     float* kf) {
     for (int64_t j = 0; j < n; ++j) {
       for (int64_t i = 0; i < d; ++i) kf[i] = bf16_to_f32(k[offsets[j] + i]);
       p[j] = dot_f32(q, kf, d);
@@ -106,8 +106,8 @@ struct PortableOps {
   static void exp_shift(float* p, int64_t n, float m) {
     for (int64_t j = 0; j < n; ++j) p[j] = exp_f32(p[j] - m);
   }
-  static void accumulate(float* acc, int64_t d, float alpha, const float* p, const uint16_t* v,
-                         const int64_t* offsets, int64_t n) {
+  static void accumulate(float* acc, int64_t d, float alpha, const float* p, const uint16_t* v, const int64_t* offsets,
+                         int64_t n) {
     for (int64_t i = 0; i < d; ++i) acc[i] *= alpha;
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < d; ++i) acc[i] = std::fma(p[j], bf16_to_f32(v[offsets[j] + i]), acc[i]);
@@ -118,8 +118,8 @@ struct PortableOps {
 struct Avx512Ops {
   // Four keys at a time: four independent lane-chains hide the FMA latency; each key's chain is
   // the same as dot_x16's.
-  DITTO_AVX512 static void scores(const float* q, const uint16_t* k, const int64_t* offsets, int64_t n,
-                                  int64_t d, float* p, float*) {
+  DITTO_AVX512 static void scores(const float* q, const uint16_t* k, const int64_t* offsets, int64_t n, int64_t d,
+                                  float* p, float*) {
     int64_t j = 0;
     if (d % 16 == 0) {
       for (; j + 4 <= n; j += 4) {
@@ -151,8 +151,8 @@ struct Avx512Ops {
     }
   }
   // acc stays in registers for up to 128 lanes at a time while the tile's keys stream past.
-  DITTO_AVX512 static void accumulate(float* acc, int64_t d, float alpha, const float* p,
-                                      const uint16_t* v, const int64_t* offsets, int64_t n) {
+  DITTO_AVX512 static void accumulate(float* acc, int64_t d, float alpha, const float* p, const uint16_t* v,
+                                      const int64_t* offsets, int64_t n) {
     constexpr int kRegs = 8;
     const __m512 av = _mm512_set1_ps(alpha);
     for (int64_t i0 = 0; i0 < d; i0 += 16 * kRegs) {
@@ -166,8 +166,7 @@ struct Avx512Ops {
       for (int64_t j = 0; j < n; ++j) {
         const __m512 pv = _mm512_set1_ps(p[j]);
         const uint16_t* vj = v + offsets[j] + i0;
-        for (int r = 0; r < kRegs; ++r)
-          a[r] = _mm512_fmadd_ps(pv, simd::maskz_load_x16(mask[r], vj + 16 * r), a[r]);
+        for (int r = 0; r < kRegs; ++r) a[r] = _mm512_fmadd_ps(pv, simd::maskz_load_x16(mask[r], vj + 16 * r), a[r]);
       }
       for (int r = 0; r < kRegs; ++r) _mm512_mask_storeu_ps(acc + i0 + 16 * r, mask[r], a[r]);
     }
@@ -175,8 +174,8 @@ struct Avx512Ops {
 };
 
 struct Avx2Ops {
-  DITTO_AVX2 static void scores(const float* q, const uint16_t* k, const int64_t* offsets, int64_t n,
-                                int64_t d, float* p, float*) {
+  DITTO_AVX2 static void scores(const float* q, const uint16_t* k, const int64_t* offsets, int64_t n, int64_t d,
+                                float* p, float*) {
     for (int64_t j = 0; j < n; ++j) p[j] = simd::dot_x8x2(q, k + offsets[j], d);
   }
   DITTO_AVX2 static void exp_shift(float* p, int64_t n, float m) {
@@ -185,8 +184,8 @@ struct Avx2Ops {
     for (; j + 8 <= n; j += 8) _mm256_storeu_ps(p + j, simd::exp_x8(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv)));
     for (; j < n; ++j) p[j] = exp_f32(p[j] - m);
   }
-  DITTO_AVX2 static void accumulate(float* acc, int64_t d, float alpha, const float* p,
-                                    const uint16_t* v, const int64_t* offsets, int64_t n) {
+  DITTO_AVX2 static void accumulate(float* acc, int64_t d, float alpha, const float* p, const uint16_t* v,
+                                    const int64_t* offsets, int64_t n) {
     const __m256 av = _mm256_set1_ps(alpha);
     int64_t i0 = 0;
     for (; i0 + 32 <= d; i0 += 32) {
@@ -217,14 +216,13 @@ struct Avx2Ops {
 // Attention of one query head at position `pos` over its sequence's cached keys 0..pos, in the
 // order the header states; Ops supplies the vector pieces.
 template <typename Ops>
-void attend_one(const float* q, int64_t pos, const KeySlots& slots, const KvCacheLayer& cache,
-                const AttentionShape& s, int64_t kv_head, float* out,
-                float* scratch /* [kAttentionTile + 2·head_dim] */) {
+void attend_one(const float* q, int64_t pos, const KeySlots& slots, const KvCacheLayer& cache, const AttentionShape& s,
+                int64_t kv_head, float* out, float* scratch /* [kAttentionTile + 2·head_dim] */) {
   const int64_t d = s.head_dim;
   const int64_t kv_dim = s.num_kv_heads * d;
-  float* p = scratch;                        // [kAttentionTile] scores, then probabilities
-  float* kf = scratch + kAttentionTile;      // [head_dim] one key in f32 (portable path)
-  float* acc = kf + d;                       // [head_dim]
+  float* p = scratch;                    // [kAttentionTile] scores, then probabilities
+  float* kf = scratch + kAttentionTile;  // [head_dim] one key in f32 (portable path)
+  float* acc = kf + d;                   // [head_dim]
   for (int64_t i = 0; i < d; ++i) acc[i] = 0.0f;
   float m = -std::numeric_limits<float>::infinity();
   float l = 0.0f;
@@ -250,8 +248,8 @@ void attend_one(const float* q, int64_t pos, const KeySlots& slots, const KvCach
   for (int64_t i = 0; i < d; ++i) out[i] = acc[i] / l;
 }
 
-using AttendFn = void (*)(const float*, int64_t, const KeySlots&, const KvCacheLayer&,
-                          const AttentionShape&, int64_t, float*, float*);
+using AttendFn = void (*)(const float*, int64_t, const KeySlots&, const KvCacheLayer&, const AttentionShape&, int64_t,
+                          float*, float*);
 
 AttendFn attend_fn() {
 #if defined(__x86_64__)
@@ -279,10 +277,8 @@ void paged_attention(const float* q, int64_t ldq, const int32_t* positions, cons
     for (size_t item = begin; item < end; ++item) {
       const int64_t t = static_cast<int64_t>(item) / shape.num_heads;
       const int64_t h = static_cast<int64_t>(item) % shape.num_heads;
-      const KeySlots slots{block_tables + token_seq[t] * max_blocks_per_seq, max_blocks_per_seq,
-                           shape.block_size};
-      attend(q + t * ldq + h * d, positions[t], slots, cache, shape, h / group, out + t * ldo + h * d,
-             scratch.data());
+      const KeySlots slots{block_tables + token_seq[t] * max_blocks_per_seq, max_blocks_per_seq, shape.block_size};
+      attend(q + t * ldq + h * d, positions[t], slots, cache, shape, h / group, out + t * ldo + h * d, scratch.data());
     }
   };
   const size_t items = static_cast<size_t>(num_tokens * shape.num_heads);

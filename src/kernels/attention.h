@@ -29,15 +29,15 @@ struct AttentionShape {
   int64_t num_heads;
   int64_t num_kv_heads;  // divides num_heads (grouped-query attention)
   int64_t head_dim;
-  int64_t block_size;    // KV cache block size (tokens)
-  float scale;           // usually 1/sqrt(head_dim)
+  int64_t block_size;  // KV cache block size (tokens)
+  float scale;         // usually 1/sqrt(head_dim)
 };
 
 // Rounds k and v to bf16 (round to nearest even) and stores token t at slot_mapping[t].
 // k, v: [num_tokens, num_kv_heads·head_dim] f32 with row strides ldk, ldv.
 // Throws Error(kInvalidArgument) if a slot is outside the cache.
-void write_kv(const float* k, int64_t ldk, const float* v, int64_t ldv, const int64_t* slot_mapping,
-              int64_t num_tokens, int64_t kv_dim, KvCacheLayer cache);
+void write_kv(const float* k, int64_t ldk, const float* v, int64_t ldv, const int64_t* slot_mapping, int64_t num_tokens,
+              int64_t kv_dim, KvCacheLayer cache);
 
 // q: [num_tokens, num_heads·head_dim] f32, row stride ldq. positions: [num_tokens].
 // token_seq: [num_tokens] the sequence each token belongs to; block_tables: [num_seqs,
@@ -45,7 +45,6 @@ void write_kv(const float* k, int64_t ldk, const float* v, int64_t ldv, const in
 // The cache must already hold every key 0..positions[t] of the token's sequence.
 void paged_attention(const float* q, int64_t ldq, const int32_t* positions, const int32_t* token_seq,
                      int64_t num_tokens, const int32_t* block_tables, int64_t max_blocks_per_seq,
-                     const KvCacheLayer& cache, const AttentionShape& shape, float* out, int64_t ldo,
-                     ThreadPool* pool);
+                     const KvCacheLayer& cache, const AttentionShape& shape, float* out, int64_t ldo, ThreadPool* pool);
 
 }  // namespace ditto

@@ -82,8 +82,7 @@ struct Token {
 std::vector<Token> all_tokens(const Workload& w) {
   std::vector<Token> tokens;
   for (size_t s = 0; s < w.seq_lens.size(); ++s)
-    for (int64_t p = 0; p < w.seq_lens[s]; ++p)
-      tokens.push_back({static_cast<int32_t>(s), static_cast<int32_t>(p)});
+    for (int64_t p = 0; p < w.seq_lens[s]; ++p) tokens.push_back({static_cast<int32_t>(s), static_cast<int32_t>(p)});
   return tokens;
 }
 
@@ -148,8 +147,7 @@ void write_tokens(PagedCache& c, const Workload& w, const std::vector<Token>& to
     std::memcpy(&v[t * ldv], &w.v[tokens[t].seq][tokens[t].pos * kv_dim], sizeof(float) * kv_dim);
     slots.push_back(c.slot(tokens[t]));
   }
-  write_kv(k.data(), ldk, v.data(), ldv, slots.data(), static_cast<int64_t>(tokens.size()), kv_dim,
-           c.layer());
+  write_kv(k.data(), ldk, v.data(), ldv, slots.data(), static_cast<int64_t>(tokens.size()), kv_dim, c.layer());
 }
 
 PagedCache filled_cache(Rng& rng, const Workload& w, int64_t block_size) {
@@ -161,8 +159,7 @@ PagedCache filled_cache(Rng& rng, const Workload& w, int64_t block_size) {
 }
 
 // paged_attention over `tokens` in one call (padded q/out strides); returns [num_tokens, q_dim].
-std::vector<float> attend(PagedCache& c, const Workload& w, const std::vector<Token>& tokens,
-                          ThreadPool* pool) {
+std::vector<float> attend(PagedCache& c, const Workload& w, const std::vector<Token>& tokens, ThreadPool* pool) {
   const int64_t q_dim = w.heads.q_dim();
   const int64_t ldq = q_dim + 1, ldo = q_dim + 2;
   const int64_t n = static_cast<int64_t>(tokens.size());
@@ -174,10 +171,9 @@ std::vector<float> attend(PagedCache& c, const Workload& w, const std::vector<To
     token_seq.push_back(tokens[t].seq);
   }
   std::vector<float> out(static_cast<size_t>(n * ldo), std::numeric_limits<float>::quiet_NaN());
-  const AttentionShape shape{w.heads.num_heads, w.heads.num_kv_heads, w.heads.head_dim, c.block_size,
-                             w.scale};
-  paged_attention(q.data(), ldq, positions.data(), token_seq.data(), n, c.block_tables.data(), c.max_blocks,
-                  c.layer(), shape, out.data(), ldo, pool);
+  const AttentionShape shape{w.heads.num_heads, w.heads.num_kv_heads, w.heads.head_dim, c.block_size, w.scale};
+  paged_attention(q.data(), ldq, positions.data(), token_seq.data(), n, c.block_tables.data(), c.max_blocks, c.layer(),
+                  shape, out.data(), ldo, pool);
   std::vector<float> compact(static_cast<size_t>(n * q_dim));
   for (int64_t t = 0; t < n; ++t) {
     std::memcpy(&compact[t * q_dim], &out[t * ldo], sizeof(float) * q_dim);
@@ -217,8 +213,7 @@ std::vector<float> contract_attention(const Workload& w, Token tok) {
       l = l * alpha + tile_sum;
       for (int64_t i = 0; i < d; ++i) acc[i] = acc[i] * alpha;
       for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < d; ++i)
-          acc[i] = std::fma(p[j], w.v_rounded(tok.seq, t0 + j, kvh * d + i), acc[i]);
+        for (int64_t i = 0; i < d; ++i) acc[i] = std::fma(p[j], w.v_rounded(tok.seq, t0 + j, kvh * d + i), acc[i]);
       m = m_new;
     }
     for (int64_t i = 0; i < d; ++i) out[h * d + i] = acc[i] / l;
@@ -325,8 +320,7 @@ TEST(AttentionTest, MatchesDoubleSoftmaxAttention) {
                                      (test::gamma_n(32 + 2 * nt) + u) * std::fabs(want)) +
                              static_cast<double>(T) * 0x1p-140 * max_v;
           const double err = std::fabs(out[ti * hs.q_dim() + h * d + i] - want);
-          ASSERT_LE(err, tol) << label(hs) << " seq " << tok.seq << " pos " << tok.pos << " head " << h
-                              << " i " << i;
+          ASSERT_LE(err, tol) << label(hs) << " seq " << tok.seq << " pos " << tok.pos << " head " << h << " i " << i;
           worst = std::max(worst, err / tol);
         }
       }
@@ -346,8 +340,7 @@ TEST(AttentionTest, QueryAloneEqualsQueryInsideRandomBatches) {
     const int64_t q_dim = w.heads.q_dim();
     // Every token alone (a batch of one), the reference for the batches below.
     std::vector<std::vector<float>> alone(w.seq_lens.size());
-    for (size_t s = 0; s < w.seq_lens.size(); ++s)
-      alone[s].resize(static_cast<size_t>(w.seq_lens[s] * q_dim));
+    for (size_t s = 0; s < w.seq_lens.size(); ++s) alone[s].resize(static_cast<size_t>(w.seq_lens[s] * q_dim));
     for (const Token& t : tokens) {
       const std::vector<float> o = attend(c, w, {t}, nullptr);
       std::memcpy(&alone[t.seq][t.pos * q_dim], o.data(), sizeof(float) * q_dim);
@@ -360,8 +353,8 @@ TEST(AttentionTest, QueryAloneEqualsQueryInsideRandomBatches) {
       const std::vector<float> out = attend(c, w, batch, pool);
       for (int64_t i = 0; i < n; ++i)
         ASSERT_TRUE(BitsEqual(&alone[batch[i].seq][batch[i].pos * q_dim], &out[i * q_dim], q_dim))
-            << label(w.heads) << " seq " << batch[i].seq << " pos " << batch[i].pos << " at " << i
-            << " of a batch of " << n;
+            << label(w.heads) << " seq " << batch[i].seq << " pos " << batch[i].pos << " at " << i << " of a batch of "
+            << n;
     }
   }
 }
@@ -426,8 +419,7 @@ TEST(AttentionTest, BlockSizeAndPhysicalBlocksDoNotChangeBits) {
     const std::vector<float> want = attend(base, w, tokens, nullptr);
     for (int64_t block_size : {16, 8, 32, 5, 48}) {
       PagedCache c = filled_cache(rng, w, block_size);  // another random physical assignment
-      EXPECT_TRUE(BitsEqual(want, attend(c, w, tokens, nullptr)))
-          << label(w.heads) << " block_size " << block_size;
+      EXPECT_TRUE(BitsEqual(want, attend(c, w, tokens, nullptr))) << label(w.heads) << " block_size " << block_size;
     }
   }
 }
@@ -442,8 +434,7 @@ TEST(AttentionTest, ThreadCountDoesNotChangeBits) {
     shuffle(rng, tokens);
     const std::vector<float> want = attend(c, w, tokens, nullptr);
     for (ThreadPool* pool : {&pool1, &pool2, &pool3})
-      EXPECT_TRUE(BitsEqual(want, attend(c, w, tokens, pool)))
-          << label(w.heads) << " threads " << pool->num_threads();
+      EXPECT_TRUE(BitsEqual(want, attend(c, w, tokens, pool))) << label(w.heads) << " threads " << pool->num_threads();
   }
 }
 

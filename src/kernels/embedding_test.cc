@@ -72,8 +72,7 @@ TEST(EmbeddingTest, RejectsOutOfRangeIdsNamingTheId) {
   Rng rng(52);
   const int64_t vocab = 50;
   const PackedMatrix packed = pack_one(test::random_matrix(rng, DType::kBF16, vocab, 8));
-  for (int32_t bad :
-       {-1, 50, 51, 123456, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()}) {
+  for (int32_t bad : {-1, 50, 51, 123456, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()}) {
     // The bad id sits in the middle of otherwise valid ids.
     const int32_t ids[] = {0, 7, bad, 49};
     std::vector<float> out(4 * 8);

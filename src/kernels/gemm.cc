@@ -37,8 +37,8 @@ inline void load_panel_row(const uint8_t* p, DType dtype, float (&w)[kPanelWidth
 
 // One weight panel against up to kRowBlock rows: acc[r][j] = fma(x[r, kk], W[n0 + j, kk], acc[r][j])
 // for kk = 0, 1, ..., k−1.
-void panel_kernel(const float* x, int64_t rows, int64_t ldx, const uint8_t* panel, DType dtype,
-                  int64_t k, float* acc_out /* [rows, 16] */) {
+void panel_kernel(const float* x, int64_t rows, int64_t ldx, const uint8_t* panel, DType dtype, int64_t k,
+                  float* acc_out /* [rows, 16] */) {
   const size_t stride = static_cast<size_t>(kPanelWidth) * dtype_size(dtype);
   float acc[kRowBlock][kPanelWidth] = {};
   float w[kPanelWidth];
@@ -52,8 +52,8 @@ void panel_kernel(const float* x, int64_t rows, int64_t ldx, const uint8_t* pane
   for (int64_t r = 0; r < rows; ++r) std::memcpy(acc_out + r * kPanelWidth, acc[r], sizeof(acc[r]));
 }
 
-void gemm_portable(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y,
-                   int64_t ldy, ThreadPool* pool) {
+void gemm_portable(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy,
+                   ThreadPool* pool) {
   const size_t panel_bytes = static_cast<size_t>(w.k * kPanelWidth) * dtype_size(w.dtype);
   auto run = [&](size_t begin, size_t end) {
     float out[kRowBlock * kPanelWidth];
@@ -86,14 +86,14 @@ void gemm_portable(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w
 
 // Arguments of one micro-kernel call.
 struct Tile {
-  const float* x;        // [MR, k] row stride ldx
+  const float* x;  // [MR, k] row stride ldx
   int64_t ldx;
   const uint8_t* panel;  // first of NP consecutive panels
   size_t panel_bytes;
   int64_t k;
-  float* y;              // [MR, NP·16] row stride ldy
+  float* y;  // [MR, NP·16] row stride ldy
   int64_t ldy;
-  int64_t valid;         // outputs of these panels that exist (the rest is zero padding)
+  int64_t valid;  // outputs of these panels that exist (the rest is zero padding)
 };
 
 template <DType D>
@@ -201,8 +201,7 @@ struct Avx2K {
 };
 
 template <template <int, int, DType> class K, DType D>
-constexpr auto kTable =
-    make_table<K, D>(std::make_integer_sequence<int, kMaxRowsAll * kMaxPanelsAll>{});
+constexpr auto kTable = make_table<K, D>(std::make_integer_sequence<int, kMaxRowsAll * kMaxPanelsAll>{});
 
 template <template <int, int, DType> class K>
 MicroFn micro_fn(DType d, int rows, int panels) {
@@ -216,8 +215,8 @@ MicroFn micro_fn(DType d, int rows, int panels) {
 }
 
 template <template <int, int, DType> class K>
-void gemm_simd(const Shapes& shapes, const float* x, int64_t m, int64_t ldx, const PackedMatrix& w,
-               float* y, int64_t ldy, ThreadPool* pool) {
+void gemm_simd(const Shapes& shapes, const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y,
+               int64_t ldy, ThreadPool* pool) {
   const int64_t num_panels = w.num_panels();
   const int group = m == 1 ? shapes.panels_one_row : shapes.panels;
   const int64_t num_groups = (num_panels + group - 1) / group;
@@ -255,8 +254,7 @@ void gemm_simd(const Shapes& shapes, const float* x, int64_t m, int64_t ldx, con
 
 }  // namespace
 
-void gemm(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy,
-          ThreadPool* pool) {
+void gemm(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy, ThreadPool* pool) {
   if (m <= 0 || w.n == 0) return;
 #if defined(__x86_64__)
   switch (active_isa()) {

@@ -14,7 +14,6 @@ namespace ditto {
 
 // x: [m, w.k] f32, row stride ldx (elements). y: [m, w.n] f32, row stride ldy. x and y must not
 // overlap. pool may be null (single-threaded).
-void gemm(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy,
-          ThreadPool* pool);
+void gemm(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy, ThreadPool* pool);
 
 }  // namespace ditto

@@ -37,8 +37,7 @@ std::vector<float> contract_gemm(const float* x, int64_t m, int64_t ldx, const S
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t j = 0; j < w.n; ++j) {
       float acc = 0.0f;
-      for (int64_t kk = 0; kk < w.k; ++kk)
-        acc = std::fma(x[r * ldx + kk], static_cast<float>(w.at(j, kk)), acc);
+      for (int64_t kk = 0; kk < w.k; ++kk) acc = std::fma(x[r * ldx + kk], static_cast<float>(w.at(j, kk)), acc);
       y[static_cast<size_t>(r * w.n + j)] = acc;
     }
   }
@@ -50,20 +49,11 @@ std::vector<float> random_activations(Rng& rng, int64_t count) {
   std::vector<float> x = rng.normal_vector(static_cast<size_t>(count));
   for (float& v : x) {
     switch (rng.next() % 32) {
-      case 0:
-        v = 0.0f;
-        break;
-      case 1:
-        v = -0.0f;
-        break;
-      case 2:
-        v *= 0x1p-130f;
-        break;
-      case 3:
-        v *= 1000.0f;
-        break;
-      default:
-        break;
+      case 0: v = 0.0f; break;
+      case 1: v = -0.0f; break;
+      case 2: v *= 0x1p-130f; break;
+      case 3: v *= 1000.0f; break;
+      default: break;
     }
   }
   return x;
@@ -134,8 +124,7 @@ TEST(PackedMatrixTest, ManyPartsAndThreadsGiveTheSameLayout) {
     std::vector<StoredMatrix> parts;
     std::vector<MatrixSource> sources;
     const int64_t num_parts = rng.uniform_int(1, 6);
-    for (int64_t i = 0; i < num_parts; ++i)
-      parts.push_back(test::random_matrix(rng, dtype, rng.uniform_int(0, 40), k));
+    for (int64_t i = 0; i < num_parts; ++i) parts.push_back(test::random_matrix(rng, dtype, rng.uniform_int(0, 40), k));
     if (parts[0].n == 0) parts[0] = test::random_matrix(rng, dtype, 1, k);
     for (const StoredMatrix& part : parts) sources.push_back(part.source());
     const PackedMatrix p = pack_matrix(sources);
@@ -145,8 +134,7 @@ TEST(PackedMatrixTest, ManyPartsAndThreadsGiveTheSameLayout) {
     for (const StoredMatrix& part : parts) {
       for (int64_t r = 0; r < part.n; ++r, ++row)
         for (int64_t c = 0; c < k; ++c)
-          std::memcpy(&want[((row / 16) * k * 16 + c * 16 + row % 16) * es], &part.bytes[(r * k + c) * es],
-                      es);
+          std::memcpy(&want[((row / 16) * k * 16 + c * 16 + row % 16) * es], &part.bytes[(r * k + c) * es], es);
     }
     ASSERT_EQ(p.n, row);
     ASSERT_TRUE(std::equal(p.data.begin(), p.data.end(), want.begin(), want.end())) << "trial " << trial;
@@ -225,8 +213,8 @@ TEST(GemmTest, RowAloneEqualsRowInsideRandomBatches) {
       ThreadPool* pool = pools[rng.next() % 4];
       gemm(x.data(), m, ldx, p, y.data(), ldy, pool);
       ASSERT_TRUE(BitsEqual(y0.data(), y.data() + index * ldy, n))
-          << test::dtype_label(dtype) << " n=" << n << " k=" << k << " batch " << m << " row " << index
-          << " threads " << (pool ? pool->num_threads() : 0);
+          << test::dtype_label(dtype) << " n=" << n << " k=" << k << " batch " << m << " row " << index << " threads "
+          << (pool ? pool->num_threads() : 0);
     }
   }
 }
@@ -258,8 +246,7 @@ TEST(GemmTest, FusedPackingGivesSameBitsAsSeparate) {
   ThreadPool pool2(2);
   for (DType dtype : kAllDTypes) {
     const int64_t k = 129;
-    const StoredMatrix parts[] = {test::random_matrix(rng, dtype, 13, k),
-                                  test::random_matrix(rng, dtype, 40, k),
+    const StoredMatrix parts[] = {test::random_matrix(rng, dtype, 13, k), test::random_matrix(rng, dtype, 40, k),
                                   test::random_matrix(rng, dtype, 7, k)};
     const MatrixSource sources[] = {parts[0].source(), parts[1].source(), parts[2].source()};
     const PackedMatrix fused = pack_matrix(sources);

@@ -43,9 +43,9 @@ std::vector<Isa> vector_paths() {
   for (size_t i = 0; i < want.size(); ++i) {
     if (std::isnan(want[i]) && std::isnan(got[i])) continue;
     if (std::bit_cast<uint32_t>(want[i]) != std::bit_cast<uint32_t>(got[i]))
-      return ::testing::AssertionFailure() << "element " << i << ": portable " << want[i] << " (0x"
-                                           << std::hex << std::bit_cast<uint32_t>(want[i]) << "), vector "
-                                           << got[i] << " (0x" << std::bit_cast<uint32_t>(got[i]) << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": portable " << want[i] << " (0x" << std::hex << std::bit_cast<uint32_t>(want[i])
+             << "), vector " << got[i] << " (0x" << std::bit_cast<uint32_t>(got[i]) << ")";
   }
   return ::testing::AssertionSuccess();
 }
@@ -129,11 +129,14 @@ TEST(IsaParityTest, GemmNearOverflowAndSubnormalProducts) {
   const MatrixSource src{wf.data(), DType::kF32, n, k};
   const PackedMatrix p = pack_matrix(std::span<const MatrixSource>(&src, 1));
   const std::vector<float> x = adversarial_vector(rng, static_cast<size_t>(m * k));
-  expect_all_paths_equal("gemm adversarial", [&] {
-    std::vector<float> y(static_cast<size_t>(m * n));
-    gemm(x.data(), m, k, p, y.data(), n, nullptr);
-    return y;
-  }, /*nan_payloads_free=*/true);
+  expect_all_paths_equal(
+      "gemm adversarial",
+      [&] {
+        std::vector<float> y(static_cast<size_t>(m * n));
+        gemm(x.data(), m, k, p, y.data(), n, nullptr);
+        return y;
+      },
+      /*nan_payloads_free=*/true);
 }
 
 TEST(IsaParityTest, RmsNorm) {
@@ -144,11 +147,14 @@ TEST(IsaParityTest, RmsNorm) {
       std::vector<float> x = trial == 0 ? adversarial_vector(rng, static_cast<size_t>(rows * n))
                                         : rng.normal_vector(static_cast<size_t>(rows * n), trial == 1 ? 1e-20f : 3.0f);
       const std::vector<float> w = rng.normal_vector(static_cast<size_t>(n));
-      expect_all_paths_equal("rms_norm n=" + std::to_string(n), [&] {
-        std::vector<float> y(x.size());
-        rms_norm(x.data(), rows, n, n, w.data(), 1e-6f, y.data(), n);
-        return y;
-      }, trial == 0);
+      expect_all_paths_equal(
+          "rms_norm n=" + std::to_string(n),
+          [&] {
+            std::vector<float> y(x.size());
+            rms_norm(x.data(), rows, n, n, w.data(), 1e-6f, y.data(), n);
+            return y;
+          },
+          trial == 0);
     }
   }
 }
@@ -166,11 +172,14 @@ TEST(IsaParityTest, SiluMulOverOneHundredMillionInputs) {
       gate_up[n] = std::bit_cast<float>(static_cast<uint32_t>(b));
     std::fill(gate_up.begin() + n, gate_up.begin() + 2 * n, 1.0f);
     total += static_cast<uint64_t>(n);
-    expect_all_paths_equal("silu_mul from bit pattern " + std::to_string(start), [&] {
-      std::vector<float> out(static_cast<size_t>(n));
-      silu_mul(gate_up.data(), 1, n, 2 * n, out.data(), n);
-      return out;
-    }, /*nan_payloads_free=*/true);
+    expect_all_paths_equal(
+        "silu_mul from bit pattern " + std::to_string(start),
+        [&] {
+          std::vector<float> out(static_cast<size_t>(n));
+          silu_mul(gate_up.data(), 1, n, 2 * n, out.data(), n);
+          return out;
+        },
+        /*nan_payloads_free=*/true);
     if (::testing::Test::HasFailure()) break;
   }
   EXPECT_GE(total, uint64_t{100000000});
@@ -183,11 +192,14 @@ TEST(IsaParityTest, SiluMulRandomShapes) {
     const int64_t rows = 4, ld = 2 * n + 3;
     std::vector<float> gu(static_cast<size_t>(rows * ld));
     for (float& v : gu) v = rng.next() % 4 == 0 ? adversarial(rng, true) : rng.normal() * 8.0f;
-    expect_all_paths_equal("silu_mul n=" + std::to_string(n), [&] {
-      std::vector<float> out(static_cast<size_t>(rows * n));
-      silu_mul(gu.data(), rows, n, ld, out.data(), n);
-      return out;
-    }, true);
+    expect_all_paths_equal(
+        "silu_mul n=" + std::to_string(n),
+        [&] {
+          std::vector<float> out(static_cast<size_t>(rows * n));
+          silu_mul(gu.data(), rows, n, ld, out.data(), n);
+          return out;
+        },
+        true);
   }
 }
 
@@ -218,11 +230,14 @@ TEST(IsaParityTest, Rope) {
     const int64_t heads = 5;
     const std::vector<float> x0 = adversarial_vector(rng, static_cast<size_t>(heads * head_dim));
     const std::vector<float> cs = rng.normal_vector(static_cast<size_t>(head_dim));
-    expect_all_paths_equal("rope head_dim=" + std::to_string(head_dim), [&] {
-      std::vector<float> x = x0;
-      rope_apply(x.data(), heads, head_dim, cs.data());
-      return x;
-    }, true);
+    expect_all_paths_equal(
+        "rope head_dim=" + std::to_string(head_dim),
+        [&] {
+          std::vector<float> x = x0;
+          rope_apply(x.data(), heads, head_dim, cs.data());
+          return x;
+        },
+        true);
   }
 }
 
@@ -246,19 +261,23 @@ TEST(IsaParityTest, PagedAttention) {
       const KvCacheLayer cache{k.data(), v.data(), blocks * block_size};
       // Queries at several positions of the one sequence (a chunk of prefill plus the last token).
       std::vector<int32_t> positions;
-      for (int64_t p = std::max<int64_t>(0, context - 5); p < context; ++p) positions.push_back(static_cast<int32_t>(p));
+      for (int64_t p = std::max<int64_t>(0, context - 5); p < context; ++p)
+        positions.push_back(static_cast<int32_t>(p));
       positions.push_back(0);
       const auto num_tokens = static_cast<int64_t>(positions.size());
       const std::vector<int32_t> token_seq(positions.size(), 0);
       const std::vector<float> q = rng.normal_vector(static_cast<size_t>(num_tokens * num_heads * head_dim), 2.0f);
       const AttentionShape shape{num_heads, num_kv_heads, head_dim, block_size,
                                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)))};
-      expect_all_paths_equal("attention head_dim=" + std::to_string(head_dim) + " context=" + std::to_string(context), [&] {
-        std::vector<float> out(q.size());
-        paged_attention(q.data(), num_heads * head_dim, positions.data(), token_seq.data(), num_tokens,
-                        table.data(), blocks, cache, shape, out.data(), num_heads * head_dim, &pool);
-        return out;
-      }, true);
+      expect_all_paths_equal(
+          "attention head_dim=" + std::to_string(head_dim) + " context=" + std::to_string(context),
+          [&] {
+            std::vector<float> out(q.size());
+            paged_attention(q.data(), num_heads * head_dim, positions.data(), token_seq.data(), num_tokens,
+                            table.data(), blocks, cache, shape, out.data(), num_heads * head_dim, &pool);
+            return out;
+          },
+          true);
     }
   }
 }

@@ -86,8 +86,7 @@ inline ::testing::AssertionResult BitsEqual(const float* expected, const float* 
   return ::testing::AssertionFailure() << buf;
 }
 
-inline ::testing::AssertionResult BitsEqual(const std::vector<float>& expected,
-                                            const std::vector<float>& actual) {
+inline ::testing::AssertionResult BitsEqual(const std::vector<float>& expected, const std::vector<float>& actual) {
   if (expected.size() != actual.size())
     return ::testing::AssertionFailure() << "sizes differ: " << expected.size() << " vs " << actual.size();
   return BitsEqual(expected.data(), actual.data(), static_cast<int64_t>(expected.size()));
@@ -167,12 +166,9 @@ inline StoredMatrix random_matrix(Rng& rng, DType dtype, int64_t n, int64_t k, f
 
 inline const char* dtype_label(DType t) {
   switch (t) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF16:
-      return "f16";
-    case DType::kBF16:
-      return "bf16";
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
   }
   return "?";
 }

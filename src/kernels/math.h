@@ -22,24 +22,24 @@ inline float pow2_i(int n) {  // 2^n for n in [-126, 127], exact
 
 inline float exp_f32(float x) {
   constexpr float kLog2e = 1.44269502f;
-  constexpr float kLn2Hi = 0.693145752f;   // ln2 with its low 12 bits zero: n·kLn2Hi is exact
+  constexpr float kLn2Hi = 0.693145752f;  // ln2 with its low 12 bits zero: n·kLn2Hi is exact
   constexpr float kLn2Lo = 1.42860677e-06f;
-  constexpr float kRound = 12582912.0f;    // 1.5·2^23: adding it rounds to an integer, ties to even
+  constexpr float kRound = 12582912.0f;  // 1.5·2^23: adding it rounds to an integer, ties to even
   if (std::isnan(x)) return x;
   if (x > 88.7228394f) return std::numeric_limits<float>::infinity();
   if (x < -103.972084f) return 0.0f;
   const float n = (x * kLog2e + kRound) - kRound;
   float r = std::fma(n, -kLn2Hi, x);
   r = std::fma(n, -kLn2Lo, r);
-  float p = 1.98412701e-04f;                // 1/7!
-  p = std::fma(p, r, 1.38888892e-03f);      // 1/6!
-  p = std::fma(p, r, 8.33333377e-03f);      // 1/5!
-  p = std::fma(p, r, 4.16666679e-02f);      // 1/4!
-  p = std::fma(p, r, 1.66666672e-01f);      // 1/3!
+  float p = 1.98412701e-04f;            // 1/7!
+  p = std::fma(p, r, 1.38888892e-03f);  // 1/6!
+  p = std::fma(p, r, 8.33333377e-03f);  // 1/5!
+  p = std::fma(p, r, 4.16666679e-02f);  // 1/4!
+  p = std::fma(p, r, 1.66666672e-01f);  // 1/3!
   p = std::fma(p, r, 0.5f);
   p = std::fma(p, r, 1.0f);
   p = std::fma(p, r, 1.0f);
-  const int ni = static_cast<int>(n);        // in [-150, 128]
+  const int ni = static_cast<int>(n);  // in [-150, 128]
   const int n1 = ni / 2;
   return (p * pow2_i(n1)) * pow2_i(ni - n1);
 }
@@ -65,11 +65,11 @@ inline float log_f32(float x) {
   }
   const float s = (m - 1.0f) / (m + 1.0f);
   const float z = s * s;
-  float p = 0.181818187f;               // 2/11
-  p = std::fma(p, z, 0.222222224f);     // 2/9
-  p = std::fma(p, z, 0.285714298f);     // 2/7
-  p = std::fma(p, z, 0.400000006f);     // 2/5
-  p = std::fma(p, z, 0.666666687f);     // 2/3
+  float p = 0.181818187f;            // 2/11
+  p = std::fma(p, z, 0.222222224f);  // 2/9
+  p = std::fma(p, z, 0.285714298f);  // 2/7
+  p = std::fma(p, z, 0.400000006f);  // 2/5
+  p = std::fma(p, z, 0.666666687f);  // 2/3
   const float log_m = std::fma(s * z, p, 2.0f * s);
   const float ef = static_cast<float>(e);
   return std::fma(ef, kLn2Hi, std::fma(ef, kLn2Lo, log_m));

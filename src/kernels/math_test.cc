@@ -98,8 +98,8 @@ TEST(MathTest, ExpWithinTwoUlpOverDenseSweep) {
       worst_excess_at = x;
     }
   }
-  std::printf("[ measured ] exp_f32 subnormal results: max (error − v/2^-126) = %.4f ulp at x = %.9g\n",
-              worst_excess, worst_excess_at);
+  std::printf("[ measured ] exp_f32 subnormal results: max (error − v/2^-126) = %.4f ulp at x = %.9g\n", worst_excess,
+              worst_excess_at);
   EXPECT_LE(worst_excess, 0.5) << "at x = " << worst_excess_at;
   // Every float with 1/2 ≤ |x| ≤ 1: the reduced argument r = x − n·ln2 sweeps its whole range
   // [−ln2/2, ln2/2] at full density here (n = ±1 and 0), both rounding directions of n included.
@@ -147,10 +147,9 @@ TEST(MathTest, ExpSpecialValues) {
   // must be inf.
   const double overflow = 0x1p128 * (1.0 - 0x1p-25);
   float x_hi = 88.0f;
-  while (std::exp(static_cast<double>(std::nextafter(x_hi, kInf))) < overflow)
-    x_hi = std::nextafter(x_hi, kInf);
-  std::printf("[ measured ] exp overflow threshold: exp_f32(%.9g) = %.9g, exp_f32(%.9g) = %g\n", x_hi,
-              exp_f32(x_hi), std::nextafter(x_hi, kInf), exp_f32(std::nextafter(x_hi, kInf)));
+  while (std::exp(static_cast<double>(std::nextafter(x_hi, kInf))) < overflow) x_hi = std::nextafter(x_hi, kInf);
+  std::printf("[ measured ] exp overflow threshold: exp_f32(%.9g) = %.9g, exp_f32(%.9g) = %g\n", x_hi, exp_f32(x_hi),
+              std::nextafter(x_hi, kInf), exp_f32(std::nextafter(x_hi, kInf)));
   EXPECT_TRUE(std::isfinite(exp_f32(x_hi))) << x_hi;
   EXPECT_LE(ulp_error(exp_f32(x_hi), std::exp(static_cast<double>(x_hi))), 2.0);
   EXPECT_EQ(exp_f32(std::nextafter(x_hi, kInf)), kInf);
@@ -159,8 +158,7 @@ TEST(MathTest, ExpSpecialValues) {
   // 2^-150 rounds to +0. Both neighbours of ln(2^-150) are ≈ 7e-7 relative away from the midpoint,
   // far more than the polynomial's error, so a result that rounds once is exact here.
   float x_lo = -103.0f;
-  while (std::exp(static_cast<double>(std::nextafter(x_lo, -kInf))) > 0x1p-150)
-    x_lo = std::nextafter(x_lo, -kInf);
+  while (std::exp(static_cast<double>(std::nextafter(x_lo, -kInf))) > 0x1p-150) x_lo = std::nextafter(x_lo, -kInf);
   EXPECT_EQ(exp_f32(x_lo), std::numeric_limits<float>::denorm_min()) << x_lo;
   EXPECT_EQ(bits_of(exp_f32(std::nextafter(x_lo, -kInf))), 0u) << std::nextafter(x_lo, -kInf);
   EXPECT_EQ(bits_of(exp_f32(-104.0f)), 0u);
@@ -181,9 +179,8 @@ TEST(MathTest, LogSpecialValues) {
   const float denorm_min = std::numeric_limits<float>::denorm_min();
   const float flt_min = std::numeric_limits<float>::min();
   const float flt_max = std::numeric_limits<float>::max();
-  for (float x :
-       {denorm_min, 2 * denorm_min, std::nextafter(flt_min, 0.0f), flt_min, flt_max, 2.0f, 0.5f,
-        std::nextafter(1.0f, 2.0f), std::nextafter(1.0f, 0.0f), 1.41421354f, 1.41421366f, 0.707106769f}) {
+  for (float x : {denorm_min, 2 * denorm_min, std::nextafter(flt_min, 0.0f), flt_min, flt_max, 2.0f, 0.5f,
+                  std::nextafter(1.0f, 2.0f), std::nextafter(1.0f, 0.0f), 1.41421354f, 1.41421366f, 0.707106769f}) {
     EXPECT_LE(ulp_error(log_f32(x), std::log(static_cast<double>(x))), 2.0) << x;
   }
 }

@@ -44,16 +44,15 @@ void pack_panel(std::span<const MatrixSource> parts, int64_t p, int64_t k, uint8
 
 }  // namespace
 
-PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool,
-                         const RowsPackedFn& on_rows_packed) {
+PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool, const RowsPackedFn& on_rows_packed) {
   DITTO_CHECK(!parts.empty());
   PackedMatrix out;
   out.k = parts[0].k;
   out.dtype = parts[0].dtype;
   for (const MatrixSource& p : parts) {
     if (p.k != out.k || p.dtype != out.dtype)
-      throw_invalid_argument("pack_matrix: parts differ in k (" + std::to_string(p.k) + " vs " +
-                             std::to_string(out.k) + ") or dtype");
+      throw_invalid_argument("pack_matrix: parts differ in k (" + std::to_string(p.k) + " vs " + std::to_string(out.k) +
+                             ") or dtype");
     out.n += p.n;
   }
   const size_t es = dtype_size(out.dtype);

@@ -26,8 +26,8 @@ struct MatrixSource {
 };
 
 struct PackedMatrix {
-  int64_t n = 0;          // output features (rows of W)
-  int64_t k = 0;          // input features (columns of W)
+  int64_t n = 0;  // output features (rows of W)
+  int64_t k = 0;  // input features (columns of W)
   DType dtype = DType::kBF16;
   std::vector<uint8_t, HugePageAllocator<uint8_t>> data;  // [ceil(n/16), k, 16] dtype
 

@@ -9,9 +9,7 @@
 namespace ditto {
 namespace {
 
-float inv_rms(float sum_sq, int64_t n, float eps) {
-  return 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps);
-}
+float inv_rms(float sum_sq, int64_t n, float eps) { return 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps); }
 
 void row_portable(const float* x, int64_t n, const float* weight, float eps, float* y) {
   const float r = inv_rms(dot_f32(x, x, n), n, eps);
@@ -26,8 +24,9 @@ DITTO_AVX512 void row_avx512(const float* x, int64_t n, const float* weight, flo
     _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), r), _mm512_loadu_ps(weight + i)));
   if (i < n) {
     const __mmask16 m = simd::first_lanes_x16(n - i);
-    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), r),
-                                                  _mm512_maskz_loadu_ps(m, weight + i)));
+    _mm512_mask_storeu_ps(
+        y + i, m,
+        _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), r), _mm512_maskz_loadu_ps(m, weight + i)));
   }
 }
 
@@ -60,8 +59,8 @@ void rms_norm_row(const float* x, int64_t n, const float* weight, float eps, flo
   row_fn()(x, n, weight, eps, y);
 }
 
-void rms_norm(const float* x, int64_t rows, int64_t n, int64_t ldx, const float* weight, float eps,
-              float* y, int64_t ldy) {
+void rms_norm(const float* x, int64_t rows, int64_t n, int64_t ldx, const float* weight, float eps, float* y,
+              int64_t ldy) {
   const RowFn fn = row_fn();
   for (int64_t r = 0; r < rows; ++r) fn(x + r * ldx, n, weight, eps, y + r * ldy);
 }

@@ -13,7 +13,7 @@ namespace ditto {
 void rms_norm_row(const float* x, int64_t n, const float* weight, float eps, float* y);
 
 // rows × [n], row strides ldx / ldy (elements); y may alias x when ldx == ldy.
-void rms_norm(const float* x, int64_t rows, int64_t n, int64_t ldx, const float* weight, float eps,
-              float* y, int64_t ldy);
+void rms_norm(const float* x, int64_t rows, int64_t n, int64_t ldx, const float* weight, float eps, float* y,
+              int64_t ldy);
 
 }  // namespace ditto

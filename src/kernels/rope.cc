@@ -63,8 +63,7 @@ DITTO_AVX2 void apply_avx2(float* x, int64_t num_heads, int64_t head_dim, const 
 
 }  // namespace
 
-void rope_cos_sin(const int32_t* positions, int64_t num_tokens, const std::vector<double>& inv_freq,
-                  float* cos_sin) {
+void rope_cos_sin(const int32_t* positions, int64_t num_tokens, const std::vector<double>& inv_freq, float* cos_sin) {
   const int64_t half = static_cast<int64_t>(inv_freq.size());
   for (int64_t t = 0; t < num_tokens; ++t) {
     float* row = cos_sin + t * 2 * half;

@@ -12,8 +12,7 @@ namespace ditto {
 
 // cos_sin: [num_tokens, 2, d/2] f32 — per token, cos(positions[t]·inv_freq[i]) then sin(...).
 // inv_freq: [d/2] float64 rotary frequencies (model-specific, e.g. llama3 scaling applied).
-void rope_cos_sin(const int32_t* positions, int64_t num_tokens, const std::vector<double>& inv_freq,
-                  float* cos_sin);
+void rope_cos_sin(const int32_t* positions, int64_t num_tokens, const std::vector<double>& inv_freq, float* cos_sin);
 
 // Rotates `num_heads` heads of size head_dim stored contiguously at x (in place) with the
 // cos/sin row of one token (cos_sin + t·head_dim).

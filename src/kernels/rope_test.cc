@@ -119,8 +119,7 @@ TEST(RopeTest, TokenAloneEqualsTokenInsideRandomBatches) {
       std::memcpy(x.data() + index * row, x0.data(), sizeof(float) * row);
       for (int64_t t = 0; t < num_tokens; ++t)
         rope_apply(x.data() + t * row, num_heads, head_dim, cs.data() + t * head_dim);
-      ASSERT_TRUE(BitsEqual(y0.data(), x.data() + index * row, row))
-          << "batch " << num_tokens << " index " << index;
+      ASSERT_TRUE(BitsEqual(y0.data(), x.data() + index * row, row)) << "batch " << num_tokens << " index " << index;
     }
   }
 }

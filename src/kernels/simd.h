@@ -40,8 +40,8 @@ DITTO_AVX512 DITTO_INLINE float reduce_lanes_x16(__m512 v) {
   // _mm512_castps512_ps256 also uses, trips -Wuninitialized on its own _mm256_undefined_pd.
   __m256 a = _mm256_add_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
   __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  b = _mm_add_ps(b, _mm_movehl_ps(b, b));           // j += j+2
-  b = _mm_add_ss(b, _mm_shuffle_ps(b, b, 0x55));    // j += j+1
+  b = _mm_add_ps(b, _mm_movehl_ps(b, b));         // j += j+2
+  b = _mm_add_ss(b, _mm_shuffle_ps(b, b, 0x55));  // j += j+1
   return _mm_cvtss_f32(b);
 }
 
@@ -52,9 +52,9 @@ DITTO_AVX512 DITTO_INLINE __m512 pow2_i_x16(__m512i n) {
 
 // exp_f32 of kernels/math.h on 16 lanes, bit for bit.
 DITTO_AVX512 DITTO_INLINE __m512 exp_x16(__m512 x) {
-  const __m512 n = _mm512_sub_ps(
-      _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269502f)), _mm512_set1_ps(12582912.0f)),
-      _mm512_set1_ps(12582912.0f));
+  const __m512 n =
+      _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269502f)), _mm512_set1_ps(12582912.0f)),
+                    _mm512_set1_ps(12582912.0f));
   __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693145752f), x);
   r = _mm512_fmadd_ps(n, _mm512_set1_ps(-1.42860677e-06f), r);
   __m512 p = _mm512_set1_ps(1.98412701e-04f);
@@ -69,24 +69,22 @@ DITTO_AVX512 DITTO_INLINE __m512 exp_x16(__m512 x) {
   // ni / 2 rounded toward zero, as C++ integer division.
   const __m512i n1 = _mm512_srai_epi32(_mm512_add_epi32(ni, _mm512_srli_epi32(ni, 31)), 1);
   __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, pow2_i_x16(n1)), pow2_i_x16(_mm512_sub_epi32(ni, n1)));
-  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-103.972084f), _CMP_LT_OQ), y,
-                           _mm512_setzero_ps());
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-103.972084f), _CMP_LT_OQ), y, _mm512_setzero_ps());
   y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(88.7228394f), _CMP_GT_OQ), y,
                            _mm512_set1_ps(__builtin_inff()));
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
 }
 
 // Mask of the first `n` lanes (n in [0, 16]).
-DITTO_AVX512 DITTO_INLINE __mmask16 first_lanes_x16(int64_t n) {
-  return static_cast<__mmask16>((1u << n) - 1u);
-}
-
+DITTO_AVX512 DITTO_INLINE __mmask16 first_lanes_x16(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
 // dot_f32 of kernels/reduce.h (lane i mod 16 chains, then the tree). B is float32 or bf16.
 template <typename B>
 DITTO_AVX512 DITTO_INLINE __m512 load_x16(const B* p) {
-  if constexpr (sizeof(B) == 2) return load_bf16_x16(reinterpret_cast<const uint16_t*>(p));
-  else return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+  if constexpr (sizeof(B) == 2)
+    return load_bf16_x16(reinterpret_cast<const uint16_t*>(p));
+  else
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
 }
 template <typename B>
 DITTO_AVX512 DITTO_INLINE __m512 maskz_load_x16(__mmask16 m, const B* p) {
@@ -134,9 +132,9 @@ DITTO_AVX2 DITTO_INLINE __m256 pow2_i_x8(__m256i n) {
 }
 
 DITTO_AVX2 DITTO_INLINE __m256 exp_x8(__m256 x) {
-  const __m256 n = _mm256_sub_ps(
-      _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269502f)), _mm256_set1_ps(12582912.0f)),
-      _mm256_set1_ps(12582912.0f));
+  const __m256 n =
+      _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269502f)), _mm256_set1_ps(12582912.0f)),
+                    _mm256_set1_ps(12582912.0f));
   __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693145752f), x);
   r = _mm256_fmadd_ps(n, _mm256_set1_ps(-1.42860677e-06f), r);
   __m256 p = _mm256_set1_ps(1.98412701e-04f);
@@ -150,10 +148,8 @@ DITTO_AVX2 DITTO_INLINE __m256 exp_x8(__m256 x) {
   const __m256i ni = _mm256_cvttps_epi32(n);
   const __m256i n1 = _mm256_srai_epi32(_mm256_add_epi32(ni, _mm256_srli_epi32(ni, 31)), 1);
   __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, pow2_i_x8(n1)), pow2_i_x8(_mm256_sub_epi32(ni, n1)));
-  y = _mm256_blendv_ps(y, _mm256_setzero_ps(),
-                       _mm256_cmp_ps(x, _mm256_set1_ps(-103.972084f), _CMP_LT_OQ));
-  y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()),
-                       _mm256_cmp_ps(x, _mm256_set1_ps(88.7228394f), _CMP_GT_OQ));
+  y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(-103.972084f), _CMP_LT_OQ));
+  y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x, _mm256_set1_ps(88.7228394f), _CMP_GT_OQ));
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
@@ -163,11 +159,12 @@ DITTO_AVX2 DITTO_INLINE __m256i first_lanes_x8(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), idx);
 }
 
-
 template <typename B>
 DITTO_AVX2 DITTO_INLINE __m256 load_x8(const B* p) {
-  if constexpr (sizeof(B) == 2) return load_bf16_x8(reinterpret_cast<const uint16_t*>(p));
-  else return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  if constexpr (sizeof(B) == 2)
+    return load_bf16_x8(reinterpret_cast<const uint16_t*>(p));
+  else
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
 // Lanes [0, n) of p (n in [0, 8]), zeros elsewhere; never reads past p + n.
 template <typename B>
@@ -195,8 +192,8 @@ DITTO_AVX2 DITTO_INLINE float dot_x8x2(const float* a, const B* b, int64_t n) {
     const __m256 m_lo = _mm256_castsi256_ps(first_lanes_x8(r));
     const __m256 m_hi = _mm256_castsi256_ps(first_lanes_x8(r - 8));
     lo = _mm256_blendv_ps(lo, _mm256_fmadd_ps(maskz_load_x8(r, a + i), maskz_load_x8(r, b + i), lo), m_lo);
-    hi = _mm256_blendv_ps(
-        hi, _mm256_fmadd_ps(maskz_load_x8(r - 8, a + i + 8), maskz_load_x8(r - 8, b + i + 8), hi), m_hi);
+    hi = _mm256_blendv_ps(hi, _mm256_fmadd_ps(maskz_load_x8(r - 8, a + i + 8), maskz_load_x8(r - 8, b + i + 8), hi),
+                          m_hi);
   }
   return reduce_lanes_x8x2(lo, hi);
 }

@@ -29,8 +29,7 @@ DITTO_AVX512 float sum_exp_avx512(const float* x, int64_t n, float max) {
   const __m512 mv = _mm512_set1_ps(max);
   __m512 acc = _mm512_setzero_ps();
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    acc = _mm512_add_ps(acc, simd::exp_x16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv)));
+  for (; i + 16 <= n; i += 16) acc = _mm512_add_ps(acc, simd::exp_x16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv)));
   if (i < n) {
     const __mmask16 m = simd::first_lanes_x16(n - i);
     acc = _mm512_mask_add_ps(acc, m, acc, simd::exp_x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv)));
@@ -60,7 +59,8 @@ DITTO_AVX512 void normalize_avx512(const float* x, int64_t n, float max, float s
   const __m512 sv = _mm512_set1_ps(sum);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = simd::first_lanes_x16(n - i < 16 ? n - i : 16);
-    _mm512_mask_storeu_ps(out + i, m, _mm512_div_ps(simd::exp_x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv)), sv));
+    _mm512_mask_storeu_ps(out + i, m,
+                          _mm512_div_ps(simd::exp_x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv)), sv));
   }
 }
 
@@ -77,8 +77,7 @@ DITTO_AVX512 void shift_avx512(const float* x, int64_t n, float max, float log_s
   const __m512 mv = _mm512_set1_ps(max);
   const __m512 lv = _mm512_set1_ps(log_sum);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(out + i, _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv), lv));
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv), lv));
   for (; i < n; ++i) out[i] = (x[i] - max) - log_sum;
 }
 #endif

@@ -153,8 +153,8 @@ TEST(SoftmaxTest, MatchesDoubleReference) {
       }
     }
   }
-  std::printf("[ measured ] log_softmax max error %.3f u·max(1, |ref|); softmax max relative error %.3f u\n",
-              worst_lp, worst_p);
+  std::printf("[ measured ] log_softmax max error %.3f u·max(1, |ref|); softmax max relative error %.3f u\n", worst_lp,
+              worst_p);
 }
 
 TEST(SoftmaxTest, MaskedEntriesAndConstantRows) {

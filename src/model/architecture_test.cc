@@ -42,11 +42,20 @@ void register_variant() {
 
 // A tiny config of `architecture`: 2 layers, hidden 64, 4 heads / 2 KV heads of 16, vocab 300.
 json tiny_config(const std::string& architecture) {
-  return {{"architectures", {architecture}}, {"vocab_size", 300},           {"hidden_size", 64},
-          {"intermediate_size", 96},         {"num_hidden_layers", 2},      {"num_attention_heads", 4},
-          {"num_key_value_heads", 2},        {"head_dim", 16},              {"rms_norm_eps", 1e-6},
-          {"rope_theta", 1000000.0},         {"max_position_embeddings", 4096}, {"tie_word_embeddings", true},
-          {"initializer_range", 0.1},        {"torch_dtype", "bfloat16"}};
+  return {{"architectures", {architecture}},
+          {"vocab_size", 300},
+          {"hidden_size", 64},
+          {"intermediate_size", 96},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},
+          {"head_dim", 16},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", 1000000.0},
+          {"max_position_embeddings", 4096},
+          {"tie_word_embeddings", true},
+          {"initializer_range", 0.1},
+          {"torch_dtype", "bfloat16"}};
 }
 
 // config.json and seeded weights (they depend only on the seed and each tensor's name).
@@ -81,9 +90,8 @@ TEST(Architecture, RegistryListsTheBuiltInsFirst) {
   EXPECT_EQ(find_architecture_by_model_type("qwen3_moe")->gguf.arch, "qwen3moe");
   EXPECT_EQ(find_architecture("MistralForCausalLM"), nullptr);
   Architecture duplicate = *find_architecture("LlamaForCausalLM");
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { register_architecture(duplicate); }, ErrorCode::kInvalidArgument),
-      "LlamaForCausalLM", "already registered");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { register_architecture(duplicate); }, ErrorCode::kInvalidArgument),
+                           "LlamaForCausalLM", "already registered");
 }
 
 TEST(Architecture, AVariantAddedThroughTheRegistryAloneMatchesQwen3BitForBit) {
@@ -108,10 +116,13 @@ TEST(Architecture, AVariantAddedThroughTheRegistryAloneMatchesQwen3BitForBit) {
   const std::vector<float> llama = prompt_logits(write_model(llama_dir, tiny_config("LlamaForCausalLM")));
   EXPECT_NE(std::memcmp(variant.data(), llama.data(), variant.size() * sizeof(float)), 0);
   llama_dir.write("config.json", tiny_config(kVariant).dump());
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { ThreadPool pool(1); CausalLM::load(llama_dir.path().string(), &pool); },
-                    ErrorCode::kNotFound),
-      "self_attn.q_norm.weight", kVariant);
+  DITTO_EXPECT_MESSAGE_HAS(error_message(
+                               [&] {
+                                 ThreadPool pool(1);
+                                 CausalLM::load(llama_dir.path().string(), &pool);
+                               },
+                               ErrorCode::kNotFound),
+                           "self_attn.q_norm.weight", kVariant);
 
   // No GGUF mapping in its entry: the converter refuses it by name.
   DITTO_EXPECT_MESSAGE_HAS(

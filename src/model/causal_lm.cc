@@ -48,9 +48,8 @@ PackedMatrix load_matrix(const WeightStore& store, const std::vector<std::string
     const TensorInfo& t = store.get(name);
     infos.push_back(&t);
     if (!parts.empty() && t.dtype != parts[0].dtype)
-      throw_invalid_argument("tensor '" + name + "' has dtype " + std::string(dtype_name(t.dtype)) +
-                             " but '" + names[0] + "', fused with it, has " +
-                             std::string(dtype_name(parts[0].dtype)));
+      throw_invalid_argument("tensor '" + name + "' has dtype " + std::string(dtype_name(t.dtype)) + " but '" +
+                             names[0] + "', fused with it, has " + std::string(dtype_name(parts[0].dtype)));
     parts.push_back(MatrixSource{t.data, t.dtype, t.shape[0], t.shape[1]});
   }
   const auto release_rows = [&](size_t part, int64_t row_begin, int64_t row_end) {
@@ -97,10 +96,10 @@ std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_dir, ThreadPoo
   // is packed), so loading needs about the checkpoint's size. Refuse now, with the numbers, rather
   // than be killed for memory halfway.
   if (const std::optional<int64_t> available = mem_available_bytes(); available && store.total_bytes() > *available)
-    throw Error(ErrorCode::kResourceExhausted,
-                model_dir + ": the weights need " + format_gib(store.total_bytes()) + " of memory, but " +
-                    format_gib(*available) + " is available (MemAvailable, /proc/meminfo); free memory or use a "
-                    "machine with more");
+    throw Error(ErrorCode::kResourceExhausted, model_dir + ": the weights need " + format_gib(store.total_bytes()) +
+                                                   " of memory, but " + format_gib(*available) +
+                                                   " is available (MemAvailable, /proc/meminfo); free memory or use a "
+                                                   "machine with more");
   m->load_stats_.num_tensors = static_cast<int64_t>(expected_tensors(c).size());
   m->load_stats_.weight_bytes = store.total_bytes();
   m->inv_freq_ = rope_inv_freq(c);
@@ -173,16 +172,14 @@ std::vector<float>* CausalLM::vector_slot(WeightSlot slot, int64_t layer) {
 }
 
 int64_t CausalLM::decode_weight_bytes() const {
-  auto matrix = [](const PackedMatrix& w) {
-    return w.n * w.k * static_cast<int64_t>(dtype_size(w.dtype));
-  };
+  auto matrix = [](const PackedMatrix& w) { return w.n * w.k * static_cast<int64_t>(dtype_size(w.dtype)); };
   auto vec = [](const std::vector<float>& v) { return static_cast<int64_t>(v.size() * sizeof(float)); };
   int64_t bytes = vec(norm_) + matrix(config_.tie_word_embeddings ? embed_tokens_ : lm_head_);
   for (const DecoderLayerWeights& l : layers_) {
     bytes += matrix(l.qkv_proj) + matrix(l.o_proj);
     if (l.is_moe()) {  // the router, and k experts of equal size
-      bytes += matrix(l.router) + config_.num_experts_per_tok * (matrix(l.experts[0].gate_up_proj) +
-                                                                  matrix(l.experts[0].down_proj));
+      bytes += matrix(l.router) +
+               config_.num_experts_per_tok * (matrix(l.experts[0].gate_up_proj) + matrix(l.experts[0].down_proj));
     } else {
       bytes += matrix(l.gate_up_proj) + matrix(l.down_proj);
     }
@@ -227,9 +224,8 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
       for (int64_t e = 0; e < num_experts; ++e) order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
       // (probability desc, id asc); NaN ranks last, so the order is a strict weak one.
       auto key = [&](int32_t e) { return std::isnan(p[e]) ? -INFINITY : p[e]; };
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-        return key(a) > key(b) || (key(a) == key(b) && a < b);
-      });
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [&](int32_t a, int32_t b) { return key(a) > key(b) || (key(a) == key(b) && a < b); });
       float sum = 0.0f;
       for (int64_t j = 0; j < k; ++j) sum += p[order[static_cast<size_t>(j)]];
       for (int64_t j = 0; j < k; ++j) {
@@ -250,10 +246,12 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
   for (int64_t e = 0; e < num_experts; ++e) begin[static_cast<size_t>(e) + 1] += begin[static_cast<size_t>(e)];
   std::vector<int64_t> fill(begin.begin(), begin.end() - 1);
   std::vector<int64_t> row_of(static_cast<size_t>(rows));  // pair (t, j) → its row in xg / y
-  for (int64_t i = 0; i < rows; ++i) row_of[static_cast<size_t>(i)] = fill[static_cast<size_t>(expert[static_cast<size_t>(i)])]++;
+  for (int64_t i = 0; i < rows; ++i)
+    row_of[static_cast<size_t>(i)] = fill[static_cast<size_t>(expert[static_cast<size_t>(i)])]++;
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     for (int64_t i = t0 * k; i < t1 * k; ++i)
-      std::memcpy(xg + row_of[static_cast<size_t>(i)] * hidden, x + (i / k) * hidden, static_cast<size_t>(hidden) * sizeof(float));
+      std::memcpy(xg + row_of[static_cast<size_t>(i)] * hidden, x + (i / k) * hidden,
+                  static_cast<size_t>(hidden) * sizeof(float));
   });
 
   // Each expert over its tokens: its weights are read once for all of them.
@@ -303,8 +301,14 @@ CausalLM::Activations CausalLM::activations(int64_t num_tokens) const {
   const auto q_dim = static_cast<size_t>(c.num_attention_heads * c.head_dim);
   const auto qkv_dim = q_dim + 2 * static_cast<size_t>(c.num_key_value_heads * c.head_dim);
   const auto inter = static_cast<size_t>(c.intermediate_size);
-  const size_t sizes[] = {n * hidden,    n * hidden, n * qkv_dim, n * q_dim, n * 2 * inter, n * inter,
-                          n * hidden,    n * static_cast<size_t>(c.head_dim),
+  const size_t sizes[] = {n * hidden,
+                          n * hidden,
+                          n * qkv_dim,
+                          n * q_dim,
+                          n * 2 * inter,
+                          n * inter,
+                          n * hidden,
+                          n * static_cast<size_t>(c.head_dim),
                           c.is_moe() ? moe_scratch_floats(num_tokens) : 0};
   size_t total = 0;
   for (size_t sz : sizes) total += sz;
@@ -402,8 +406,8 @@ void CausalLM::attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, co
     write_kv(qkv + t0 * qkv_dim + q_dim, qkv_dim, qkv + t0 * qkv_dim + q_dim + kv_dim, qkv_dim,
              batch.slot_mapping.data() + t0, t1 - t0, kv_dim, kv);
   });
-  paged_attention(qkv, qkv_dim, batch.positions.data(), batch.token_seq.data(), num_tokens,
-                  batch.block_tables.data(), batch.max_blocks_per_seq, kv, shape, a.attn.data(), q_dim, pool_);
+  paged_attention(qkv, qkv_dim, batch.positions.data(), batch.token_seq.data(), num_tokens, batch.block_tables.data(),
+                  batch.max_blocks_per_seq, kv, shape, a.attn.data(), q_dim, pool_);
   gemm(a.attn.data(), num_tokens, q_dim, l.o_proj, a.delta.data(), hidden, pool_);
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     add_bias(a.delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.o_bias);

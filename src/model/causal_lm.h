@@ -59,8 +59,8 @@ struct DecoderLayerWeights {
   PackedMatrix down_proj;                       // [hidden_size, intermediate_size]
   std::vector<float> down_bias;                 // [hidden_size] f32, empty without mlp_bias
   // Sparse MoE layers (gate_up_proj/down_proj above are then empty):
-  PackedMatrix router;                          // [num_experts, hidden_size] mlp.gate.weight
-  std::vector<ExpertWeights> experts;           // [num_experts]
+  PackedMatrix router;                 // [num_experts, hidden_size] mlp.gate.weight
+  std::vector<ExpertWeights> experts;  // [num_experts]
   bool is_moe() const { return !experts.empty(); }
 };
 
@@ -119,19 +119,18 @@ class CausalLM {
 
   // The sparse MoE block for x [num_tokens, hidden_size] into delta [num_tokens, hidden_size]
   // (see the file comment). scratch holds moe_scratch_floats(num_tokens) floats.
-  void moe_block(const DecoderLayerWeights& l, const float* x, int64_t num_tokens, float* delta,
-                 float* scratch) const;
+  void moe_block(const DecoderLayerWeights& l, const float* x, int64_t num_tokens, float* delta, float* scratch) const;
   size_t moe_scratch_floats(int64_t num_tokens) const;
 
   ModelConfig config_;
   ThreadPool* pool_ = nullptr;
   LoadStats load_stats_;
-  std::vector<double> inv_freq_;            // [head_dim / 2] f64 rotary frequencies
-  PackedMatrix embed_tokens_;               // [vocab_size, hidden_size] checkpoint dtype
-  std::vector<DecoderLayerWeights> layers_; // [num_hidden_layers]
-  std::vector<float> norm_;                 // [hidden_size] f32 final RMSNorm
-  PackedMatrix lm_head_;                    // [vocab_size, hidden_size] checkpoint dtype; empty when tied
-  mutable std::vector<float> arena_;        // forward()'s Activations, reused across calls
+  std::vector<double> inv_freq_;             // [head_dim / 2] f64 rotary frequencies
+  PackedMatrix embed_tokens_;                // [vocab_size, hidden_size] checkpoint dtype
+  std::vector<DecoderLayerWeights> layers_;  // [num_hidden_layers]
+  std::vector<float> norm_;                  // [hidden_size] f32 final RMSNorm
+  PackedMatrix lm_head_;                     // [vocab_size, hidden_size] checkpoint dtype; empty when tied
+  mutable std::vector<float> arena_;         // forward()'s Activations, reused across calls
 };
 
 }  // namespace ditto

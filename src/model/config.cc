@@ -27,8 +27,8 @@ const Architecture& resolve_architecture(const json& j, const JsonFields& r, con
     }
     const Architecture* arch = find_architecture((*a)[0].get<std::string>());
     if (arch == nullptr) {
-      throw_invalid_argument(source + ": unsupported architecture: 'architectures' is " +
-                             j["architectures"].dump() + "; ditto supports " + join(supported_architectures()));
+      throw_invalid_argument(source + ": unsupported architecture: 'architectures' is " + j["architectures"].dump() +
+                             "; ditto supports " + join(supported_architectures()));
     }
     return *arch;
   }
@@ -97,9 +97,8 @@ std::vector<std::string> supported_architectures() {
 }
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {
-  return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) ==
-             mlp_only_layers.end() &&
-         num_experts > 0 && (layer + 1) % decoder_sparse_step == 0;
+  return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end() && num_experts > 0 &&
+         (layer + 1) % decoder_sparse_step == 0;
 }
 
 ModelConfig parse_model_config(const json& j, const std::string& source) {
@@ -118,8 +117,7 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
   c.num_hidden_layers = r.get_int("num_hidden_layers", d.num_hidden_layers);
   c.num_attention_heads = r.get_int("num_attention_heads", d.num_attention_heads);
   c.num_key_value_heads =
-      r.get_int("num_key_value_heads",
-                d.num_key_value_heads > 0 ? d.num_key_value_heads : c.num_attention_heads);
+      r.get_int("num_key_value_heads", d.num_key_value_heads > 0 ? d.num_key_value_heads : c.num_attention_heads);
   c.max_position_embeddings = r.get_int("max_position_embeddings", d.max_position_embeddings);
   for (const auto& [key, value] : {std::pair<const char*, int64_t>{"vocab_size", c.vocab_size},
                                    {"hidden_size", c.hidden_size},
@@ -140,10 +138,8 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
     require_positive(r, "head_dim", c.head_dim);
   } else {
     if (c.hidden_size % c.num_attention_heads != 0) {
-      r.fail("hidden_size", "(" + std::to_string(c.hidden_size) +
-                                ") must be divisible by 'num_attention_heads' (" +
-                                std::to_string(c.num_attention_heads) +
-                                ") when 'head_dim' is not set");
+      r.fail("hidden_size", "(" + std::to_string(c.hidden_size) + ") must be divisible by 'num_attention_heads' (" +
+                                std::to_string(c.num_attention_heads) + ") when 'head_dim' is not set");
     }
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
@@ -204,17 +200,16 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
     if (c.num_experts < 0) r.fail("num_experts", "must not be negative");
     if (c.num_experts > 0) {
       if (c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts) {
-        r.fail("num_experts_per_tok",
-               "must be in [1, num_experts=" + std::to_string(c.num_experts) + "], got " +
-                   std::to_string(c.num_experts_per_tok));
+        r.fail("num_experts_per_tok", "must be in [1, num_experts=" + std::to_string(c.num_experts) + "], got " +
+                                          std::to_string(c.num_experts_per_tok));
       }
       require_positive(r, "moe_intermediate_size", c.moe_intermediate_size);
     }
     require_positive(r, "decoder_sparse_step", c.decoder_sparse_step);
     for (int64_t layer : c.mlp_only_layers) {
       if (layer < 0 || layer >= c.num_hidden_layers) {
-        r.fail("mlp_only_layers", "holds layer " + std::to_string(layer) + ", outside [0, " +
-                                      std::to_string(c.num_hidden_layers) + ")");
+        r.fail("mlp_only_layers",
+               "holds layer " + std::to_string(layer) + ", outside [0, " + std::to_string(c.num_hidden_layers) + ")");
       }
     }
   }

@@ -27,8 +27,8 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string architecture;  // a registered name (model/architecture.h): "Qwen3ForCausalLM", ...
-  std::string model_type;    // "qwen3" | "llama" | "qwen3_moe" (as written, or derived)
+  std::string architecture;       // a registered name (model/architecture.h): "Qwen3ForCausalLM", ...
+  std::string model_type;         // "qwen3" | "llama" | "qwen3_moe" (as written, or derived)
   ArchitectureFeatures features;  // the registry entry's, what the forward pass and the tensors follow
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;

@@ -91,10 +91,8 @@ TEST(ModelConfig, HuggingFaceDefaults) {
   EXPECT_FALSE(q.bos_token_id.has_value());
   EXPECT_TRUE(q.eos_token_ids.empty());
 
-  const ModelConfig l = parse_model_config({{"architectures", {"LlamaForCausalLM"}},
-                                            {"num_attention_heads", 16},
-                                            {"num_key_value_heads", nullptr}},
-                                           kSrc);
+  const ModelConfig l = parse_model_config(
+      {{"architectures", {"LlamaForCausalLM"}}, {"num_attention_heads", 16}, {"num_key_value_heads", nullptr}}, kSrc);
   EXPECT_EQ(l.vocab_size, 32000);
   EXPECT_EQ(l.intermediate_size, 11008);
   EXPECT_EQ(l.num_key_value_heads, 16);  // None -> num_attention_heads
@@ -128,19 +126,17 @@ TEST(ModelConfig, ArchitectureFallsBackToModelType) {
 TEST(ModelConfig, UnknownArchitectureNamesValueAndSupportedList) {
   json j = qwen3();
   j["architectures"] = {"MistralForCausalLM"};
-  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "architectures", "MistralForCausalLM",
-                           "Qwen3ForCausalLM", "LlamaForCausalLM", "Qwen3MoeForCausalLM");
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "architectures", "MistralForCausalLM", "Qwen3ForCausalLM",
+                           "LlamaForCausalLM", "Qwen3MoeForCausalLM");
 }
 
 TEST(ModelConfig, MalformedJsonNamesFileAndPosition) {
   TempDir dir;
   const std::string path = dir.write("config.json", "{\"hidden_size\": 12,\n  oops }");
-  const std::string msg =
-      error_message([&] { load_model_config(path); }, ErrorCode::kInvalidArgument);
+  const std::string msg = error_message([&] { load_model_config(path); }, ErrorCode::kInvalidArgument);
   DITTO_EXPECT_MESSAGE_HAS(msg, path, "byte");
   const std::string missing = dir.file("nope.json");
-  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { load_model_config(missing); }, ErrorCode::kNotFound),
-                           missing);
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { load_model_config(missing); }, ErrorCode::kNotFound), missing);
 }
 
 TEST(ModelConfig, LoadsFromFile) {
@@ -150,16 +146,15 @@ TEST(ModelConfig, LoadsFromFile) {
 }
 
 TEST(ModelConfig, WrongTypesNameTheKey) {
-  for (const auto& [key, value] :
-       std::vector<std::pair<std::string, json>>{{"hidden_size", "1024"},
-                                                 {"num_hidden_layers", 2.5},
-                                                 {"rms_norm_eps", "small"},
-                                                 {"tie_word_embeddings", 1},
-                                                 {"hidden_act", 7},
-                                                 {"vocab_size", nullptr},
-                                                 {"architectures", "Qwen3ForCausalLM"},
-                                                 {"rope_scaling", "llama3"},
-                                                 {"eos_token_id", "x"}}) {
+  for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{{"hidden_size", "1024"},
+                                                                            {"num_hidden_layers", 2.5},
+                                                                            {"rms_norm_eps", "small"},
+                                                                            {"tie_word_embeddings", 1},
+                                                                            {"hidden_act", 7},
+                                                                            {"vocab_size", nullptr},
+                                                                            {"architectures", "Qwen3ForCausalLM"},
+                                                                            {"rope_scaling", "llama3"},
+                                                                            {"eos_token_id", "x"}}) {
     json j = qwen3();
     j[key] = value;
     if (key == "vocab_size") j.erase("vocab_size"), j["vocab_size"] = "big";
@@ -301,10 +296,8 @@ TEST(ExpectedTensors, MoeLayers) {
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& s : t) shapes[s.name] = s.shape;
   EXPECT_EQ(shapes.at("model.layers.0.mlp.gate.weight"), (std::vector<int64_t>{3, 2048}));
-  EXPECT_EQ(shapes.at("model.layers.0.mlp.experts.2.gate_proj.weight"),
-            (std::vector<int64_t>{768, 2048}));
-  EXPECT_EQ(shapes.at("model.layers.0.mlp.experts.2.down_proj.weight"),
-            (std::vector<int64_t>{2048, 768}));
+  EXPECT_EQ(shapes.at("model.layers.0.mlp.experts.2.gate_proj.weight"), (std::vector<int64_t>{768, 2048}));
+  EXPECT_EQ(shapes.at("model.layers.0.mlp.experts.2.down_proj.weight"), (std::vector<int64_t>{2048, 768}));
   EXPECT_FALSE(shapes.count("model.layers.0.mlp.gate_proj.weight"));
   EXPECT_EQ(shapes.at("model.layers.1.mlp.gate_proj.weight"), (std::vector<int64_t>{6144, 2048}));
   EXPECT_FALSE(shapes.count("model.layers.1.mlp.gate.weight"));

@@ -20,7 +20,8 @@ std::vector<int64_t> eos_token_ids(const std::string& model_dir, const ModelConf
     ids.push_back(e.get<int64_t>());
   } else if (e.is_array()) {
     for (const auto& v : e) {
-      if (!v.is_number_integer()) throw_invalid_argument(path + ": key 'eos_token_id': expected integers, got " + v.dump());
+      if (!v.is_number_integer())
+        throw_invalid_argument(path + ": key 'eos_token_id': expected integers, got " + v.dump());
       ids.push_back(v.get<int64_t>());
     }
   } else {

@@ -40,7 +40,7 @@ std::string join(const std::vector<std::string>& items) {
 // general.size_label: gguf.utility.model_weight_count_rounded_notation ("596M", "1.2B").
 std::string size_label(uint64_t n) {
   const double x = static_cast<double>(n);
-  const auto [scaled, suffix] = x > 1e12 ? std::pair(x * 1e-12, 'T')
+  const auto [scaled, suffix] = x > 1e12  ? std::pair(x * 1e-12, 'T')
                                 : x > 1e9 ? std::pair(x * 1e-9, 'B')
                                 : x > 1e6 ? std::pair(x * 1e-6, 'M')
                                           : std::pair(x * 1e-3, 'K');
@@ -59,12 +59,12 @@ void check_moe_exportable(const ModelConfig& c, const std::string& arch, const s
     if (c.is_moe_layer(layer)) continue;
     std::string only;
     for (int64_t l : c.mlp_only_layers) only += (only.empty() ? "" : ", ") + std::to_string(l);
-    throw_invalid_argument(
-        config_path + ": layer " + std::to_string(layer) + " is dense (mlp_only_layers = [" + only +
-        "], decoder_sparse_step = " + std::to_string(c.decoder_sparse_step) +
-        "); llama.cpp's " + arch + " architecture has a sparse MoE block on every layer and no dense MLP "
-        "tensors (convert_hf_to_gguf.py cannot map model.layers." + std::to_string(layer) +
-        ".mlp.gate_proj.weight either)");
+    throw_invalid_argument(config_path + ": layer " + std::to_string(layer) + " is dense (mlp_only_layers = [" + only +
+                           "], decoder_sparse_step = " + std::to_string(c.decoder_sparse_step) + "); llama.cpp's " +
+                           arch +
+                           " architecture has a sparse MoE block on every layer and no dense MLP "
+                           "tensors (convert_hf_to_gguf.py cannot map model.layers." +
+                           std::to_string(layer) + ".mlp.gate_proj.weight either)");
   }
   if (!c.norm_topk_prob) {
     std::fprintf(stderr,
@@ -80,23 +80,30 @@ void add_sampling(GgufWriter& w, const std::string& dir) {
   const std::string path = dir + "/generation_config.json";
   const std::optional<json> g = read_json_file_if_present(path);
   if (!g) return;
-  struct Key { const char* hf; const char* alt; const char* gguf; char kind; };  // s, i, f
-  static const Key kKeys[] = {
-      {"sequence", "", "sequence", 's'},         {"top_k", "", "top_k", 'i'},
-      {"top_p", "", "top_p", 'f'},               {"min_p", "", "min_p", 'f'},
-      {"xtc_probability", "", "xtc_probability", 'f'}, {"xtc_threshold", "", "xtc_threshold", 'f'},
-      {"temperature", "", "temp", 'f'},          {"penalty_last_n", "", "penalty_last_n", 'i'},
-      {"penalty_repeat", "repetition_penalty", "penalty_repeat", 'f'},
-      {"mirostat", "", "mirostat", 'i'},         {"mirostat_tau", "", "mirostat_tau", 'f'},
-      {"mirostat_eta", "", "mirostat_eta", 'f'}};
+  struct Key {
+    const char* hf;
+    const char* alt;
+    const char* gguf;
+    char kind;
+  };  // s, i, f
+  static const Key kKeys[] = {{"sequence", "", "sequence", 's'},
+                              {"top_k", "", "top_k", 'i'},
+                              {"top_p", "", "top_p", 'f'},
+                              {"min_p", "", "min_p", 'f'},
+                              {"xtc_probability", "", "xtc_probability", 'f'},
+                              {"xtc_threshold", "", "xtc_threshold", 'f'},
+                              {"temperature", "", "temp", 'f'},
+                              {"penalty_last_n", "", "penalty_last_n", 'i'},
+                              {"penalty_repeat", "repetition_penalty", "penalty_repeat", 'f'},
+                              {"mirostat", "", "mirostat", 'i'},
+                              {"mirostat_tau", "", "mirostat_tau", 'f'},
+                              {"mirostat_eta", "", "mirostat_eta", 'f'}};
   for (const Key& k : kKeys) {
     const char* name = g->contains(k.hf) ? k.hf : k.alt;
     if (!g->contains(name) || (*g)[name].is_null()) continue;
     const json& val = (*g)[name];
     const std::string key = std::string("general.sampling.") + k.gguf;
-    const bool ok = k.kind == 's'   ? val.is_string()
-                    : k.kind == 'i' ? val.is_number_integer()
-                                    : val.is_number();
+    const bool ok = k.kind == 's' ? val.is_string() : k.kind == 'i' ? val.is_number_integer() : val.is_number();
     if (!ok) throw_invalid_argument(path + ": " + name + " = " + val.dump() + " has the wrong type");
     if (k.kind == 's') w.add_string(key, val.get<std::string>());
     if (k.kind == 'i') w.add_i32(key, val.get<int32_t>());
@@ -124,8 +131,8 @@ std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const GgufArchitectur
       std::vector<std::string> archs;
       for (const Architecture& a : architectures())
         if (a.gguf.rope_freqs) archs.push_back(a.gguf.arch);
-      throw_invalid_argument("rope_scaling '" + c.rope_scaling->rope_type + "' cannot be exported for " +
-                             c.model_type + ": llama.cpp reads it (as rope_freqs) only for " + join(archs));
+      throw_invalid_argument("rope_scaling '" + c.rope_scaling->rope_type + "' cannot be exported for " + c.model_type +
+                             ": llama.cpp reads it (as rope_freqs) only for " + join(archs));
     }
     TensorPlan p;
     p.generated = llama3_rope_freq_divisors(c);
@@ -246,8 +253,8 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
     std::vector<std::string> exportable;
     for (const Architecture& a : architectures())
       if (!a.gguf.arch.empty()) exportable.push_back(a.name);
-    throw_invalid_argument(config_path + ": architecture '" + arch_name + "' cannot be exported to GGUF (supported: " +
-                           join(exportable) + ")");
+    throw_invalid_argument(config_path + ": architecture '" + arch_name +
+                           "' cannot be exported to GGUF (supported: " + join(exportable) + ")");
   }
   const ModelConfig c = parse_model_config(config_json, config_path);
   const GgufArchitecture& g = find_architecture(c.architecture)->gguf;
@@ -261,8 +268,7 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
   try {
     vocab = read_gguf_vocab(dir, config_json, c.vocab_size);
   } catch (const json::exception& e) {  // a field of the wrong type or missing
-    throw_invalid_argument(dir + "/tokenizer.json (or tokenizer_config.json): unexpected structure: " +
-                           e.what());
+    throw_invalid_argument(dir + "/tokenizer.json (or tokenizer_config.json): unexpected structure: " + e.what());
   }
 
   uint32_t file_type = kFileTypeMostlyF16;  // the converter's fallback
@@ -270,8 +276,9 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
   for (const TensorPlan& p : plan) {
     if (!p.sources.empty() && p.spec.shape.size() >= 2 && !file_type_set) {
       const DType dtype = p.sources.front()->dtype;
-      file_type = dtype == DType::kBF16 ? kFileTypeMostlyBF16
-                  : dtype == DType::kF16 ? kFileTypeMostlyF16 : kFileTypeAllF32;
+      file_type = dtype == DType::kBF16  ? kFileTypeMostlyBF16
+                  : dtype == DType::kF16 ? kFileTypeMostlyF16
+                                         : kFileTypeAllF32;
       file_type_set = true;
     }
   }
@@ -328,6 +335,5 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
   w.finish();
   return {arch, plan.size(), label, w.bytes_written()};
 }
-
 
 }  // namespace ditto

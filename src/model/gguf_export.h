@@ -24,10 +24,12 @@
 //    every layer and always renormalises the top-k weights: a dense layer (mlp_only_layers,
 //    decoder_sparse_step) is refused, as the converter refuses it (QWEN3MOE has no ffn_gate tensor);
 //    norm_topk_prob = false is written (no key holds it) with a warning.
-//  - GgufArchitecture::permute_qk (llama): q_proj / k_proj rows regrouped per head (LlamaModel.permute), because llama.cpp's
+//  - GgufArchitecture::permute_qk (llama): q_proj / k_proj rows regrouped per head (LlamaModel.permute), because
+//  llama.cpp's
 //    LLAMA graph rotates adjacent pairs while Hugging Face rotates the two halves of a head; Qwen3
 //    runs NEOX-style (halves) RoPE in llama.cpp and is written as is.
-//  - llama3 rope_scaling (GgufArchitecture::rope_freqs): a rope_freqs.weight [head_dim / 2] F32 tensor of per-frequency divisors
+//  - llama3 rope_scaling (GgufArchitecture::rope_freqs): a rope_freqs.weight [head_dim / 2] F32 tensor of per-frequency
+//  divisors
 //    (LlamaModel.generate_extra_tensors); no rope.scaling.* keys.
 //  - tokenizer "gpt2" (byte-level BPE): tokens padded to vocab_size with "[PAD<i>]", token types,
 //    merges, the pre-tokenizer named by its split regex, special ids and add_*_token flags as
@@ -40,7 +42,7 @@
 namespace ditto {
 
 struct GgufExportSummary {
-  std::string arch;        // general.architecture
+  std::string arch;  // general.architecture
   size_t num_tensors = 0;
   std::string size_label;  // general.size_label ("596M", "128x1.8B")
   uint64_t bytes = 0;      // the file's size

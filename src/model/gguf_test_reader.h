@@ -82,13 +82,13 @@ class GgufBytesReader {
     Value out;
     out.type = type;
     switch (type) {
-      case 0: out.v = uint(1); break;                                     // u8
+      case 0: out.v = uint(1); break;  // u8
       case 1: out.v = static_cast<int64_t>(static_cast<int8_t>(uint(1))); break;
       case 2: out.v = uint(2); break;
       case 3: out.v = static_cast<int64_t>(static_cast<int16_t>(uint(2))); break;
-      case 4: out.v = uint(4); break;                                     // u32
+      case 4: out.v = uint(4); break;  // u32
       case 5: out.v = static_cast<int64_t>(static_cast<int32_t>(uint(4))); break;
-      case 6: {                                                           // f32
+      case 6: {  // f32
         const uint32_t bits = static_cast<uint32_t>(uint(4));
         float f;
         std::memcpy(&f, &bits, 4);

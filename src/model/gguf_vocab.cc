@@ -43,7 +43,7 @@ const json& value_or_null(const json& obj, const std::string& key) {
   return it == obj.end() ? kNull : *it;
 }
 
-bool looks_special(const std::string& t) {  // TextModel.does_token_look_special
+bool looks_special(const std::string& t) {                                 // TextModel.does_token_look_special
   auto wrapped = [&](const std::string& open, const std::string& close) {  // may overlap, as in Python
     return t.rfind(open, 0) == 0 && t.size() >= close.size() &&
            t.compare(t.size() - close.size(), close.size(), close) == 0;
@@ -54,9 +54,8 @@ bool looks_special(const std::string& t) {  // TextModel.does_token_look_special
 
 std::string pre_tokenizer_name(const json& tok, const std::string& path) {
   const json pre = value_or_null(tok, "pre_tokenizer");
-  const json list = pre.is_object() && pre.value("type", "") == "Sequence"
-                        ? value_or_null(pre, "pretokenizers")
-                        : json::array({pre});
+  const json list =
+      pre.is_object() && pre.value("type", "") == "Sequence" ? value_or_null(pre, "pretokenizers") : json::array({pre});
   for (const json& p : list) {
     if (!p.is_object() || p.value("type", "") != "Split") continue;
     const json regex = value_or_null(value_or_null(p, "pattern"), "Regex");
@@ -67,7 +66,8 @@ std::string pre_tokenizer_name(const json& tok, const std::string& path) {
                            " is not one llama.cpp knows here (supported: the Qwen2/Qwen3 and "
                            "Llama 3 tokenizers)");
   }
-  throw_invalid_argument(path + ": pre_tokenizer has no Split regex (supported: the Qwen2/Qwen3 and "
+  throw_invalid_argument(path +
+                         ": pre_tokenizer has no Split regex (supported: the Qwen2/Qwen3 and "
                          "Llama 3 byte-level BPE tokenizers)");
 }
 
@@ -88,12 +88,9 @@ void parse_normalizer(const json& n, GgufVocab& v) {  // SpecialVocab._parse_nor
 
 // SpecialVocab's crude reading of a TemplateProcessing post-processor: whether BOS / EOS / SEP
 // are added, and which tokens they are when tokenizer_config.json does not say.
-void read_template_processing(const json& proc, json& tc, OrderedMap<bool>& add,
-                              std::vector<std::string>& types) {
+void read_template_processing(const json& proc, json& tc, OrderedMap<bool>& add, std::vector<std::string>& types) {
   const json single = value_or_null(proc, "single"), pair = value_or_null(proc, "pair");
-  auto special_id = [](const json& item) {
-    return value_or_null(value_or_null(item, "SpecialToken"), "id");
-  };
+  auto special_id = [](const json& item) { return value_or_null(value_or_null(item, "SpecialToken"), "id"); };
   json bos = value_or_null(tc, "bos_token"), cls = value_or_null(tc, "cls_token");
   json eos = value_or_null(tc, "eos_token"), sep = value_or_null(tc, "sep_token");
   json first, last;
@@ -153,7 +150,8 @@ GgufVocab read_gguf_vocab(const std::string& dir, const json& config, int64_t vo
   json tc = read_json_file_if_present(dir + "/tokenizer_config.json").value_or(json::object());
   const json& model = value_or_null(tok, "model");
   if (value_or_null(model, "type") != "BPE" || !value_or_null(model, "vocab").is_object()) {
-    throw_invalid_argument(tok_path + ": model is not a BPE model with a vocab (export-gguf writes "
+    throw_invalid_argument(tok_path +
+                           ": model is not a BPE model with a vocab (export-gguf writes "
                            "byte-level BPE tokenizers only)");
   }
   GgufVocab v;
@@ -213,8 +211,10 @@ GgufVocab read_gguf_vocab(const std::string& dir, const json& config, int64_t vo
     for (const json& part : m) {
       if (!joined.empty()) joined += ' ';
       for (char ch : part.get<std::string>()) {
-        if (ch == ' ') joined += "\u0120";
-        else joined += ch;
+        if (ch == ' ')
+          joined += "\u0120";
+        else
+          joined += ch;
       }
     }
     v.merges.push_back(joined);
@@ -232,8 +232,7 @@ GgufVocab read_gguf_vocab(const std::string& dir, const json& config, int64_t vo
   }
   std::vector<std::string> types = {"bos", "eos", "unk", "sep", "pad", "cls", "mask"};
   const json post = value_or_null(tok, "post_processor");
-  for (const json& proc : post.is_object() && post.contains("processors") ? post["processors"]
-                                                                          : json::array({post})) {
+  for (const json& proc : post.is_object() && post.contains("processors") ? post["processors"] : json::array({post})) {
     if (value_or_null(proc, "type") == "TemplateProcessing") {
       read_template_processing(proc, tc, v.add_special, types);
     } else if (value_or_null(proc, "type") == "RobertaProcessing") {
@@ -249,10 +248,12 @@ GgufVocab read_gguf_vocab(const std::string& dir, const json& config, int64_t vo
     v.chat_template = tc.contains("chat_template") ? tc["chat_template"] : json();
     if (!tc.contains("chat_template")) {
       const std::string jinja = dir + "/chat_template.jinja";
-      if (std::filesystem::exists(jinja)) v.chat_template = read_text_file(jinja);
-      else v.chat_template = value_or_null(
-               read_json_file_if_present(dir + "/chat_template.json", /*require_object=*/false).value_or(json()),
-               "chat_template");
+      if (std::filesystem::exists(jinja))
+        v.chat_template = read_text_file(jinja);
+      else
+        v.chat_template = value_or_null(
+            read_json_file_if_present(dir + "/chat_template.json", /*require_object=*/false).value_or(json()),
+            "chat_template");
     }
     for (const std::string& type : types) {
       const json add = value_or_null(tc, "add_" + type + "_token");
@@ -279,9 +280,9 @@ void add_gguf_vocab(GgufWriter& w, const GgufVocab& v) {
   w.add_i32_array("tokenizer.ggml.token_type", v.token_types);
   w.add_string_array("tokenizer.ggml.merges", v.merges);
   static const std::map<std::string, std::string> kIdKeys = {
-      {"bos", "bos_token_id"}, {"eos", "eos_token_id"},     {"unk", "unknown_token_id"},
+      {"bos", "bos_token_id"},       {"eos", "eos_token_id"},     {"unk", "unknown_token_id"},
       {"sep", "seperator_token_id"}, {"pad", "padding_token_id"}, {"mask", "mask_token_id"},
-      {"eot", "eot_token_id"}, {"eom", "eom_token_id"}};  // no key for cls: the converter skips it
+      {"eot", "eot_token_id"},       {"eom", "eom_token_id"}};  // no key for cls: the converter skips it
   for (const auto& [type, id] : v.special_ids.items) {
     if (auto k = kIdKeys.find(type); k != kIdKeys.end()) w.add_u32("tokenizer.ggml." + k->second, id);
   }

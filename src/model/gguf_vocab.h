@@ -27,8 +27,10 @@ struct OrderedMap {
     return nullptr;
   }
   void set(const std::string& k, V v) {
-    if (V* p = find(k)) *p = std::move(v);
-    else items.emplace_back(k, std::move(v));
+    if (V* p = find(k))
+      *p = std::move(v);
+    else
+      items.emplace_back(k, std::move(v));
   }
 };
 
@@ -37,8 +39,8 @@ struct GgufVocab {
   std::vector<std::string> tokens;   // [vocab_size]
   std::vector<int32_t> token_types;  // [vocab_size]
   std::vector<std::string> merges;   // "left right"
-  OrderedMap<uint32_t> special_ids;     // "bos" -> id, in the order SpecialVocab finds them
-  OrderedMap<bool> add_special;         // "bos" -> add_bos_token
+  OrderedMap<uint32_t> special_ids;  // "bos" -> id, in the order SpecialVocab finds them
+  OrderedMap<bool> add_special;      // "bos" -> add_bos_token
   nlohmann::json chat_template;      // string, list of {name, template}, or null
   std::optional<bool> lowercase, strip_accents;
   std::optional<bool> add_prefix_space;  // tokenizer_config.json's, when a boolean

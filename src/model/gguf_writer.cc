@@ -161,8 +161,7 @@ void GgufWriter::add_tensor(GgufTensorSpec spec) {
   }
   if (tensor_names_.count(spec.name) != 0) throw_invalid_argument(where + "duplicate tensor name");
   if (ggml_type_name(spec.type) == "?") {
-    throw_invalid_argument(where + "unsupported GGML type " +
-                           std::to_string(static_cast<uint32_t>(spec.type)) +
+    throw_invalid_argument(where + "unsupported GGML type " + std::to_string(static_cast<uint32_t>(spec.type)) +
                            " (supported: F32, F16, BF16)");
   }
   if (spec.shape.empty() || spec.shape.size() > kMaxDims) {
@@ -234,8 +233,7 @@ void GgufWriter::write_tensor_data(const void* data, size_t nbytes) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   while (nbytes > 0) {
     if (current_ == tensors_.size()) {
-      throw_invalid_argument(path_ + ": " + std::to_string(nbytes) +
-                             " bytes of tensor data past the last tensor");
+      throw_invalid_argument(path_ + ": " + std::to_string(nbytes) + " bytes of tensor data past the last tensor");
     }
     const uint64_t left = tensors_[current_].nbytes() - current_written_;
     const size_t k = nbytes < left ? nbytes : static_cast<size_t>(left);
@@ -252,8 +250,8 @@ void GgufWriter::finish() {
   if (!header_written_) write_header();
   if (current_ < tensors_.size()) {
     const GgufTensorSpec& t = tensors_[current_];
-    throw_invalid_argument(path_ + ": tensor '" + t.name + "': got " + std::to_string(current_written_) +
-                           " of " + std::to_string(t.nbytes()) + " bytes");
+    throw_invalid_argument(path_ + ": tensor '" + t.name + "': got " + std::to_string(current_written_) + " of " +
+                           std::to_string(t.nbytes()) + " bytes");
   }
   const bool flushed = std::fflush(file_) == 0 && !std::ferror(file_);
   const bool closed = std::fclose(file_) == 0;

@@ -60,7 +60,7 @@ uint32_t gguf_u32(int64_t value, const std::string& what);
 
 // One tensor of the file.
 struct GgufTensorSpec {
-  std::string name;            // e.g. "blk.0.attn_q.weight"; at most 64 bytes (GGML_MAX_NAME)
+  std::string name;  // e.g. "blk.0.attn_q.weight"; at most 64 bytes (GGML_MAX_NAME)
   GgmlType type = GgmlType::kF32;
   std::vector<int64_t> shape;  // PyTorch order, outermost first: [rows, cols]; 1 to 4 dims
 
@@ -127,9 +127,9 @@ class GgufWriter {
   std::vector<GgufTensorSpec> tensors_;
   std::set<std::string> tensor_names_;
   bool header_written_ = false;
-  size_t current_ = 0;               // tensor receiving data
-  uint64_t current_written_ = 0;     // bytes of it written so far
-  uint64_t bytes_written_ = 0;       // total file bytes so far
+  size_t current_ = 0;            // tensor receiving data
+  uint64_t current_written_ = 0;  // bytes of it written so far
+  uint64_t bytes_written_ = 0;    // total file bytes so far
 };
 
 }  // namespace ditto

@@ -41,8 +41,8 @@ std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
 TEST(GgufWriter, EveryFieldReadsBack) {
   TempDir dir;
   const std::string path = dir.file("m.gguf");
-  const std::vector<uint8_t> a = pattern(3 * 5 * 2, 1);  // [3, 5] bf16: 30 bytes
-  const std::vector<uint8_t> b = pattern(7 * 4, 2);      // [7] f32: 28 bytes
+  const std::vector<uint8_t> a = pattern(3 * 5 * 2, 1);      // [3, 5] bf16: 30 bytes
+  const std::vector<uint8_t> b = pattern(7 * 4, 2);          // [7] f32: 28 bytes
   const std::vector<uint8_t> c = pattern(2 * 3 * 4 * 2, 3);  // [2, 3, 4] f16: 48 bytes
   {
     GgufWriter w(path);
@@ -71,10 +71,15 @@ TEST(GgufWriter, EveryFieldReadsBack) {
   const ParsedGguf g = parse_gguf(path);
   EXPECT_EQ(g.version, 3u);
   ASSERT_EQ(g.kv.size(), 9u);
-  const std::vector<std::pair<std::string, uint32_t>> keys = {
-      {"general.architecture", 8}, {"qwen3.block_count", 4}, {"neg", 5},
-      {"qwen3.rope.freq_base", 6}, {"yes", 7}, {"no", 7},
-      {"tokenizer.ggml.tokens", 9}, {"tokenizer.ggml.token_type", 9}, {"floats", 9}};
+  const std::vector<std::pair<std::string, uint32_t>> keys = {{"general.architecture", 8},
+                                                              {"qwen3.block_count", 4},
+                                                              {"neg", 5},
+                                                              {"qwen3.rope.freq_base", 6},
+                                                              {"yes", 7},
+                                                              {"no", 7},
+                                                              {"tokenizer.ggml.tokens", 9},
+                                                              {"tokenizer.ggml.token_type", 9},
+                                                              {"floats", 9}};
   for (size_t i = 0; i < keys.size(); ++i) {
     EXPECT_EQ(g.kv[i].first, keys[i].first);
     EXPECT_EQ(g.kv[i].second.type, keys[i].second) << keys[i].first;
@@ -143,15 +148,15 @@ TEST(GgufWriter, HeaderBytesAreExact) {
   std::ifstream in(path, std::ios::binary);
   const std::string f(std::istreambuf_iterator<char>(in), {});
   std::string want("GGUF\x03\0\0\0", 8);
-  want += std::string("\x01\0\0\0\0\0\0\0", 8);                            // 1 tensor
-  want += std::string("\x01\0\0\0\0\0\0\0", 8);                            // 1 kv
-  want += std::string("\x01\0\0\0\0\0\0\0k", 9);                           // key "k"
-  want += std::string("\x04\0\0\0\x04\x03\x02\x01", 8);                    // u32 0x01020304
-  want += std::string("\x01\0\0\0\0\0\0\0t", 9);                           // name "t"
-  want += std::string("\x01\0\0\0\x01\0\0\0\0\0\0\0", 12);                 // 1 dim: 1
-  want += std::string("\0\0\0\0\0\0\0\0\0\0\0\0", 12);                     // F32, offset 0
-  want += std::string(96 - want.size(), '\0');                              // pad 74 -> 96
-  want += std::string("\0\0\x80\x3f", 4) + std::string(28, '\0');          // 1.0f, padded
+  want += std::string("\x01\0\0\0\0\0\0\0", 8);                    // 1 tensor
+  want += std::string("\x01\0\0\0\0\0\0\0", 8);                    // 1 kv
+  want += std::string("\x01\0\0\0\0\0\0\0k", 9);                   // key "k"
+  want += std::string("\x04\0\0\0\x04\x03\x02\x01", 8);            // u32 0x01020304
+  want += std::string("\x01\0\0\0\0\0\0\0t", 9);                   // name "t"
+  want += std::string("\x01\0\0\0\x01\0\0\0\0\0\0\0", 12);         // 1 dim: 1
+  want += std::string("\0\0\0\0\0\0\0\0\0\0\0\0", 12);             // F32, offset 0
+  want += std::string(96 - want.size(), '\0');                     // pad 74 -> 96
+  want += std::string("\0\0\x80\x3f", 4) + std::string(28, '\0');  // 1.0f, padded
   EXPECT_EQ(f.size(), want.size());
   EXPECT_EQ(f, want);
 }
@@ -196,7 +201,9 @@ TEST(GgufWriter, DuplicateTensorNameNamesTheTensor) {
   GgufWriter w(dir.file("d.gguf"));
   w.add_tensor({"blk.0.attn_q.weight", GgmlType::kBF16, {2, 2}});
   const std::string m = testing::error_message(
-      [&] { w.add_tensor({"blk.0.attn_q.weight", GgmlType::kF32, {4}}); },
+      [&] {
+        w.add_tensor({"blk.0.attn_q.weight", GgmlType::kF32, {4}});
+      },
       ErrorCode::kInvalidArgument);
   DITTO_EXPECT_MESSAGE_HAS(m, "blk.0.attn_q.weight", "duplicate");
 }
@@ -205,7 +212,9 @@ TEST(GgufWriter, UnsupportedTypeNamesTheTensor) {
   TempDir dir;
   GgufWriter w(dir.file("u.gguf"));
   const std::string m = testing::error_message(
-      [&] { w.add_tensor({"token_embd.weight", static_cast<GgmlType>(2), {4, 4}}); },  // Q4_0
+      [&] {
+        w.add_tensor({"token_embd.weight", static_cast<GgmlType>(2), {4, 4}});
+      },  // Q4_0
       ErrorCode::kInvalidArgument);
   DITTO_EXPECT_MESSAGE_HAS(m, "token_embd.weight", "unsupported GGML type 2");
 }
@@ -213,23 +222,30 @@ TEST(GgufWriter, UnsupportedTypeNamesTheTensor) {
 TEST(GgufWriter, BadShapesAndNamesNameTheTensor) {
   TempDir dir;
   GgufWriter w(dir.file("s.gguf"));
-  DITTO_EXPECT_MESSAGE_HAS(
-      testing::error_message([&] { w.add_tensor({"zero", GgmlType::kF32, {3, 0}}); },
-                             ErrorCode::kInvalidArgument),
-      "'zero'", "dimension 0");
-  DITTO_EXPECT_MESSAGE_HAS(
-      testing::error_message([&] { w.add_tensor({"scalar", GgmlType::kF32, {}}); },
-                             ErrorCode::kInvalidArgument),
-      "'scalar'", "1 to 4 dimensions");
-  DITTO_EXPECT_MESSAGE_HAS(
-      testing::error_message([&] { w.add_tensor({"five", GgmlType::kF32, {1, 1, 1, 1, 1}}); },
-                             ErrorCode::kInvalidArgument),
-      "'five'", "1 to 4 dimensions");
-  DITTO_EXPECT_MESSAGE_HAS(
-      testing::error_message(
-          [&] { w.add_tensor({std::string(64, 'n'), GgmlType::kF32, {1}}); },
-          ErrorCode::kInvalidArgument),
-      "name must be 1 to 63 bytes");
+  DITTO_EXPECT_MESSAGE_HAS(testing::error_message(
+                               [&] {
+                                 w.add_tensor({"zero", GgmlType::kF32, {3, 0}});
+                               },
+                               ErrorCode::kInvalidArgument),
+                           "'zero'", "dimension 0");
+  DITTO_EXPECT_MESSAGE_HAS(testing::error_message(
+                               [&] {
+                                 w.add_tensor({"scalar", GgmlType::kF32, {}});
+                               },
+                               ErrorCode::kInvalidArgument),
+                           "'scalar'", "1 to 4 dimensions");
+  DITTO_EXPECT_MESSAGE_HAS(testing::error_message(
+                               [&] {
+                                 w.add_tensor({"five", GgmlType::kF32, {1, 1, 1, 1, 1}});
+                               },
+                               ErrorCode::kInvalidArgument),
+                           "'five'", "1 to 4 dimensions");
+  DITTO_EXPECT_MESSAGE_HAS(testing::error_message(
+                               [&] {
+                                 w.add_tensor({std::string(64, 'n'), GgmlType::kF32, {1}});
+                               },
+                               ErrorCode::kInvalidArgument),
+                           "name must be 1 to 63 bytes");
   // A rejected tensor does not take its name.
   w.add_tensor({"zero", GgmlType::kF32, {3}});
 }
@@ -239,16 +255,13 @@ TEST(GgufWriter, MetadataErrors) {
   GgufWriter w(dir.file("k.gguf"));
   w.add_u32("qwen3.block_count", 2);
   DITTO_EXPECT_MESSAGE_HAS(
-      testing::error_message([&] { w.add_i32("qwen3.block_count", 2); },
-                             ErrorCode::kInvalidArgument),
+      testing::error_message([&] { w.add_i32("qwen3.block_count", 2); }, ErrorCode::kInvalidArgument),
       "duplicate metadata key 'qwen3.block_count'");
   DITTO_EXPECT_MESSAGE_HAS(
-      testing::error_message([&] { w.add_string_array("tokenizer.ggml.merges", {}); },
-                             ErrorCode::kInvalidArgument),
+      testing::error_message([&] { w.add_string_array("tokenizer.ggml.merges", {}); }, ErrorCode::kInvalidArgument),
       "tokenizer.ggml.merges", "empty array");
   DITTO_EXPECT_MESSAGE_HAS(
-      testing::error_message([&] { w.add_u32("general.alignment", 24); },
-                             ErrorCode::kInvalidArgument),
+      testing::error_message([&] { w.add_u32("general.alignment", 24); }, ErrorCode::kInvalidArgument),
       "general.alignment 24");
 }
 
@@ -263,14 +276,12 @@ TEST(GgufWriter, DataErrors) {
     w.write_tensor_data(eight.data(), 8);
     w.write_tensor_data(eight.data(), 4);
     // Short: 'b' got 4 of 8 bytes.
-    DITTO_EXPECT_MESSAGE_HAS(
-        testing::error_message([&] { w.finish(); }, ErrorCode::kInvalidArgument),
-        "tensor 'b'", "4 of 8 bytes");
+    DITTO_EXPECT_MESSAGE_HAS(testing::error_message([&] { w.finish(); }, ErrorCode::kInvalidArgument), "tensor 'b'",
+                             "4 of 8 bytes");
     // Metadata after data is a bug in the caller.
     testing::error_message([&] { w.add_u32("late", 1); }, ErrorCode::kInternal);
     DITTO_EXPECT_MESSAGE_HAS(
-        testing::error_message([&] { w.write_tensor_data(eight.data(), 8); },
-                               ErrorCode::kInvalidArgument),
+        testing::error_message([&] { w.write_tensor_data(eight.data(), 8); }, ErrorCode::kInvalidArgument),
         "past the last tensor");
   }
   // The unfinished file was removed.
@@ -280,9 +291,8 @@ TEST(GgufWriter, DataErrors) {
 TEST(GgufWriter, UncreatableFileNamesThePath) {
   TempDir dir;
   const std::string path = dir.file("no/such/dir/x.gguf");
-  DITTO_EXPECT_MESSAGE_HAS(
-      testing::error_message([&] { GgufWriter w(path); }, ErrorCode::kInvalidArgument),
-      path, "cannot create");
+  DITTO_EXPECT_MESSAGE_HAS(testing::error_message([&] { GgufWriter w(path); }, ErrorCode::kInvalidArgument), path,
+                           "cannot create");
 }
 
 TEST(GgufWriter, TypeHelpers) {

@@ -93,8 +93,7 @@ std::string resolve_model_path(const std::string& model) {
   if (!looks_like_hub_id(model)) {
     throw_not_found(model + ": no such model directory (and not a hub id of the form org/name)");
   }
-  const std::string folder =
-      "models--" + model.substr(0, model.find('/')) + "--" + model.substr(model.find('/') + 1);
+  const std::string folder = "models--" + model.substr(0, model.find('/')) + "--" + model.substr(model.find('/') + 1);
   std::string looked;
   for (const auto& cache : hub_cache_dirs()) {
     const fs::path repo = fs::path(cache) / folder;
@@ -106,13 +105,12 @@ std::string resolve_model_path(const std::string& model) {
     looked += "\n  " + repo.string() + " (" + why + ")";
   }
   if (looked.empty()) looked = "\n  (no cache folder: HF_HUB_CACHE, HF_HOME and HOME are unset)";
-  throw_not_found(
-      model + ": not a local directory, and not in the Hugging Face cache. Looked in:" + looked +
-      "\nditto never downloads. On a machine with network access run `huggingface-cli "
-      "download " +
-      model +
-      "` (it fills the cache; copy it here or set HF_HOME), or "
-      "pass the model's local directory instead.");
+  throw_not_found(model + ": not a local directory, and not in the Hugging Face cache. Looked in:" + looked +
+                  "\nditto never downloads. On a machine with network access run `huggingface-cli "
+                  "download " +
+                  model +
+                  "` (it fills the cache; copy it here or set HF_HOME), or "
+                  "pass the model's local directory instead.");
 }
 
 }  // namespace ditto

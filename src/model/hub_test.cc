@@ -86,9 +86,8 @@ TEST(Hub, WithoutRefsSeveralSnapshotsAreAmbiguous) {
   isolate(env, root);
   make_snapshot(root, "hf/hub", "zzzz");
   make_snapshot(root, "hf/hub", "aaaa");
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kInvalidArgument),
-      "models--Qwen--Qwen3-8B", "aaaa, zzzz", "refs/main");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kInvalidArgument),
+                           "models--Qwen--Qwen3-8B", "aaaa, zzzz", "refs/main");
 }
 
 TEST(Hub, RefsMainNamingAMissingSnapshotIsAnError) {
@@ -97,9 +96,8 @@ TEST(Hub, RefsMainNamingAMissingSnapshotIsAnError) {
   isolate(env, root);
   make_snapshot(root, "hf/hub", "aaaa");
   root.write("hf/hub/models--Qwen--Qwen3-8B/refs/main", "cccc");
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kNotFound),
-      "refs/main", "'cccc'", "does not exist");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kNotFound),
+                           "refs/main", "'cccc'", "does not exist");
 }
 
 TEST(Hub, RefsMainCannotLeaveTheCache) {
@@ -109,9 +107,8 @@ TEST(Hub, RefsMainCannotLeaveTheCache) {
   make_snapshot(root, "hf/hub", "aaaa");
   for (const char* bad : {"../../../../etc", "..", "a/b"}) {
     root.write("hf/hub/models--Qwen--Qwen3-8B/refs/main", bad);
-    DITTO_EXPECT_MESSAGE_HAS(
-        error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kInvalidArgument),
-        "refs/main", "not a revision name");
+    DITTO_EXPECT_MESSAGE_HAS(error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kInvalidArgument),
+                             "refs/main", "not a revision name");
   }
 }
 
@@ -142,21 +139,18 @@ TEST(Hub, NotFoundListsEveryPlaceAndHowToGetIt) {
   isolate(env, root);
   env.set("HF_HUB_CACHE", root.file("explicit"));
   fs::create_directories(root.file("hf/hub/models--Qwen--Qwen3-8B/snapshots"));
-  const std::string msg =
-      error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kNotFound);
+  const std::string msg = error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kNotFound);
   DITTO_EXPECT_MESSAGE_HAS(msg, "Qwen/Qwen3-8B", root.file("explicit"), "does not exist",
                            "huggingface-cli download Qwen/Qwen3-8B", "local directory");
   env.set("HF_HUB_CACHE", std::nullopt);
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kNotFound),
-      root.file("hf/hub"), "has no snapshot");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([] { resolve_model_path("Qwen/Qwen3-8B"); }, ErrorCode::kNotFound),
+                           root.file("hf/hub"), "has no snapshot");
 }
 
 TEST(Hub, NeitherDirectoryNorHubId) {
   TempDir root;
   const std::string path = root.file("a/b/c");
-  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { resolve_model_path(path); }, ErrorCode::kNotFound),
-                           path);
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { resolve_model_path(path); }, ErrorCode::kNotFound), path);
 }
 
 TEST(Hub, CacheDirPrecedence) {
@@ -177,8 +171,8 @@ TEST(Hub, CacheDirPrecedence) {
 TEST(Hub, AFileIsNotAModel) {
   TempDir root;
   const std::string file = root.write("model.safetensors", "x");
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { resolve_model_path(file); }, ErrorCode::kInvalidArgument), file, "is a file");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { resolve_model_path(file); }, ErrorCode::kInvalidArgument), file,
+                           "is a file");
 }
 
 }  // namespace

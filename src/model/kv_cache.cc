@@ -17,9 +17,9 @@ KvCache::KvCache(const ModelConfig& config, int64_t num_blocks, int64_t block_si
   try {
     data_.resize(static_cast<size_t>(num_layers_ * 2 * num_blocks_ * block_size_ * kv_dim_));
   } catch (const std::bad_alloc&) {
-    throw_error(ErrorCode::kResourceExhausted,
-                "cannot allocate the KV cache: " + std::to_string(num_blocks) + " blocks of " +
-                    std::to_string(bytes_per_block(config, block_size)) + " bytes");
+    throw_error(ErrorCode::kResourceExhausted, "cannot allocate the KV cache: " + std::to_string(num_blocks) +
+                                                   " blocks of " + std::to_string(bytes_per_block(config, block_size)) +
+                                                   " bytes");
   }
 }
 

@@ -30,8 +30,9 @@ class KvCache {
   int64_t num_layers_;
   int64_t num_blocks_;
   int64_t block_size_;
-  int64_t kv_dim_;             // num_key_value_heads · head_dim
-  std::vector<uint16_t, HugePageAllocator<uint16_t>> data_; // [num_layers, 2 (K, V), num_blocks · block_size, kv_dim] bf16
+  int64_t kv_dim_;  // num_key_value_heads · head_dim
+  std::vector<uint16_t, HugePageAllocator<uint16_t>>
+      data_;  // [num_layers, 2 (K, V), num_blocks · block_size, kv_dim] bf16
 };
 
 }  // namespace ditto

@@ -12,10 +12,8 @@ bool is_matrix_slot(WeightSlot slot) {
     case WeightSlot::kRouter:
     case WeightSlot::kExpertGateUpProj:
     case WeightSlot::kExpertDownProj:
-    case WeightSlot::kLmHead:
-      return true;
-    default:
-      return false;
+    case WeightSlot::kLmHead: return true;
+    default: return false;
   }
 }
 
@@ -25,23 +23,40 @@ void for_each_tensor(const ModelConfig& c, const TensorVisitor& visit) {
   const int64_t kv = c.num_key_value_heads * c.head_dim;
   using S = WeightSlot;
 
-  visit({.name = "model.embed_tokens.weight", .shape = {c.vocab_size, h}, .slot = S::kEmbedTokens,
+  visit({.name = "model.embed_tokens.weight",
+         .shape = {c.vocab_size, h},
+         .slot = S::kEmbedTokens,
          .gguf_name = "token_embd.weight"});
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     const std::string p = "model.layers." + std::to_string(layer) + ".";
     const std::string b = "blk." + std::to_string(layer) + ".";
     // A linear layer: [out, in] weight, and with `bias` its [out] bias.
-    auto linear = [&](const std::string& hf, const std::string& gguf, int64_t out, int64_t in, bool bias,
-                      S weight_slot, S bias_slot, bool rope_rows = false) {
-      visit({.name = p + hf + ".weight", .shape = {out, in}, .slot = weight_slot, .layer = layer,
-             .gguf_name = b + gguf + ".weight", .rope_rows = rope_rows});
+    auto linear = [&](const std::string& hf, const std::string& gguf, int64_t out, int64_t in, bool bias, S weight_slot,
+                      S bias_slot, bool rope_rows = false) {
+      visit({.name = p + hf + ".weight",
+             .shape = {out, in},
+             .slot = weight_slot,
+             .layer = layer,
+             .gguf_name = b + gguf + ".weight",
+             .rope_rows = rope_rows});
       if (bias)
-        visit({.name = p + hf + ".bias", .shape = {out}, .slot = bias_slot, .layer = layer,
-               .gguf_name = b + gguf + ".bias", .gguf_f32 = true, .rope_rows = rope_rows, .init = TensorInit::kZeros});
+        visit({.name = p + hf + ".bias",
+               .shape = {out},
+               .slot = bias_slot,
+               .layer = layer,
+               .gguf_name = b + gguf + ".bias",
+               .gguf_f32 = true,
+               .rope_rows = rope_rows,
+               .init = TensorInit::kZeros});
     };
     auto norm = [&](const std::string& hf, const std::string& gguf, int64_t n, S slot) {
-      visit({.name = p + hf + ".weight", .shape = {n}, .slot = slot, .layer = layer,
-             .gguf_name = b + gguf + ".weight", .gguf_f32 = true, .init = TensorInit::kOnes});
+      visit({.name = p + hf + ".weight",
+             .shape = {n},
+             .slot = slot,
+             .layer = layer,
+             .gguf_name = b + gguf + ".weight",
+             .gguf_f32 = true,
+             .init = TensorInit::kOnes});
     };
 
     // Attention block.
@@ -55,14 +70,22 @@ void for_each_tensor(const ModelConfig& c, const TensorVisitor& visit) {
     }
     // MoE or MLP block.
     if (c.is_moe_layer(layer)) {
-      visit({.name = p + "mlp.gate.weight", .shape = {c.num_experts, h}, .slot = S::kRouter, .layer = layer,
-             .gguf_name = b + "ffn_gate_inp.weight", .gguf_f32 = true});
+      visit({.name = p + "mlp.gate.weight",
+             .shape = {c.num_experts, h},
+             .slot = S::kRouter,
+             .layer = layer,
+             .gguf_name = b + "ffn_gate_inp.weight",
+             .gguf_f32 = true});
       const int64_t mi = c.moe_intermediate_size;
       for (int64_t e = 0; e < c.num_experts; ++e) {
         const std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
         auto expert = [&](const char* proj, int64_t out, int64_t in, S slot) {
-          visit({.name = ep + proj + "_proj.weight", .shape = {out, in}, .slot = slot, .layer = layer,
-                 .expert = e, .gguf_name = b + "ffn_" + proj + "_exps.weight"});
+          visit({.name = ep + proj + "_proj.weight",
+                 .shape = {out, in},
+                 .slot = slot,
+                 .layer = layer,
+                 .expert = e,
+                 .gguf_name = b + "ffn_" + proj + "_exps.weight"});
         };
         expert("gate", mi, h, S::kExpertGateUpProj);
         expert("up", mi, h, S::kExpertGateUpProj);
@@ -77,8 +100,12 @@ void for_each_tensor(const ModelConfig& c, const TensorVisitor& visit) {
     norm("input_layernorm", "attn_norm", h, S::kInputLayernorm);
     norm("post_attention_layernorm", "ffn_norm", h, S::kPostAttentionLayernorm);
   }
-  visit({.name = "model.norm.weight", .shape = {h}, .slot = S::kNorm, .gguf_name = "output_norm.weight",
-         .gguf_f32 = true, .init = TensorInit::kOnes});
+  visit({.name = "model.norm.weight",
+         .shape = {h},
+         .slot = S::kNorm,
+         .gguf_name = "output_norm.weight",
+         .gguf_f32 = true,
+         .init = TensorInit::kOnes});
   if (!c.tie_word_embeddings)
     visit({.name = "lm_head.weight", .shape = {c.vocab_size, h}, .slot = S::kLmHead, .gguf_name = "output.weight"});
 }

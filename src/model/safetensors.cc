@@ -32,9 +32,9 @@ bool parse_dtype(const std::string& s, DType* out) {
 }
 
 bool is_known_safetensors_dtype(const std::string& s) {
-  static const std::set<std::string> kKnown = {
-      "BOOL", "U8",      "I8",      "I16",     "U16", "I32",     "U32",     "I64", "U64",
-      "F64",  "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
+  static const std::set<std::string> kKnown = {"BOOL",    "U8",  "I8",      "I16",     "U16",     "I32",
+                                               "U32",     "I64", "U64",     "F64",     "F8_E4M3", "F8_E5M2",
+                                               "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
   return kKnown.count(s) != 0;
 }
 
@@ -52,8 +52,7 @@ int64_t TensorInfo::numel() const {
   return n;
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path)
-    : file_(std::make_unique<MappedFile>(path)) {
+SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)) {
   const size_t size = file_->size();
   const uint8_t* base = file_->data();
   if (size < 8) {
@@ -67,9 +66,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
                            " exceeds the 100 MB limit; not a safetensors file?");
   }
   if (header_len > size - 8) {
-    throw_invalid_argument(path + ": header length " + std::to_string(header_len) +
-                           " runs past the end of the file (" + std::to_string(size) +
-                           " bytes); truncated?");
+    throw_invalid_argument(path + ": header length " + std::to_string(header_len) + " runs past the end of the file (" +
+                           std::to_string(size) + " bytes); truncated?");
   }
   json header;
   try {
@@ -104,8 +102,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     if (!dt.is_string()) throw_invalid_argument(where + "'dtype' is not a string");
     if (!parse_dtype(dt.get<std::string>(), &t.dtype)) {
       const std::string d = dt.get<std::string>();
-      throw_invalid_argument(where + (is_known_safetensors_dtype(d) ? "unsupported" : "unknown") +
-                             " dtype " + d + " (ditto reads F32, F16 and BF16)");
+      throw_invalid_argument(where + (is_known_safetensors_dtype(d) ? "unsupported" : "unknown") + " dtype " + d +
+                             " (ditto reads F32, F16 and BF16)");
     }
     const json& shape = entry["shape"];
     if (!shape.is_array()) throw_invalid_argument(where + "'shape' is not a list");
@@ -123,10 +121,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
       numel *= uint64_t(dim);
     }
     const json& off = entry["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
-        !off[1].is_number_unsigned()) {
-      throw_invalid_argument(where + "'data_offsets' must be two non-negative integers, got " +
-                             off.dump());
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
+      throw_invalid_argument(where + "'data_offsets' must be two non-negative integers, got " + off.dump());
     }
     const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
     if (begin > end) {
@@ -138,9 +134,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     }
     const uint64_t expected = numel * dtype_size(t.dtype);
     if (end - begin != expected) {
-      throw_invalid_argument(where + "holds " + std::to_string(end - begin) + " bytes but shape " +
-                             shape.dump() + " of " + dt.get<std::string>() + " needs " +
-                             std::to_string(expected));
+      throw_invalid_argument(where + "holds " + std::to_string(end - begin) + " bytes but shape " + shape.dump() +
+                             " of " + dt.get<std::string>() + " needs " + std::to_string(expected));
     }
     t.nbytes = static_cast<size_t>(end - begin);
     t.file_offset = data_begin + static_cast<size_t>(begin);
@@ -154,14 +149,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
   for (const auto& t : tensors_) {
     if (t.nbytes > 0) by_offset.push_back(&t);
   }
-  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
-    return a->file_offset < b->file_offset;
-  });
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->file_offset < b->file_offset; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const TensorInfo& prev = *by_offset[i - 1];
     if (by_offset[i]->file_offset < prev.file_offset + prev.nbytes) {
-      throw_invalid_argument(path + ": tensor '" + by_offset[i]->name +
-                             "': data overlaps tensor '" + prev.name + "'");
+      throw_invalid_argument(path + ": tensor '" + by_offset[i]->name + "': data overlaps tensor '" + prev.name + "'");
     }
   }
   // Like the reference safetensors library: the data section holds the tensors and nothing after.
@@ -171,8 +164,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     throw_invalid_argument(path + ": " + std::to_string(data_size - data_end) +
                            " bytes after the last tensor's data (the header does not describe the whole file)");
   }
-  std::sort(tensors_.begin(), tensors_.end(),
-            [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+  std::sort(tensors_.begin(), tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
 }
 
 const TensorInfo* SafetensorsFile::find(const std::string& name) const {
@@ -223,16 +215,16 @@ WeightStore WeightStore::open(const std::string& model_dir) {
   for (const auto& [shard, names] : by_shard) {
     const fs::path shard_path = dir / shard;
     if (!fs::is_regular_file(shard_path)) {
-      throw_not_found(index.string() + ": weight_map lists shard '" + shard + "' (for tensor '" +
-                      names.front() + "'), but " + shard_path.string() + " does not exist");
+      throw_not_found(index.string() + ": weight_map lists shard '" + shard + "' (for tensor '" + names.front() +
+                      "'), but " + shard_path.string() + " does not exist");
     }
     w.files_.push_back(std::make_unique<SafetensorsFile>(shard_path.string()));
     const SafetensorsFile& f = *w.files_.back();
     for (const auto& name : names) {
       const TensorInfo* t = f.find(name);
       if (t == nullptr) {
-        throw_invalid_argument(index.string() + ": tensor '" + name + "' is listed in shard '" +
-                               shard + "', but " + f.path() + " does not hold it");
+        throw_invalid_argument(index.string() + ": tensor '" + name + "' is listed in shard '" + shard + "', but " +
+                               f.path() + " does not hold it");
       }
       w.tensors_.emplace(name, *t);
     }
@@ -273,9 +265,8 @@ void validate_weights(const ModelConfig& c, const WeightStore& w) {
     }
     const TensorInfo& t = w.get(spec.name);
     if (t.shape != spec.shape) {
-      throw_invalid_argument(t.file->path() + ": tensor '" + spec.name + "': shape " +
-                             shape_string(t.shape) + ", but config.json (" + c.architecture +
-                             ") implies " + shape_string(spec.shape));
+      throw_invalid_argument(t.file->path() + ": tensor '" + spec.name + "': shape " + shape_string(t.shape) +
+                             ", but config.json (" + c.architecture + ") implies " + shape_string(spec.shape));
     }
   }
   if (!missing.empty()) {
@@ -284,9 +275,8 @@ void validate_weights(const ModelConfig& c, const WeightStore& w) {
       list += (i ? ", '" : "'") + missing[i]->name + "' " + shape_string(missing[i]->shape);
     }
     if (missing.size() > 5) list += ", ...";
-    throw_not_found(w.source() + ": " + std::to_string(missing.size()) + " of " +
-                    std::to_string(expected.size()) + " tensors that config.json (" +
-                    c.architecture + ", " + std::to_string(c.num_hidden_layers) +
+    throw_not_found(w.source() + ": " + std::to_string(missing.size()) + " of " + std::to_string(expected.size()) +
+                    " tensors that config.json (" + c.architecture + ", " + std::to_string(c.num_hidden_layers) +
                     " layers) implies are missing: " + list);
   }
 }

@@ -65,12 +65,11 @@ TEST(Safetensors, HeaderIsDeterministicAndSorted) {
   EXPECT_EQ(layout[0].name, "a");
   const std::string header = safetensors_header(layout);
   EXPECT_EQ(header.size() % 8, 0u);
-  EXPECT_EQ(
-      header.rfind("{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"data_offsets\":[0,4],\"dtype\":"
-                   "\"BF16\",\"shape\":[2]},\"z\":{\"data_offsets\":[4,6],\"dtype\":\"BF16\","
-                   "\"shape\":[1]}}",
-                   0),
-      0u);
+  EXPECT_EQ(header.rfind("{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"data_offsets\":[0,4],\"dtype\":"
+                         "\"BF16\",\"shape\":[2]},\"z\":{\"data_offsets\":[4,6],\"dtype\":\"BF16\","
+                         "\"shape\":[1]}}",
+                         0),
+            0u);
 }
 
 TEST(Safetensors, TooShortFile) {
@@ -124,42 +123,38 @@ TEST(Safetensors, BadEntriesNameFileAndTensor) {
   TempDir dir;
   int i = 0;
   for (const auto& c : cases) {
-    const std::string path = dir.write("case" + std::to_string(i++) + ".safetensors",
-                                       raw_file("{\"w\":" + c.entry + "}", c.data_bytes));
+    const std::string path =
+        dir.write("case" + std::to_string(i++) + ".safetensors", raw_file("{\"w\":" + c.entry + "}", c.data_bytes));
     DITTO_EXPECT_MESSAGE_HAS(invalid(path), path, "tensor 'w'", c.expected);
   }
 }
 
 TEST(Safetensors, OverlappingTensors) {
   TempDir dir;
-  const std::string path = dir.write(
-      "x.safetensors", raw_file(R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},)"
-                                R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[2,6]}})",
-                                6));
+  const std::string path =
+      dir.write("x.safetensors", raw_file(R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},)"
+                                          R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[2,6]}})",
+                                          6));
   DITTO_EXPECT_MESSAGE_HAS(invalid(path), path, "tensor 'b'", "overlaps tensor 'a'");
 }
 
 TEST(Safetensors, MissingFileIsNotFound) {
   TempDir dir;
   const std::string path = dir.file("none.safetensors");
-  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { SafetensorsFile f(path); }, ErrorCode::kNotFound),
-                           path);
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { SafetensorsFile f(path); }, ErrorCode::kNotFound), path);
 }
 
 // A two-layer-free toy model directory: one tensor per shard.
 void write_sharded(const TempDir& dir, const json& index) {
-  write_safetensors(dir.file("model-00001-of-00002.safetensors"),
-                    {{{"a", DType::kBF16, {2}}, bf16_bytes({1, 2})}});
-  write_safetensors(dir.file("model-00002-of-00002.safetensors"),
-                    {{{"b", DType::kBF16, {3}}, bf16_bytes({3, 4, 5})},
-                     {{"extra", DType::kBF16, {1}}, bf16_bytes({9})}});
+  write_safetensors(dir.file("model-00001-of-00002.safetensors"), {{{"a", DType::kBF16, {2}}, bf16_bytes({1, 2})}});
+  write_safetensors(dir.file("model-00002-of-00002.safetensors"), {{{"b", DType::kBF16, {3}}, bf16_bytes({3, 4, 5})},
+                                                                   {{"extra", DType::kBF16, {1}}, bf16_bytes({9})}});
   dir.write("model.safetensors.index.json", index.dump());
 }
 
 json good_index() {
   return {{"metadata", {{"total_size", 10}}},
-          {"weight_map",
-           {{"a", "model-00001-of-00002.safetensors"}, {"b", "model-00002-of-00002.safetensors"}}}};
+          {"weight_map", {{"a", "model-00001-of-00002.safetensors"}, {"b", "model-00002-of-00002.safetensors"}}}};
 }
 
 TEST(WeightStore, OpensShardedDirectory) {
@@ -189,22 +184,19 @@ TEST(WeightStore, OpensSingleFile) {
 
 TEST(WeightStore, NoWeights) {
   TempDir dir;
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kNotFound),
-      dir.path().string(), "model.safetensors");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kNotFound),
+                           dir.path().string(), "model.safetensors");
 }
 
 TEST(WeightStore, MalformedIndex) {
   TempDir dir;
   write_sharded(dir, good_index());
   const std::string index = dir.write("model.safetensors.index.json", "{\"weight_map\": {");
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kInvalidArgument),
-      index, "not valid JSON");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kInvalidArgument),
+                           index, "not valid JSON");
   dir.write("model.safetensors.index.json", "{\"metadata\": {}}");
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kInvalidArgument),
-      index, "weight_map");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kInvalidArgument),
+                           index, "weight_map");
 }
 
 TEST(WeightStore, IndexNamesMissingShard) {
@@ -212,9 +204,8 @@ TEST(WeightStore, IndexNamesMissingShard) {
   json index = good_index();
   index["weight_map"]["c"] = "model-00003-of-00002.safetensors";
   write_sharded(dir, index);
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kNotFound),
-      "model.safetensors.index.json", "model-00003-of-00002.safetensors", "'c'");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kNotFound),
+                           "model.safetensors.index.json", "model-00003-of-00002.safetensors", "'c'");
 }
 
 TEST(WeightStore, IndexListsTensorMissingFromShard) {
@@ -222,9 +213,8 @@ TEST(WeightStore, IndexListsTensorMissingFromShard) {
   json index = good_index();
   index["weight_map"]["c"] = "model-00001-of-00002.safetensors";
   write_sharded(dir, index);
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kInvalidArgument),
-      "model.safetensors.index.json", "'c'", "model-00001-of-00002.safetensors");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kInvalidArgument),
+                           "model.safetensors.index.json", "'c'", "model-00001-of-00002.safetensors");
 }
 
 ModelConfig tiny_config() {
@@ -247,8 +237,7 @@ void write_tiny(const TempDir& dir, const ModelConfig& c, const std::string& wro
     SafetensorsEntry e{spec.name, DType::kBF16, spec.shape};
     tensors.emplace_back(e, std::vector<uint8_t>(e.nbytes(), 0));
   }
-  tensors.emplace_back(SafetensorsEntry{"model.rotary_emb.inv_freq", DType::kF32, {1}},
-                       std::vector<uint8_t>(4, 0));
+  tensors.emplace_back(SafetensorsEntry{"model.rotary_emb.inv_freq", DType::kF32, {1}}, std::vector<uint8_t>(4, 0));
   write_safetensors(dir.file("model.safetensors"), tensors);
 }
 
@@ -262,9 +251,8 @@ TEST(ValidateWeights, WrongShapeNamesTensorFileAndShapes) {
   TempDir dir;
   write_tiny(dir, tiny_config(), "model.layers.0.mlp.up_proj.weight");
   const WeightStore w = WeightStore::open(dir.path().string());
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { validate_weights(tiny_config(), w); }, ErrorCode::kInvalidArgument),
-      dir.file("model.safetensors"), "'model.layers.0.mlp.up_proj.weight'", "[6, 5]", "[6, 4]");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { validate_weights(tiny_config(), w); }, ErrorCode::kInvalidArgument),
+                           dir.file("model.safetensors"), "'model.layers.0.mlp.up_proj.weight'", "[6, 5]", "[6, 4]");
 }
 
 TEST(ValidateWeights, MissingTensor) {
@@ -281,10 +269,9 @@ TEST(ValidateWeights, MissingTensor) {
             {"tie_word_embeddings", false}};
   const ModelConfig deeper = parse_model_config(j, "tiny/config.json");
   const WeightStore w = WeightStore::open(dir.path().string());
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { validate_weights(deeper, w); }, ErrorCode::kNotFound),
-      dir.file("model.safetensors"), "12 of 25 tensors", "model.layers.1.self_attn.q_proj.weight",
-      "[4, 4]");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { validate_weights(deeper, w); }, ErrorCode::kNotFound),
+                           dir.file("model.safetensors"), "12 of 25 tensors", "model.layers.1.self_attn.q_proj.weight",
+                           "[4, 4]");
 }
 
 }  // namespace

@@ -45,9 +45,8 @@ std::string safetensors_header(const std::vector<SafetensorsEntry>& layout) {
   uint64_t offset = 0;
   for (const auto& e : layout) {
     const uint64_t n = e.nbytes();
-    header[e.name] = {{"dtype", std::string(dtype_name(e.dtype))},
-                      {"shape", e.shape},
-                      {"data_offsets", {offset, offset + n}}};
+    header[e.name] = {
+        {"dtype", std::string(dtype_name(e.dtype))}, {"shape", e.shape}, {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
   std::string text = header.dump();
@@ -76,8 +75,7 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Safete
   std::setvbuf(file_, nullptr, _IOFBF, 1 << 20);
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(header_size_ >> (8 * i));
-  if (std::fwrite(len, 1, 8, file_) != 8 ||
-      std::fwrite(header.data(), 1, header.size(), file_) != header.size()) {
+  if (std::fwrite(len, 1, 8, file_) != 8 || std::fwrite(header.data(), 1, header.size(), file_) != header.size()) {
     throw_error(ErrorCode::kResourceExhausted, path + ": write failed: " + std::strerror(errno));
   }
 }
@@ -89,8 +87,7 @@ SafetensorsWriter::~SafetensorsWriter() {
 void SafetensorsWriter::append(const void* data, size_t nbytes) {
   DITTO_CHECK(file_ != nullptr) << path_ << ": append after finish";
   DITTO_CHECK(written_ + nbytes <= data_size_)
-      << path_ << ": " << (written_ + nbytes) << " payload bytes, but the header declares "
-      << data_size_;
+      << path_ << ": " << (written_ + nbytes) << " payload bytes, but the header declares " << data_size_;
   if (nbytes > 0 && std::fwrite(data, 1, nbytes, file_) != nbytes) {
     throw_error(ErrorCode::kResourceExhausted, path_ + ": write failed: " + std::strerror(errno));
   }
@@ -99,8 +96,8 @@ void SafetensorsWriter::append(const void* data, size_t nbytes) {
 
 void SafetensorsWriter::finish() {
   DITTO_CHECK(file_ != nullptr) << path_ << ": finish called twice";
-  DITTO_CHECK(written_ == data_size_)
-      << path_ << ": " << written_ << " payload bytes written, the header declares " << data_size_;
+  DITTO_CHECK(written_ == data_size_) << path_ << ": " << written_ << " payload bytes written, the header declares "
+                                      << data_size_;
   const int flush_rc = std::fflush(file_);
   const int close_rc = std::fclose(file_);
   file_ = nullptr;
@@ -109,16 +106,14 @@ void SafetensorsWriter::finish() {
   }
 }
 
-void write_safetensors(
-    const std::string& path,
-    const std::vector<std::pair<SafetensorsEntry, std::vector<uint8_t>>>& tensors) {
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<SafetensorsEntry, std::vector<uint8_t>>>& tensors) {
   std::vector<SafetensorsEntry> entries;
   std::map<std::string, const std::vector<uint8_t>*> bytes;
   for (const auto& [entry, data] : tensors) {
     if (data.size() != entry.nbytes()) {
-      throw_invalid_argument(path + ": tensor '" + entry.name +
-                             "': " + std::to_string(data.size()) + " bytes given, shape needs " +
-                             std::to_string(entry.nbytes()));
+      throw_invalid_argument(path + ": tensor '" + entry.name + "': " + std::to_string(data.size()) +
+                             " bytes given, shape needs " + std::to_string(entry.nbytes()));
     }
     entries.push_back(entry);
     bytes[entry.name] = &data;

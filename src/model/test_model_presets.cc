@@ -220,16 +220,12 @@ std::vector<std::string> test_model_presets() {
   return {"qwen3-0.6b", "qwen3-1.7b", "qwen3-8b", "qwen3-30b-a3b", "llama-3.2-1b"};
 }
 
-nlohmann::json preset_config(const std::string& preset) {
-  return nlohmann::json::parse(find_preset(preset).config);
-}
+nlohmann::json preset_config(const std::string& preset) { return nlohmann::json::parse(find_preset(preset).config); }
 
 nlohmann::json preset_generation_config(const std::string& preset) {
   return nlohmann::json::parse(find_preset(preset).generation_config);
 }
 
-std::string preset_tokenizer_package(const std::string& preset) {
-  return find_preset(preset).tokenizer_package;
-}
+std::string preset_tokenizer_package(const std::string& preset) { return find_preset(preset).tokenizer_package; }
 
 }  // namespace ditto

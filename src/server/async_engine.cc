@@ -29,7 +29,10 @@ std::vector<OutputChannel::Item> OutputChannel::pop(std::chrono::milliseconds ti
 }
 
 AsyncEngine::AsyncEngine(const LLMEngine& llm, const AsyncEngineConfig& config, ServerMetrics& metrics)
-    : llm_(llm), max_num_seqs_(llm.args().max_num_seqs), config_(config), metrics_(metrics),
+    : llm_(llm),
+      max_num_seqs_(llm.args().max_num_seqs),
+      config_(config),
+      metrics_(metrics),
       engine_(llm.make_engine()) {
   publish_gauges();
   thread_ = std::thread([this] { loop(); });
@@ -62,12 +65,12 @@ void AsyncEngine::enqueue(EngineRequest request, bool processed, std::shared_ptr
     if (abort_all_) throw Error(ErrorCode::kResourceExhausted, "the server is shutting down");
     const int64_t queued = std::max<int64_t>(0, pending_sequences_ + n + waiting_in_engine_ - free_running_);
     if (queued > config_.max_queued_requests)
-      throw Error(ErrorCode::kResourceExhausted,
-                  "the server is at capacity: " + std::to_string(queued) + " requests are queued (--max-queued-requests " +
-                      std::to_string(config_.max_queued_requests) + "); retry later");
+      throw Error(ErrorCode::kResourceExhausted, "the server is at capacity: " + std::to_string(queued) +
+                                                     " requests are queued (--max-queued-requests " +
+                                                     std::to_string(config_.max_queued_requests) + "); retry later");
     pending_sequences_ += n;
-    pending_.push_back(Submission{std::move(request), processed, std::move(channel), slot,
-                                  std::chrono::steady_clock::now()});
+    pending_.push_back(
+        Submission{std::move(request), processed, std::move(channel), slot, std::chrono::steady_clock::now()});
     ++unfinished_;
   }
   cv_.notify_one();

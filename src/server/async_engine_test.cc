@@ -91,7 +91,8 @@ void expect_same(const RequestOutput& a, const RequestOutput& b, const std::stri
     ASSERT_EQ(a.prompt_logprobs[i].has_value(), b.prompt_logprobs[i].has_value()) << label;
     if (a.prompt_logprobs[i]) {
       EXPECT_EQ(std::bit_cast<uint32_t>(a.prompt_logprobs[i]->token.logprob),
-                std::bit_cast<uint32_t>(b.prompt_logprobs[i]->token.logprob)) << label << " prompt token " << i;
+                std::bit_cast<uint32_t>(b.prompt_logprobs[i]->token.logprob))
+          << label << " prompt token " << i;
     }
   }
   for (size_t c = 0; c < a.outputs.size(); ++c) {
@@ -103,7 +104,8 @@ void expect_same(const RequestOutput& a, const RequestOutput& b, const std::stri
     EXPECT_EQ(std::bit_cast<uint64_t>(x.cumulative_logprob), std::bit_cast<uint64_t>(y.cumulative_logprob)) << label;
     ASSERT_EQ(x.logprobs.size(), y.logprobs.size()) << label;
     for (size_t t = 0; t < x.logprobs.size(); ++t) {
-      EXPECT_EQ(std::bit_cast<uint32_t>(x.logprobs[t].token.logprob), std::bit_cast<uint32_t>(y.logprobs[t].token.logprob))
+      EXPECT_EQ(std::bit_cast<uint32_t>(x.logprobs[t].token.logprob),
+                std::bit_cast<uint32_t>(y.logprobs[t].token.logprob))
           << label << " choice " << c << " token " << t;
       ASSERT_EQ(x.logprobs[t].top_logprobs.size(), y.logprobs[t].top_logprobs.size());
       for (size_t k = 0; k < x.logprobs[t].top_logprobs.size(); ++k)
@@ -141,7 +143,8 @@ TEST_F(AsyncEngineTest, ConcurrentClientsGetTheBitsOfTheRequestAlone) {
   std::vector<size_t> all(requests.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   for (int round = 0; round < 2; ++round) {
-    const std::map<size_t, RequestOutput> together = run(engine, requests, all, "together" + std::to_string(round) + "-");
+    const std::map<size_t, RequestOutput> together =
+        run(engine, requests, all, "together" + std::to_string(round) + "-");
     int64_t tokens = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
       expect_same(alone.at(i), together.at(i), "request " + std::to_string(i) + " round " + std::to_string(round));
@@ -152,7 +155,8 @@ TEST_F(AsyncEngineTest, ConcurrentClientsGetTheBitsOfTheRequestAlone) {
   EXPECT_EQ(engine.num_unfinished(), 0);
   const std::string text = metrics.render();
   EXPECT_NE(text.find("ditto:time_to_first_token_seconds_count{model_name=\"tiny\"} 36"), std::string::npos) << text;
-  EXPECT_NE(text.find("ditto:request_success_total{model_name=\"tiny\",finished_reason=\"length\"} 36"), std::string::npos);
+  EXPECT_NE(text.find("ditto:request_success_total{model_name=\"tiny\",finished_reason=\"length\"} 36"),
+            std::string::npos);
 }
 
 // Stop strings: the streamed text never shows bytes a stop string later cuts.
@@ -279,7 +283,8 @@ TEST_F(AsyncEngineTest, AbortAllEndsEverythingAndRefusesNewRequests) {
   for (size_t i = 0; i < 4; ++i) engine.submit("long" + std::to_string(i), {1, 2, 3}, p, "", channel, i);
   bool started = false;
   while (!started)
-    for (OutputChannel::Item& item : channel->pop(std::chrono::milliseconds(100))) started = started || item.report.has_value();
+    for (OutputChannel::Item& item : channel->pop(std::chrono::milliseconds(100)))
+      started = started || item.report.has_value();
   engine.abort_all();
   size_t aborted = 0;
   while (aborted < 4)

@@ -1,23 +1,17 @@
 #include "server/http_server.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <httplib.h>
 #include <malloc.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 
+#include <strings.h>
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
-#include <functional>
-#include <strings.h>
 #include <random>
-#include <thread>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -28,6 +22,7 @@
 #include "server/async_engine.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
+#include "server/sockets.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ditto {
@@ -44,73 +39,9 @@ void send_json(httplib::Response& res, int status, const Json& body) {
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), e.body()); }
 
-// Calls fn(fd, local_port, peer address, peer port) for each TCP socket of this process (peer
-// address empty and port -1 for one that is not connected, e.g. listening) until fn returns true.
-// cpp-httplib 0.11 does not expose its sockets, so they are found in /proc/self/fd.
-void for_each_socket(const std::function<bool(int fd, int local_port, const std::string& peer, int peer_port)>& fn) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    const int fd = std::atoi(e->d_name);
-    if (fd == dirfd(dir)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t local_len = sizeof local, peer_len = sizeof peer;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
-    auto port_of = [](const sockaddr_storage& a) {
-      return a.ss_family == AF_INET    ? ntohs(reinterpret_cast<const sockaddr_in*>(&a)->sin_port)
-             : a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port)
-                                       : -1;
-    };
-    if (port_of(local) < 0) continue;
-    char addr[INET6_ADDRSTRLEN] = {};
-    int peer_port = -1;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0) {
-      if (peer.ss_family == AF_INET)
-        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr, addr, sizeof addr);
-      else if (peer.ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr, addr, sizeof addr);
-      peer_port = port_of(peer);
-    }
-    if (fn(fd, port_of(local), addr, peer_port)) break;
-  }
-  closedir(dir);
+std::string model_field(const Json& v) {
+  return read_field("model", [&] { return json_string(v, "model"); });
 }
-
-// The file descriptor of the connection `req` came on, found by its (peer address, peer port,
-// local port). The fd stays open while the handler runs (httplib closes it afterwards), even if
-// the peer hangs up. -1 when not found.
-int connection_fd(const httplib::Request& req) {
-  int found = -1;
-  for_each_socket([&](int fd, int local_port, const std::string& peer, int peer_port) {
-    if (peer_port != req.remote_port || local_port != req.local_port || peer != req.remote_addr) return false;
-    found = fd;
-    return true;
-  });
-  return found;
-}
-
-// cpp-httplib 0.11 listens with a backlog of 5 (compiled into the library), so a burst of a few
-// dozen connects overflows it and clients see resets. Linux lets listen() be called again on a
-// listening socket to change its backlog: find ours by its local port and do that.
-void widen_listen_backlog(int port, int backlog) {
-  for_each_socket([&](int fd, int local_port, const std::string&, int) {
-    int listening = 0;
-    socklen_t len = sizeof listening;
-    if (local_port == port && getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening)
-      ::listen(fd, backlog);
-    return false;
-  });
-}
-
-// True when the peer of `fd` has hung up (or the socket failed). Pipelined data is left unread.
-bool peer_closed(int fd) {
-  if (fd < 0) return false;
-  pollfd p{fd, POLLRDHUP, 0};
-  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
-std::string model_field(const Json& v) { return read_field("model", [&] { return json_string(v, "model"); }); }
 
 // One HTTP generation request: its engine requests (one per prompt) and their outputs so far.
 struct Job {
@@ -122,15 +53,17 @@ struct Job {
   std::vector<bool> finished;           // by slot
   size_t num_finished = 0;
   std::shared_ptr<OutputChannel> channel = std::make_shared<OutputChannel>();
-  bool complete = false;                // every slot finished and the response was written
-  int connection_fd = -1;               // to notice a client that hangs up while it waits
+  bool complete = false;   // every slot finished and the response was written
+  int connection_fd = -1;  // to notice a client that hangs up while it waits
 };
 
 }  // namespace
 
 struct HttpServer::Impl {
   Impl(LLMEngine& l, const ServerOptions& o)
-      : llm(l), options(o), metrics(o.served_model_name),
+      : llm(l),
+        options(o),
+        metrics(o.served_model_name),
         engine(l, AsyncEngineConfig{.max_queued_requests = o.max_queued_requests}, metrics) {
     std::random_device rd;
     id_prefix = (uint64_t{rd()} << 32) ^ rd();
@@ -240,7 +173,8 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
     ApiResult result;
     result.prompt_text = engine_requests.back().prompt;
     if (r.echo && r.prompts[i].token_ids)
-      result.prompt_text = llm.tokenizer().decode(engine_requests.back().prompt_token_ids, /*skip_special_tokens=*/false);
+      result.prompt_text =
+          llm.tokenizer().decode(engine_requests.back().prompt_token_ids, /*skip_special_tokens=*/false);
     job->results.push_back(std::move(result));
   }
   job->id = new_id(prefix);
@@ -283,9 +217,9 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
     request.parsers.tool_calls = options.enable_auto_tool_choice && !request.prompts[0].tools.is_null();
   }
   std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
-  job->connection_fd = connection_fd(req);
-  auto formatter = std::make_shared<ApiFormatter>(job->request, llm.tokenizer(), job->id, job->created,
-                                                  options.served_model_name);
+  job->connection_fd = connection_fd(req.remote_addr, req.remote_port, req.local_port);
+  auto formatter =
+      std::make_shared<ApiFormatter>(job->request, llm.tokenizer(), job->id, job->created, options.served_model_name);
 
   if (!job->request.stream) {
     try {
@@ -415,8 +349,10 @@ void HttpServer::Impl::routes() {
       }
       if (std::stoull(v) > static_cast<uint64_t>(options.max_request_body_bytes)) {
         send_error(res, ApiError(413, "invalid_request_error",
-                                 "the request body (" + v + " bytes) is larger than the server accepts "
-                                 "(--max-request-body-bytes " + std::to_string(options.max_request_body_bytes) + ")"));
+                                 "the request body (" + v +
+                                     " bytes) is larger than the server accepts "
+                                     "(--max-request-body-bytes " +
+                                     std::to_string(options.max_request_body_bytes) + ")"));
         res.set_header("Connection", "close");
         return R::Handled;
       }
@@ -440,11 +376,13 @@ void HttpServer::Impl::routes() {
   server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413)
-      send_error(res, ApiError(413, "invalid_request_error", "the request body is larger than the server accepts (--max-request-body-bytes)"));
+      send_error(res, ApiError(413, "invalid_request_error",
+                               "the request body is larger than the server accepts (--max-request-body-bytes)"));
     else if (res.status == 404)
       send_error(res, ApiError(404, "invalid_request_error", "no route " + req.method + " " + req.path));
     else if (res.status == 400)
-      send_error(res, ApiError(400, "invalid_request_error", "malformed HTTP request (request line, headers or chunked framing)"));
+      send_error(res, ApiError(400, "invalid_request_error",
+                               "malformed HTTP request (request line, headers or chunked framing)"));
     else if (res.status == 414)
       send_error(res, ApiError(414, "invalid_request_error", "the request path is too long"));
     else
@@ -460,34 +398,43 @@ void HttpServer::Impl::routes() {
     }
     send_error(res, to_api_error(Error(ErrorCode::kInternal, what)));
   });
-  server.set_logger([this](const httplib::Request&, const httplib::Response& res) { metrics.record_http_status(res.status); });
+  server.set_logger(
+      [this](const httplib::Request&, const httplib::Response& res) { metrics.record_http_status(res.status); });
 
   server.Post("/v1/completions", with_body([this](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(ApiEndpoint::kCompletions, req, res);
-  }));
+                handle_generate(ApiEndpoint::kCompletions, req, res);
+              }));
   server.Post("/v1/chat/completions", with_body([this](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(ApiEndpoint::kChatCompletions, req, res);
-  }));
+                handle_generate(ApiEndpoint::kChatCompletions, req, res);
+              }));
   server.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
-    Json model = {{"id", options.served_model_name},
-                  {"object", "model"},
-                  {"created", static_cast<int64_t>(std::time(nullptr))},
-                  {"owned_by", "ditto"},
-                  {"root", options.model_path},
-                  {"parent", nullptr},
-                  {"max_model_len", context()}};
-    send_json(res, 200, {{"object", "list"}, {"data", Json::array({model})}});
-  }));
+               Json model = {{"id", options.served_model_name},
+                             {"object", "model"},
+                             {"created", static_cast<int64_t>(std::time(nullptr))},
+                             {"owned_by", "ditto"},
+                             {"root", options.model_path},
+                             {"parent", nullptr},
+                             {"max_model_len", context()}};
+               send_json(res, 200, {{"object", "list"}, {"data", Json::array({model})}});
+             }));
   // Known routes with the wrong method: 405 naming the one that works.
-  for (const auto& [path, allowed] : std::vector<std::pair<std::string, std::string>>{
-           {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/tokenize", "POST"},
-           {"/detokenize", "POST"}, {"/v1/models", "GET"}, {"/health", "GET"}, {"/version", "GET"}, {"/metrics", "GET"}}) {
+  for (const auto& [path, allowed] : std::vector<std::pair<std::string, std::string>>{{"/v1/completions", "POST"},
+                                                                                      {"/v1/chat/completions", "POST"},
+                                                                                      {"/tokenize", "POST"},
+                                                                                      {"/detokenize", "POST"},
+                                                                                      {"/v1/models", "GET"},
+                                                                                      {"/health", "GET"},
+                                                                                      {"/version", "GET"},
+                                                                                      {"/metrics", "GET"}}) {
     auto refuse = [path, allowed](const httplib::Request& req, httplib::Response& res) {
-      send_error(res, ApiError(405, "invalid_request_error", req.method + " is not allowed on " + path + "; use " + allowed));
+      send_error(
+          res, ApiError(405, "invalid_request_error", req.method + " is not allowed on " + path + "; use " + allowed));
       res.set_header("Allow", allowed);
     };
-    if (allowed == "POST") server.Get(path, refuse);
-    else server.Post(path, refuse);
+    if (allowed == "POST")
+      server.Get(path, refuse);
+    else
+      server.Post(path, refuse);
     server.Put(path, refuse);
     server.Delete(path, refuse);
     server.Patch(path, refuse);
@@ -500,51 +447,54 @@ void HttpServer::Impl::routes() {
     res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
   });
   server.Post("/tokenize", with_body([this](const httplib::Request& req, httplib::Response& res) {
-    const Json body = parse_body(req);
-    if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
-    if (body.contains("model") && !body["model"].is_null()) check_model(model_field(body["model"]));
-    PromptInput prompt;
-    auto flag = [&](const char* key, bool fallback) {
-      return body.contains(key) ? read_field(key, [&] { return json_bool(body[key], key); }) : fallback;
-    };
-    if (body.contains("messages")) {
-      prompt.messages = normalize_chat_messages(body["messages"]);
-      prompt.add_generation_prompt = flag("add_generation_prompt", true);
-      if (body.contains("chat_template_kwargs")) prompt.chat_template_kwargs = body["chat_template_kwargs"];
-      if (body.contains("tools")) prompt.tools = body["tools"];
-    } else if (body.contains("prompt")) {
-      prompt.text = read_field("prompt", [&] { return json_string(body["prompt"], "prompt"); });
-      prompt.add_special_tokens = flag("add_special_tokens", true);
-    } else {
-      throw_bad_param("prompt", "give 'prompt' (a string) or 'messages'");
-    }
-    const std::vector<int32_t> ids = llm.input_processor().encode(prompt).first;
-    Json strs = nullptr;
-    if (flag("return_token_strs", false)) {
-      strs = Json::array();
-      for (int32_t id : ids) strs.push_back(llm.tokenizer().id_to_token(id).value_or(""));
-    }
-    send_json(res, 200, {{"count", ids.size()}, {"max_model_len", context()}, {"tokens", ids}, {"token_strs", strs}});
-  }));
-  server.Post("/detokenize", with_body([this](const httplib::Request& req, httplib::Response& res) {
-    const Json body = parse_body(req);
-    if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
-    if (body.contains("model") && !body["model"].is_null()) check_model(model_field(body["model"]));
-    if (!body.contains("tokens")) throw_bad_param("tokens", "field 'tokens' is required");
-    const std::vector<int32_t> ids = read_field("tokens", [&] { return json_token_ids(body["tokens"], "tokens"); });
-    for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] >= vocab_size())
-        throw_bad_param("tokens", "tokens[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
-                                      " is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
-    send_json(res, 200, {{"prompt", llm.tokenizer().decode(ids, false)}});
-  }));
+                const Json body = parse_body(req);
+                if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
+                if (body.contains("model") && !body["model"].is_null()) check_model(model_field(body["model"]));
+                PromptInput prompt;
+                auto flag = [&](const char* key, bool fallback) {
+                  return body.contains(key) ? read_field(key, [&] { return json_bool(body[key], key); }) : fallback;
+                };
+                if (body.contains("messages")) {
+                  prompt.messages = normalize_chat_messages(body["messages"]);
+                  prompt.add_generation_prompt = flag("add_generation_prompt", true);
+                  if (body.contains("chat_template_kwargs")) prompt.chat_template_kwargs = body["chat_template_kwargs"];
+                  if (body.contains("tools")) prompt.tools = body["tools"];
+                } else if (body.contains("prompt")) {
+                  prompt.text = read_field("prompt", [&] { return json_string(body["prompt"], "prompt"); });
+                  prompt.add_special_tokens = flag("add_special_tokens", true);
+                } else {
+                  throw_bad_param("prompt", "give 'prompt' (a string) or 'messages'");
+                }
+                const std::vector<int32_t> ids = llm.input_processor().encode(prompt).first;
+                Json strs = nullptr;
+                if (flag("return_token_strs", false)) {
+                  strs = Json::array();
+                  for (int32_t id : ids) strs.push_back(llm.tokenizer().id_to_token(id).value_or(""));
+                }
+                send_json(res, 200,
+                          {{"count", ids.size()}, {"max_model_len", context()}, {"tokens", ids}, {"token_strs", strs}});
+              }));
+  server.Post(
+      "/detokenize", with_body([this](const httplib::Request& req, httplib::Response& res) {
+        const Json body = parse_body(req);
+        if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
+        if (body.contains("model") && !body["model"].is_null()) check_model(model_field(body["model"]));
+        if (!body.contains("tokens")) throw_bad_param("tokens", "field 'tokens' is required");
+        const std::vector<int32_t> ids = read_field("tokens", [&] { return json_token_ids(body["tokens"], "tokens"); });
+        for (size_t i = 0; i < ids.size(); ++i)
+          if (ids[i] >= vocab_size())
+            throw_bad_param("tokens", "tokens[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
+                                          " is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
+        send_json(res, 200, {{"prompt", llm.tokenizer().decode(ids, false)}});
+      }));
 }
 
 void validate_server_options(const ServerOptions& options) {
   if (options.served_model_name.empty()) throw_invalid_argument("--served-model-name must not be empty");
   if (options.max_queued_requests < 1) throw_invalid_argument("--max-queued-requests must be at least 1");
   if (options.max_request_body_bytes < 1024) throw_invalid_argument("--max-request-body-bytes must be at least 1024");
-  if (!options.reasoning_parser.empty() && options.reasoning_parser != "qwen3" && options.reasoning_parser != "deepseek_r1")
+  if (!options.reasoning_parser.empty() && options.reasoning_parser != "qwen3" &&
+      options.reasoning_parser != "deepseek_r1")
     throw_invalid_argument("--reasoning-parser must be qwen3 or deepseek_r1, got '" + options.reasoning_parser + "'");
   if (!options.tool_call_parser.empty() && options.tool_call_parser != "hermes")
     throw_invalid_argument("--tool-call-parser must be hermes, got '" + options.tool_call_parser + "'");

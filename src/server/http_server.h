@@ -26,15 +26,15 @@ class ServerMetrics;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;                        // 0: any free port (see bind())
-  std::string served_model_name;          // the `model` clients name; requests naming another get 404
-  std::string model_path;                 // reported as the model's root in /v1/models
-  std::string api_key;                    // empty: no authentication
+  int port = 8000;                // 0: any free port (see bind())
+  std::string served_model_name;  // the `model` clients name; requests naming another get 404
+  std::string model_path;         // reported as the model's root in /v1/models
+  std::string api_key;            // empty: no authentication
   int64_t max_request_body_bytes = int64_t{32} << 20;
-  int64_t max_queued_requests = 1024;     // beyond this, 503
-  int http_threads = 0;                   // connections served at once; 0: 192
-  int timeout_seconds = 60;               // a client that stalls this long while sending or reading is dropped
-  std::string version;                    // for GET /version
+  int64_t max_queued_requests = 1024;  // beyond this, 503
+  int http_threads = 0;                // connections served at once; 0: 192
+  int timeout_seconds = 60;            // a client that stalls this long while sending or reading is dropped
+  std::string version;                 // for GET /version
   // Chat output parsing (vLLM's flags): "qwen3" / "deepseek_r1" split <think>…</think> into
   // reasoning_content; with enable_auto_tool_choice and tool_call_parser "hermes", requests that
   // send tools get <tool_call> blocks as tool_calls.

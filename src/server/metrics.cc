@@ -57,12 +57,11 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 
 ServerMetrics::ServerMetrics(std::string model_name)
     : model_name_(std::move(model_name)),
-      ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-             40.0, 80.0, 160.0, 640.0, 2560.0}),
-      itl_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-            40.0, 80.0}),
-      e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-            480.0, 960.0, 1920.0, 7680.0}) {}
+      ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+             1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
+      itl_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
+      e2e_({0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+            30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}) {}
 
 void ServerMetrics::record_http_status(int status) {
   std::lock_guard lock(mu_);
@@ -131,8 +130,9 @@ std::string ServerMetrics::render() const {
   counter("ditto:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", prefix_query_tokens_);
   counter("ditto:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", prefix_hit_tokens_);
   gauge("ditto:prefix_cache_hit_rate", "prefix_cache_hits_total / prefix_cache_queries_total (0 before any query).",
-        number(prefix_query_tokens_ > 0 ? static_cast<double>(prefix_hit_tokens_) / static_cast<double>(prefix_query_tokens_)
-                                        : 0.0));
+        number(prefix_query_tokens_ > 0
+                   ? static_cast<double>(prefix_hit_tokens_) / static_cast<double>(prefix_query_tokens_)
+                   : 0.0));
   header(out, "ditto:request_success_total", "counter", "Finished engine requests by finish reason.");
   for (const char* reason : {"stop", "length", "abort", "error"}) {
     const auto found = finished_.find(reason);
@@ -141,7 +141,8 @@ std::string ServerMetrics::render() const {
   }
   header(out, "ditto:http_requests_total", "counter", "HTTP responses by status code.");
   for (const auto& [status, count] : http_status_)
-    out += "ditto:http_requests_total{" + l + ",status=\"" + std::to_string(status) + "\"} " + std::to_string(count) + "\n";
+    out += "ditto:http_requests_total{" + l + ",status=\"" + std::to_string(status) + "\"} " + std::to_string(count) +
+           "\n";
   header(out, "ditto:time_to_first_token_seconds", "histogram", "Seconds from arrival to the first generated token.");
   ttft_.render(out, "ditto:time_to_first_token_seconds", l);
   header(out, "ditto:inter_token_latency_seconds", "histogram", "Seconds between a request's successive tokens.");

@@ -40,7 +40,8 @@ bool parse_sampling(const Json& body, ApiRequest& r) {
     if (!so.is_object()) throw_bad_param("stream_options", "field 'stream_options' must be an object");
     if (!r.stream) throw_bad_param("stream_options", "stream_options is only allowed when stream is true");
     if (present(so, "include_usage"))
-      r.include_usage = field("stream_options", [&] { return json_bool(so["include_usage"], "stream_options.include_usage"); });
+      r.include_usage =
+          field("stream_options", [&] { return json_bool(so["include_usage"], "stream_options.include_usage"); });
   }
   if (present(body, "user")) field("user", [&] { return json_string(body["user"], "user"); });
   if (present(body, "logit_bias")) {
@@ -74,8 +75,10 @@ Json normalize_chat_messages(const Json& messages) {
     if (!m.contains("role") || !m["role"].is_string())
       throw_bad_param("messages", "field '" + name + ".role' must be a string");
     if (!roles.contains(m["role"].get<std::string>()))
-      throw_bad_param("messages", "field '" + name + ".role' must be one of system, developer, user, assistant, "
-                                  "tool, function, got " + json_excerpt(m["role"]));
+      throw_bad_param("messages", "field '" + name +
+                                      ".role' must be one of system, developer, user, assistant, "
+                                      "tool, function, got " +
+                                      json_excerpt(m["role"]));
     // content: a string, null (→ ""), or text parts (joined with newlines, as vLLM does for
     // text-only models).
     if (!m.contains("content") || m["content"].is_null()) {
@@ -87,13 +90,16 @@ Json normalize_chat_messages(const Json& messages) {
         const std::string where = name + ".content[" + std::to_string(k) + "]";
         if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
             !part["text"].is_string())
-          throw_bad_param("messages", "field '" + where + "' must be {\"type\": \"text\", \"text\": ...}: this model "
-                                      "takes text only, got " + json_excerpt(part));
+          throw_bad_param("messages", "field '" + where +
+                                          "' must be {\"type\": \"text\", \"text\": ...}: this model "
+                                          "takes text only, got " +
+                                          json_excerpt(part));
         text += (k > 0 ? "\n" : "") + part["text"].get<std::string>();
       }
       m["content"] = text;
     } else if (!m["content"].is_string()) {
-      throw_bad_param("messages", "field '" + name + ".content' must be a string, an array of text parts or null, got " +
+      throw_bad_param("messages", "field '" + name +
+                                      ".content' must be a string, an array of text parts or null, got " +
                                       json_excerpt(m["content"]));
     }
     // tool_calls: OpenAI's {id, type, function: {name, arguments: JSON text}}; the arguments go to
@@ -105,8 +111,10 @@ Json normalize_chat_messages(const Json& messages) {
         const std::string where = name + ".tool_calls[" + std::to_string(k) + "]";
         if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
             !call["function"].contains("name") || !call["function"]["name"].is_string())
-          throw_bad_param("messages", "field '" + where + "' must be {\"type\": \"function\", \"function\": "
-                                      "{\"name\": ..., \"arguments\": ...}}, got " + json_excerpt(call));
+          throw_bad_param("messages", "field '" + where +
+                                          "' must be {\"type\": \"function\", \"function\": "
+                                          "{\"name\": ..., \"arguments\": ...}}, got " +
+                                          json_excerpt(call));
         Json& args = call["function"]["arguments"];
         if (args.is_null()) args = Json::object();
         if (args.is_string()) {
@@ -124,18 +132,13 @@ Json normalize_chat_messages(const Json& messages) {
 
 ApiError to_api_error(const Error& e) {
   switch (e.code()) {
-    case ErrorCode::kInvalidArgument:
-      return ApiError(400, "invalid_request_error", e.what(), e.param());
+    case ErrorCode::kInvalidArgument: return ApiError(400, "invalid_request_error", e.what(), e.param());
     case ErrorCode::kNotFound:
       return ApiError(404, "invalid_request_error", e.what(), e.param(), e.param() == "model" ? "model_not_found" : "");
-    case ErrorCode::kUnauthenticated:
-      return ApiError(401, "invalid_request_error", e.what(), "", "invalid_api_key");
-    case ErrorCode::kResourceExhausted:
-      return ApiError(503, "server_overloaded", e.what(), e.param());
-    case ErrorCode::kCancelled:
-      return ApiError(499, "client_closed_request", e.what());
-    case ErrorCode::kInternal:
-      break;
+    case ErrorCode::kUnauthenticated: return ApiError(401, "invalid_request_error", e.what(), "", "invalid_api_key");
+    case ErrorCode::kResourceExhausted: return ApiError(503, "server_overloaded", e.what(), e.param());
+    case ErrorCode::kCancelled: return ApiError(499, "client_closed_request", e.what());
+    case ErrorCode::kInternal: break;
   }
   return ApiError(500, "internal_error", e.what());
 }
@@ -151,12 +154,19 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
   if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
   ApiRequest r;
   r.endpoint = endpoint;
-  static const std::set<std::string> shared = {"model", "best_of", "stream", "stream_options", "user", "logit_bias",
+  static const std::set<std::string> shared = {"model",           "best_of",  "stream",
+                                               "stream_options",  "user",     "logit_bias",
                                                "response_format", "logprobs", "return_tokens_as_token_ids"};
   static const std::set<std::string> completions = {"prompt", "echo", "suffix"};
-  static const std::set<std::string> chat = {"messages", "tools", "tool_choice", "parallel_tool_calls",
-                                             "chat_template_kwargs", "add_generation_prompt",
-                                             "continue_final_message", "max_completion_tokens", "top_logprobs"};
+  static const std::set<std::string> chat = {"messages",
+                                             "tools",
+                                             "tool_choice",
+                                             "parallel_tool_calls",
+                                             "chat_template_kwargs",
+                                             "add_generation_prompt",
+                                             "continue_final_message",
+                                             "max_completion_tokens",
+                                             "top_logprobs"};
   const auto& own = endpoint == ApiEndpoint::kCompletions ? completions : chat;
   for (const auto& [key, value] : body.items())
     if (!shared.contains(key) && !own.contains(key) && !sampling_params_keys().contains(key))
@@ -179,19 +189,23 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
         if (prompt[i].is_string())
           r.prompts.push_back(PromptInput{.text = prompt[i].get<std::string>()});
         else if (prompt[i].is_array())
-          r.prompts.push_back(PromptInput{.token_ids = field("prompt", [&] { return json_token_ids(prompt[i], name); })});
+          r.prompts.push_back(
+              PromptInput{.token_ids = field("prompt", [&] { return json_token_ids(prompt[i], name); })});
         else
           throw_bad_param("prompt", "field '" + name + "' must be a string or an array of token ids, got " +
                                         json_excerpt(prompt[i]));
       }
     } else {
-      throw_bad_param("prompt", "field 'prompt' must be a string, an array of strings, an array of token ids or "
-                                "an array of token-id arrays (non-empty), got " + json_excerpt(prompt));
+      throw_bad_param("prompt",
+                      "field 'prompt' must be a string, an array of strings, an array of token ids or "
+                      "an array of token-id arrays (non-empty), got " +
+                          json_excerpt(prompt));
     }
     if (r.prompts.size() > 1024) throw_bad_param("prompt", "at most 1024 prompts per request");
     if (present(body, "suffix")) throw_bad_param("suffix", "suffix is not supported");
     if (present(body, "echo")) r.echo = field("echo", [&] { return json_bool(body["echo"], "echo"); });
-    if (present(body, "logprobs")) r.logprobs = field("logprobs", [&] { return json_int(body["logprobs"], "logprobs"); });
+    if (present(body, "logprobs"))
+      r.logprobs = field("logprobs", [&] { return json_int(body["logprobs"], "logprobs"); });
     if (r.echo && r.logprobs) p.prompt_logprobs = std::max<int64_t>(p.prompt_logprobs.value_or(0), *r.logprobs);
   } else {
     if (!present(body, "messages")) throw_bad_param("messages", "field 'messages' is required");
@@ -202,8 +216,9 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
       for (size_t i = 0; i < body["tools"].size(); ++i) {
         const Json& t = body["tools"][i];
         if (!t.is_object() || !t.contains("function") || !t["function"].is_object() || !t["function"].contains("name"))
-          throw_bad_param("tools", "field 'tools[" + std::to_string(i) + "]' must be {\"type\": \"function\", "
-                                   "\"function\": {\"name\": ...}}");
+          throw_bad_param("tools", "field 'tools[" + std::to_string(i) +
+                                       "]' must be {\"type\": \"function\", "
+                                       "\"function\": {\"name\": ...}}");
       }
       in.tools = body["tools"];
     }
@@ -219,9 +234,12 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
       in.chat_template_kwargs = body["chat_template_kwargs"];
     }
     if (present(body, "add_generation_prompt"))
-      r.add_generation_prompt = field("add_generation_prompt", [&] { return json_bool(body["add_generation_prompt"], "add_generation_prompt"); });
+      r.add_generation_prompt = field(
+          "add_generation_prompt", [&] { return json_bool(body["add_generation_prompt"], "add_generation_prompt"); });
     if (present(body, "continue_final_message"))
-      r.continue_final_message = field("continue_final_message", [&] { return json_bool(body["continue_final_message"], "continue_final_message"); });
+      r.continue_final_message = field("continue_final_message", [&] {
+        return json_bool(body["continue_final_message"], "continue_final_message");
+      });
     if (r.continue_final_message && r.add_generation_prompt && present(body, "add_generation_prompt"))
       throw_bad_param("continue_final_message", "continue_final_message and add_generation_prompt cannot both be true");
     if (r.continue_final_message) r.add_generation_prompt = false;
@@ -233,7 +251,8 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
       r.max_tokens_given = true;
       r.max_tokens_field = "max_completion_tokens";
     }
-    const bool want = present(body, "logprobs") && field("logprobs", [&] { return json_bool(body["logprobs"], "logprobs"); });
+    const bool want =
+        present(body, "logprobs") && field("logprobs", [&] { return json_bool(body["logprobs"], "logprobs"); });
     int64_t top = 0;
     if (present(body, "top_logprobs")) {
       top = field("top_logprobs", [&] { return json_int(body["top_logprobs"], "top_logprobs", 0, max_logprobs); });
@@ -262,7 +281,11 @@ Json stop_reason_json(const CompletionOutput& c) {
 
 ApiFormatter::ApiFormatter(const ApiRequest& request, const Tokenizer& tokenizer, std::string id, int64_t created,
                            std::string model_name)
-    : request_(request), tokenizer_(tokenizer), id_(std::move(id)), created_(created), model_name_(std::move(model_name)) {
+    : request_(request),
+      tokenizer_(tokenizer),
+      id_(std::move(id)),
+      created_(created),
+      model_name_(std::move(model_name)) {
   emitted_.resize(request.prompts.size(), std::vector<Emitted>(static_cast<size_t>(request.params.n)));
 }
 
@@ -311,7 +334,8 @@ Json ApiFormatter::completion_logprobs(const ApiResult& r, const CompletionOutpu
       add(ids[i], e ? std::optional<float>(e->token.logprob) : std::nullopt, e ? &*e : nullptr);
     }
   }
-  for (size_t t = from_token; t < c.logprobs.size(); ++t) add(c.token_ids[t], c.logprobs[t].token.logprob, &c.logprobs[t]);
+  for (size_t t = from_token; t < c.logprobs.size(); ++t)
+    add(c.token_ids[t], c.logprobs[t].token.logprob, &c.logprobs[t]);
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
@@ -321,9 +345,13 @@ Json ApiFormatter::chat_logprobs(const CompletionOutput& c, size_t from_token) c
     const SampledToken& s = c.logprobs[t];
     Json top = Json::array();
     for (const TokenLogprob& e : s.top_logprobs)
-      top.push_back({{"token", token_text(e.token_id)}, {"logprob", e.logprob}, {"bytes", bytes_json(tokenizer_.token_bytes(e.token_id))}});
-    content.push_back({{"token", token_text(s.token.token_id)}, {"logprob", s.token.logprob},
-                       {"bytes", bytes_json(tokenizer_.token_bytes(s.token.token_id))}, {"top_logprobs", top}});
+      top.push_back({{"token", token_text(e.token_id)},
+                     {"logprob", e.logprob},
+                     {"bytes", bytes_json(tokenizer_.token_bytes(e.token_id))}});
+    content.push_back({{"token", token_text(s.token.token_id)},
+                       {"logprob", s.token.logprob},
+                       {"bytes", bytes_json(tokenizer_.token_bytes(s.token.token_id))},
+                       {"top_logprobs", top}});
   }
   return {{"content", content}};
 }
@@ -369,10 +397,11 @@ Json ApiFormatter::response(const std::vector<ApiResult>& results) const {
             continue;
           }
           Json m = Json::object();
-          m[std::to_string(e->token.token_id)] = {{"logprob", e->token.logprob}, {"rank", e->token.rank},
-                                                  {"decoded_token", token_text(e->token.token_id)}};
+          m[std::to_string(e->token.token_id)] = {
+              {"logprob", e->token.logprob}, {"rank", e->token.rank}, {"decoded_token", token_text(e->token.token_id)}};
           for (const TokenLogprob& t : e->top_logprobs)
-            m[std::to_string(t.token_id)] = {{"logprob", t.logprob}, {"rank", t.rank}, {"decoded_token", token_text(t.token_id)}};
+            m[std::to_string(t.token_id)] = {
+                {"logprob", t.logprob}, {"rank", t.rank}, {"decoded_token", token_text(t.token_id)}};
           pl.push_back(std::move(m));
         }
         choice["prompt_logprobs"] = std::move(pl);
@@ -380,12 +409,9 @@ Json ApiFormatter::response(const std::vector<ApiResult>& results) const {
       choices.push_back(std::move(choice));
     }
   }
-  return {{"id", id_},
-          {"object", chat ? "chat.completion" : "text_completion"},
-          {"created", created_},
-          {"model", model_name_},
-          {"choices", choices},
-          {"usage", usage(results)},
+  return {{"id", id_},           {"object", chat ? "chat.completion" : "text_completion"},
+          {"created", created_}, {"model", model_name_},
+          {"choices", choices},  {"usage", usage(results)},
           {"seed", seed_json()}};
 }
 

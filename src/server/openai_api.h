@@ -27,7 +27,10 @@ class Tokenizer;
 class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string type, const std::string& message, std::string param = "", std::string code = "")
-      : std::runtime_error(message), status_(status), type_(std::move(type)), param_(std::move(param)),
+      : std::runtime_error(message),
+        status_(status),
+        type_(std::move(type)),
+        param_(std::move(param)),
         code_(std::move(code)) {}
   int status() const { return status_; }
   nlohmann::ordered_json body() const;
@@ -62,20 +65,20 @@ struct ApiRequest {
   std::optional<std::string> model;
   // completions: one per prompt (text or token ids); chat: one holding the messages.
   std::vector<PromptInput> prompts;
-  SamplingParams params;        // output_kind is set by the engine side
-  bool max_tokens_given = false;  // else: completions 16, chat the rest of the context
+  SamplingParams params;                        // output_kind is set by the engine side
+  bool max_tokens_given = false;                // else: completions 16, chat the rest of the context
   std::string max_tokens_field = "max_tokens";  // chat: "max_completion_tokens" when given so
   bool stream = false;
-  bool include_usage = false;   // stream_options.include_usage
-  bool echo = false;            // completions: prepend the prompt (and its logprobs)
+  bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: prepend the prompt (and its logprobs)
   // completions: `logprobs` N (top N per token); chat: `logprobs` true with `top_logprobs` N.
   std::optional<int64_t> logprobs;
   bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N" (vLLM's extension)
   // chat: how the output is split into reasoning_content / content / tool_calls (set by the
   // server from its flags and the request's tools).
   ChatOutputParsers parsers;
-  bool add_generation_prompt = true;     // chat
-  bool continue_final_message = false;   // chat
+  bool add_generation_prompt = true;    // chat
+  bool continue_final_message = false;  // chat
   std::vector<std::string> ignored_fields;
 };
 
@@ -91,8 +94,8 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const nlohmann::ordered_json&
 
 // What a finished (or streaming) HTTP request has to format: each engine request's output so far.
 struct ApiResult {
-  std::string prompt_text;             // the prompt as text (echo)
-  RequestOutput output;                // accumulated with append_delta
+  std::string prompt_text;  // the prompt as text (echo)
+  RequestOutput output;     // accumulated with append_delta
 };
 
 // Formats responses. `id` is "cmpl-…" / "chatcmpl-…", `created` Unix seconds.

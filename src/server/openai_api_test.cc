@@ -69,7 +69,9 @@ TEST(OpenAiApiTest, ChatFields) {
   EXPECT_EQ(r.ignored_fields, std::vector<std::string>{"metadata"});
   EXPECT_FALSE(parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": false})").params.logprobs);
   EXPECT_TRUE(parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function",
-      "function": {"name": "f"}}], "tool_choice": "none"})").prompts[0].tools.is_null());
+      "function": {"name": "f"}}], "tool_choice": "none"})")
+                  .prompts[0]
+                  .tools.is_null());
 }
 
 TEST(OpenAiApiTest, ErrorsNameTheParameter) {
@@ -105,7 +107,8 @@ TEST(OpenAiApiTest, ErrorsNameTheParameter) {
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"})", "tool_choice"},
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})",
        "response_format"},
-      {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": -1})", "max_completion_tokens"},
+      {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": -1})",
+       "max_completion_tokens"},
   };
   for (const Case& c : cases) {
     const ApiError e = parse_error(c.endpoint, c.body);
@@ -152,7 +155,8 @@ TEST_F(FormatterTest, CompletionStreamConcatenatesToTheResponse) {
   const Json body = whole.response({full});
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["choices"][0]["text"], "Hello big world");
-  EXPECT_EQ(body["usage"]["completion_tokens"], full.output.outputs[0].token_ids.size() + full.output.outputs[1].token_ids.size());
+  EXPECT_EQ(body["usage"]["completion_tokens"],
+            full.output.outputs[0].token_ids.size() + full.output.outputs[1].token_ids.size());
   EXPECT_TRUE(body["choices"][0]["logprobs"]["token_logprobs"][0].is_null());  // the first prompt token
 
   // Stream the same result one token at a time.
@@ -228,8 +232,9 @@ TEST_F(FormatterTest, ChatShapes) {
 TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
   ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "stream": true})");
   req.parsers = {.reasoning = true, .tool_calls = true};
-  const std::string text = "<think>\nLet me see.\n</think>\n\nChecking.<tool_call>\n{\"name\": \"get_weather\", "
-                           "\"arguments\": {\"city\": \"Zürich\"}}\n</tool_call>";
+  const std::string text =
+      "<think>\nLet me see.\n</think>\n\nChecking.<tool_call>\n{\"name\": \"get_weather\", "
+      "\"arguments\": {\"city\": \"Zürich\"}}\n</tool_call>";
   ApiResult full = result({tokenizer_->encode(text, false)}, false);
   full.output.outputs[0].finish_reason = "stop";
   ApiFormatter whole(req, *tokenizer_, "chatcmpl-7", 5, "m");

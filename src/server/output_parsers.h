@@ -16,7 +16,7 @@
 namespace ditto {
 
 struct ChatOutputParsers {
-  bool reasoning = false;  // <think>…</think> at the start → reasoning_content
+  bool reasoning = false;   // <think>…</think> at the start → reasoning_content
   bool tool_calls = false;  // <tool_call>…</tool_call> blocks → tool_calls
 };
 

@@ -47,16 +47,30 @@ TEST(OutputParsersTest, MalformedOrUnclosedBlocksStayText) {
 
 // The streaming guarantee: the view of every prefix is a prefix of the final view.
 TEST(OutputParsersTest, ViewsArePrefixStable) {
-  const std::vector<std::string> pieces = {
-      "<think>", "</think>", "<tool_call>", "</tool_call>", "{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
-      "{\"name\": \"g\"}", "{oops", "<", "</", "<tool", "<thi", "hello", " ", "\n", "é", "think>", "call>"};
+  const std::vector<std::string> pieces = {"<think>",
+                                           "</think>",
+                                           "<tool_call>",
+                                           "</tool_call>",
+                                           "{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
+                                           "{\"name\": \"g\"}",
+                                           "{oops",
+                                           "<",
+                                           "</",
+                                           "<tool",
+                                           "<thi",
+                                           "hello",
+                                           " ",
+                                           "\n",
+                                           "é",
+                                           "think>",
+                                           "call>"};
   std::mt19937 rng(5);
   for (int trial = 0; trial < 3000; ++trial) {
     std::string text;
     const int n = 1 + static_cast<int>(rng() % 12);
     for (int i = 0; i < n; ++i) text += pieces[rng() % pieces.size()];
-    for (const ChatOutputParsers parsers : {kBoth, ChatOutputParsers{.reasoning = true},
-                                            ChatOutputParsers{.tool_calls = true}}) {
+    for (const ChatOutputParsers parsers :
+         {kBoth, ChatOutputParsers{.reasoning = true}, ChatOutputParsers{.tool_calls = true}}) {
       const ChatOutputView full = parse_chat_output(text, true, parsers);
       for (size_t len = 0; len <= text.size(); ++len) {
         const ChatOutputView part = parse_chat_output(text.substr(0, len), false, parsers);

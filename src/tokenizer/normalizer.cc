@@ -52,18 +52,10 @@ bool ascii_only(std::string_view text) {
 void apply(Normalizer::Form form, std::string_view text, std::string& out) {
   int options = UTF8PROC_STABLE;
   switch (form) {
-    case Normalizer::Form::kNFC:
-      options |= UTF8PROC_COMPOSE;
-      break;
-    case Normalizer::Form::kNFD:
-      options |= UTF8PROC_DECOMPOSE;
-      break;
-    case Normalizer::Form::kNFKC:
-      options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
-      break;
-    case Normalizer::Form::kNFKD:
-      options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
-      break;
+    case Normalizer::Form::kNFC: options |= UTF8PROC_COMPOSE; break;
+    case Normalizer::Form::kNFD: options |= UTF8PROC_DECOMPOSE; break;
+    case Normalizer::Form::kNFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
+    case Normalizer::Form::kNFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
   }
   utf8proc_uint8_t* result = nullptr;
   const utf8proc_ssize_t n =

@@ -99,7 +99,8 @@ TEST(Utf8Test, DecodeMatchesUtf8procIterate) {
     for (int b = 0; b < 256; ++b) {
       const std::string two{static_cast<char>(a), static_cast<char>(b)};
       inputs.push_back(two);
-      if (a >= 0xE0) inputs.push_back(two + static_cast<char>(0x80 + rng() % 64) + static_cast<char>(0x80 + rng() % 64));
+      if (a >= 0xE0)
+        inputs.push_back(two + static_cast<char>(0x80 + rng() % 64) + static_cast<char>(0x80 + rng() % 64));
     }
   }
   for (int k = 0; k < 20000; ++k) {
