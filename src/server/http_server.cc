@@ -103,10 +103,12 @@ struct HttpServer::Impl {
 
   void check_model(const std::optional<std::string>& model) const {
     if (model && *model != options.served_model_name && *model != options.model_path)
-      throw Error(ErrorCode::kNotFound,
-                  "The model `" + *model + "` does not exist. This server serves `" + options.served_model_name +
-                      "` (also reachable as `" + options.model_path + "`).",
-                  "model");
+      throw Error(
+          ErrorCode::kNotFound,
+          "The model `" + *model + "` does not exist. This server serves `" + options.served_model_name + "`" +
+              (options.model_path != options.served_model_name ? " (also reachable as `" + options.model_path + "`)."
+                                                               : "."),
+          "model");
   }
 
   Json parse_body(const httplib::Request& req) const { return parse_json_input<Json>(req.body, "request body"); }
