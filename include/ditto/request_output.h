@@ -2,8 +2,9 @@
 // With RequestOutputKind::kDelta a request is reported after every step that produced something,
 // each report holding only what is new: text, token_ids and logprobs are the pieces to append,
 // cumulative_logprob is the running total, finish_reason is set in the report where the choice
-// finished; prompt fields come in the first report, prompt_logprobs in the first after they are
-// complete. engine/request_output.h's append_delta() rebuilds the final output from the reports.
+// finished. The first report carries the prompt fields and, when asked for, the complete
+// prompt_logprobs (a request with prompt_logprobs is not reported before they are all computed).
+// Appended in order, the reports are the kFinalOnly output, bit for bit.
 // Part of ditto's public C++ API (self-contained: the standard library only).
 #pragma once
 

@@ -221,6 +221,8 @@ std::optional<RequestOutput> Engine::take_delta(Request& req) {
     if (std::all_of(pl.begin() + 1, pl.end(), [](const auto& e) { return e.has_value(); })) {
       d.prompt_logprobs = pl;
       req.sent_prompt_logprobs = any = true;
+    } else if (!d.finished) {
+      return std::nullopt;  // the first report carries them: the outputs wait (a choice may run ahead)
     }
   }
   for (size_t i = 0; i < req.out.outputs.size(); ++i) {
@@ -258,6 +260,7 @@ std::optional<RequestOutput> Engine::take_delta(Request& req) {
 std::vector<RequestOutput> Engine::step() {
   std::vector<int64_t> touched = std::move(aborted_);  // requests to report on
   aborted_.clear();
+  last_step_tokens_.clear();
   const std::vector<ScheduledSequence> batch = scheduler_.schedule();
   // Every queued request fits the cache alone, so an idle step with work waiting is a bug; fail
   // loudly rather than let a caller's `while (has_unfinished()) step();` spin forever.
@@ -312,8 +315,13 @@ void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const 
     if (steps[i].all_logits) record_prompt_logprobs(seq, req, logits.data() + row * vocab, rows);
     seq.num_computed_tokens += batch[i].num_tokens;
     kv_.cache_computed(seq.id, seq.token_ids, seq.num_computed_tokens);
-    if (seq.num_uncomputed_tokens() == 0 && !seq.finished())
+    if (seq.num_uncomputed_tokens() == 0 && !seq.finished()) {
       process_row(seq, logits.data() + (row + static_cast<size_t>(rows - 1)) * vocab);
+      auto counted = std::find_if(last_step_tokens_.begin(), last_step_tokens_.end(),
+                                  [&](const auto& e) { return e.first == req.out.request_id; });
+      if (counted == last_step_tokens_.end()) counted = last_step_tokens_.emplace(counted, req.out.request_id, 0);
+      ++counted->second;
+    }
     row += static_cast<size_t>(rows);
     touched.push_back(seq.request);
   }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ditto/sampling_params.h"
@@ -78,6 +79,10 @@ class Engine {
   // finish_reason "abort". Unknown or finished: no-op.
   void abort(const std::string& request_id);
 
+  // The tokens sampled in the last step() by each request that sampled any (request_id, count), for
+  // every output kind: a kFinalOnly request's progress, for the server's latency metrics.
+  const std::vector<std::pair<std::string, int64_t>>& last_step_tokens() const { return last_step_tokens_; }
+
   bool has_unfinished() const { return num_unfinished_ > 0; }
   int64_t num_unfinished() const { return num_unfinished_; }
   int64_t num_steps() const { return num_steps_; }
@@ -118,6 +123,7 @@ class Engine {
   int64_t num_unfinished_ = 0;
   int64_t num_steps_ = 0;
   std::vector<int64_t> aborted_;  // request indices aborted since the last step
+  std::vector<std::pair<std::string, int64_t>> last_step_tokens_;
 };
 
 }  // namespace ditto

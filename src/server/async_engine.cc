@@ -58,7 +58,6 @@ void AsyncEngine::submit(const std::string& request_id, std::vector<int32_t> pro
 }
 
 void AsyncEngine::enqueue(EngineRequest request, bool processed, std::shared_ptr<OutputChannel> channel, size_t slot) {
-  request.params.output_kind = RequestOutputKind::kDelta;
   const int64_t n = request.params.n;
   {
     std::lock_guard lock(mu_);
@@ -108,7 +107,7 @@ void AsyncEngine::admit(Submission& s) {
     } else {
       engine_->add_request(id, std::move(s.request.prompt_token_ids), s.request.params, s.request.prompt);
     }
-    routes_[id] = Route{s.channel, s.slot, prompt_tokens, s.arrival, std::nullopt};
+    routes_[id] = Route{s.channel, s.slot, prompt_tokens, s.arrival, std::nullopt, "stop"};
     metrics_.add_prompt_tokens(prompt_tokens);
     s.channel->push({s.slot, true, std::nullopt, "", false});
     return;
@@ -130,13 +129,11 @@ void AsyncEngine::admit(Submission& s) {
   s.channel->push({s.slot, false, std::nullopt, error, internal});
 }
 
-void AsyncEngine::deliver(RequestOutput&& report, std::chrono::steady_clock::time_point now) {
-  const auto found = routes_.find(report.request_id);
-  if (found == routes_.end()) return;
-  Route& route = found->second;
-  int64_t tokens = 0;
-  for (const CompletionOutput& c : report.outputs) tokens += static_cast<int64_t>(c.token_ids.size());
-  if (tokens > 0) {
+void AsyncEngine::observe_progress(std::chrono::steady_clock::time_point now) {
+  for (const auto& [id, tokens] : engine_->last_step_tokens()) {
+    const auto found = routes_.find(id);
+    if (found == routes_.end()) continue;
+    Route& route = found->second;
     metrics_.add_generation_tokens(tokens);
     if (!route.last_token) {
       metrics_.observe_time_to_first_token(std::chrono::duration<double>(now - route.arrival).count());
@@ -145,12 +142,20 @@ void AsyncEngine::deliver(RequestOutput&& report, std::chrono::steady_clock::tim
     }
     route.last_token = now;
   }
+}
+
+void AsyncEngine::deliver(RequestOutput&& report, std::chrono::steady_clock::time_point now) {
+  const auto found = routes_.find(report.request_id);
+  if (found == routes_.end()) return;
+  Route& route = found->second;
+  // The request's reason for the metrics: "abort" over "length" over "stop", over all its choices
+  // (a kDelta request's choices may finish in different reports).
+  for (const CompletionOutput& c : report.outputs)
+    if (c.finish_reason == "abort" || (c.finish_reason == "length" && route.finish_reason != "abort"))
+      route.finish_reason = c.finish_reason;
   const bool finished = report.finished;
   if (finished) {
-    std::string reason = "stop";
-    for (const CompletionOutput& c : report.outputs)
-      if (c.finish_reason == "abort" || (c.finish_reason == "length" && reason != "abort")) reason = c.finish_reason;
-    metrics_.record_request_finished(reason);
+    metrics_.record_request_finished(route.finish_reason);
     metrics_.observe_e2e_latency(std::chrono::duration<double>(now - route.arrival).count());
   }
   std::shared_ptr<OutputChannel> channel = route.channel;
@@ -211,6 +216,7 @@ void AsyncEngine::loop() {
     try {
       std::vector<RequestOutput> reports = engine_->step();
       const auto now = std::chrono::steady_clock::now();
+      observe_progress(now);
       for (RequestOutput& r : reports) deliver(std::move(r), now);
     } catch (const std::exception& e) {
       // A failed step leaves the engine's state unknown: fail what it held and start a new one,

@@ -1,7 +1,8 @@
 // The server's engine thread. HTTP threads submit requests over a queue and read each request's
-// reports (RequestOutputKind::kDelta, request_output.h) from an OutputChannel; one thread owns the
-// Engine and runs its step loop. Because every request is computed exactly as if it were alone
-// (docs/INVARIANCE.md), the interleaving of submissions never changes a bit of any answer.
+// reports (request_output.h: one per step for kDelta, the whole output for kFinalOnly) from an
+// OutputChannel; one thread owns the Engine and runs its step loop. Because every request is
+// computed exactly as if it were alone (docs/INVARIANCE.md), the interleaving of submissions never
+// changes a bit of any answer.
 #pragma once
 
 #include <chrono>
@@ -33,7 +34,7 @@ class OutputChannel {
   struct Item {
     size_t slot = 0;
     bool accepted = false;                // the engine took the request (comes before its reports)
-    std::optional<RequestOutput> report;  // a kDelta report (report->finished on the last one)
+    std::optional<RequestOutput> report;  // an engine report (report->finished on the last one)
     std::string error;                    // the request was refused or failed: why
     bool internal_error = false;          // the error is the engine's fault (HTTP 500), not the request's
   };
@@ -65,7 +66,7 @@ class AsyncEngine {
   AsyncEngine& operator=(const AsyncEngine&) = delete;
 
   // Queues a request that came through the front door (the LLMEngine's input_processor()).
-  // params.output_kind is set to kDelta. Its reports, or an Item with `error` when the engine
+  // Its reports (of its params.output_kind), or an Item with `error` when the engine
   // refuses it (a request_id already running), go to `channel` under `slot`. Throws
   // Error(kResourceExhausted) when max_queued_requests are already queued or when shutting down.
   void submit(EngineRequest request, std::shared_ptr<OutputChannel> channel, size_t slot);
@@ -99,11 +100,14 @@ class AsyncEngine {
     int64_t prompt_tokens = 0;
     std::chrono::steady_clock::time_point arrival;
     std::optional<std::chrono::steady_clock::time_point> last_token;
+    std::string finish_reason;  // for the metrics, over the reports so far
   };
 
   void enqueue(EngineRequest request, bool processed, std::shared_ptr<OutputChannel> channel, size_t slot);
   void loop();
   void admit(Submission& s);
+  // Token counts and latencies of the last step (every output kind: the engine's last_step_tokens).
+  void observe_progress(std::chrono::steady_clock::time_point now);
   void deliver(RequestOutput&& report, std::chrono::steady_clock::time_point now);
   void fail_all(const std::string& why);
   void publish_gauges();

@@ -49,6 +49,8 @@ std::vector<Req> make_requests() {
     if (i % 4 == 1) p.n = 2;
     if (i % 5 == 2) p.logprobs = 3;
     if (i % 6 == 3) p.prompt_logprobs = 1;
+    // Half stream (a report per step), half wait for the whole output: the route is the same.
+    p.output_kind = i % 2 == 0 ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
     out.push_back(r);
   }
   return out;
@@ -168,6 +170,7 @@ TEST_F(AsyncEngineTest, StreamedTextNeverShowsWhatAStopStringCuts) {
   r.params.temperature = 0.0f;
   r.params.max_tokens = 40;
   r.params.ignore_eos = true;
+  r.params.output_kind = RequestOutputKind::kDelta;
   const std::string full = run(engine, {r}, {0}, "full").at(0).outputs[0].text;
   ASSERT_GE(full.size(), 12u);
   // A stop string of 6 bytes from the middle (whole UTF-8 characters).
@@ -280,6 +283,7 @@ TEST_F(AsyncEngineTest, AbortAllEndsEverythingAndRefusesNewRequests) {
   SamplingParams p;
   p.max_tokens = 3000;
   p.ignore_eos = true;
+  p.output_kind = RequestOutputKind::kDelta;  // reports while it runs
   for (size_t i = 0; i < 4; ++i) engine.submit("long" + std::to_string(i), {1, 2, 3}, p, "", channel, i);
   bool started = false;
   while (!started)

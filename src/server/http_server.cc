@@ -43,14 +43,16 @@ std::string model_field(const Json& v) {
   return read_field("model", [&] { return json_string(v, "model"); });
 }
 
-// One HTTP generation request: its engine requests (one per prompt) and their outputs so far.
+// One HTTP generation request: its engine requests (one per prompt, a slot each). A streamed job's
+// reports go to the formatter as they come; a non-streamed one's final outputs wait in `outputs`.
 struct Job {
   ApiRequest request;
   std::string id;
   int64_t created = 0;
-  std::vector<std::string> engine_ids;  // by slot
-  std::vector<ApiResult> results;       // by slot
-  std::vector<bool> finished;           // by slot
+  std::vector<std::string> engine_ids;    // by slot
+  std::vector<std::string> prompt_texts;  // by slot: the prompt as text (echo)
+  std::vector<RequestOutput> outputs;     // by slot: the final outputs (not streamed)
+  std::vector<bool> finished;             // by slot
   size_t num_finished = 0;
   std::shared_ptr<OutputChannel> channel = std::make_shared<OutputChannel>();
   bool complete = false;   // every slot finished and the response was written
@@ -120,19 +122,20 @@ struct HttpServer::Impl {
     for (size_t s = 0; s < job.engine_ids.size(); ++s)
       if (!job.finished[s]) engine.abort(job.engine_ids[s]);
   }
-  // Applies channel items to the job. Throws Error for an error item (after aborting the rest).
-  // Returns the slots that got a report.
-  std::vector<size_t> apply(Job& job, std::vector<OutputChannel::Item>& items, std::vector<bool>* accepted);
+  // Takes the job's channel items: marks acceptances and finished slots and returns the reports
+  // (slot, report) in the order they came. Throws Error for an error item (after aborting the rest).
+  std::vector<std::pair<size_t, RequestOutput>> apply(Job& job, std::vector<OutputChannel::Item>& items,
+                                                      std::vector<bool>* accepted);
 };
 
-std::vector<size_t> HttpServer::Impl::apply(Job& job, std::vector<OutputChannel::Item>& items,
-                                            std::vector<bool>* accepted) {
-  std::vector<size_t> touched;
+std::vector<std::pair<size_t, RequestOutput>> HttpServer::Impl::apply(Job& job, std::vector<OutputChannel::Item>& items,
+                                                                      std::vector<bool>* accepted) {
+  std::vector<std::pair<size_t, RequestOutput>> reports;
   for (OutputChannel::Item& item : items) {
     if (!item.error.empty()) {
       job.finished[item.slot] = true;
       abort_job(job);
-      const std::string where = job.results.size() > 1 ? "prompt " + std::to_string(item.slot) + ": " : "";
+      const std::string where = job.finished.size() > 1 ? "prompt " + std::to_string(item.slot) + ": " : "";
       throw Error(item.internal_error ? ErrorCode::kInternal : ErrorCode::kInvalidArgument, where + item.error);
     }
     if (item.accepted) {
@@ -140,15 +143,13 @@ std::vector<size_t> HttpServer::Impl::apply(Job& job, std::vector<OutputChannel:
       continue;
     }
     if (!item.report) continue;
-    const bool done = item.report->finished;
-    append_delta(job.results[item.slot].output, std::move(*item.report));
-    if (done && !job.finished[item.slot]) {
+    if (item.report->finished && !job.finished[item.slot]) {
       job.finished[item.slot] = true;
       ++job.num_finished;
     }
-    touched.push_back(item.slot);
+    reports.emplace_back(item.slot, std::move(*item.report));
   }
-  return touched;
+  return reports;
 }
 
 std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const char* prefix) {
@@ -164,6 +165,8 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
                                                 : MaxTokensRule::kClipToContext;
   // A request without a seed gets one, reported in its response ("seed"), so it can be repeated.
   if (!r.params.seed) r.params.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  // A stream takes each step's new tokens; a response waits for the whole output.
+  r.params.output_kind = r.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   std::vector<EngineRequest> engine_requests;
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     try {
@@ -172,16 +175,15 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
       if (r.prompts.size() == 1) throw;
       throw Error(e.code(), "prompt " + std::to_string(i) + ": " + e.what(), e.param());
     }
-    ApiResult result;
-    result.prompt_text = engine_requests.back().prompt;
-    if (r.echo && r.prompts[i].token_ids)
-      result.prompt_text =
-          llm.tokenizer().decode(engine_requests.back().prompt_token_ids, /*skip_special_tokens=*/false);
-    job->results.push_back(std::move(result));
+    job->prompt_texts.push_back(
+        r.echo && r.prompts[i].token_ids
+            ? llm.tokenizer().decode(engine_requests.back().prompt_token_ids, /*skip_special_tokens=*/false)
+            : engine_requests.back().prompt);
   }
   job->id = new_id(prefix);
   job->created = static_cast<int64_t>(std::time(nullptr));
   job->finished.assign(r.prompts.size(), false);
+  job->outputs.resize(r.prompts.size());
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     const std::string engine_id = r.prompts.size() > 1 ? job->id + "-" + std::to_string(i) : job->id;
     engine_requests[i].request_id = engine_id;
@@ -220,15 +222,15 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
   }
   std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
   job->connection_fd = connection_fd(req.remote_addr, req.remote_port, req.local_port);
-  auto formatter =
-      std::make_shared<ApiFormatter>(job->request, llm.tokenizer(), job->id, job->created, options.served_model_name);
+  auto formatter = std::make_shared<ApiFormatter>(job->request, llm.tokenizer(), job->id, job->created,
+                                                  options.served_model_name, job->prompt_texts);
 
   if (!job->request.stream) {
     try {
-      while (job->num_finished < job->results.size()) {
+      while (job->num_finished < job->outputs.size()) {
         std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(200));
-        apply(*job, items, nullptr);
-        if (job->num_finished < job->results.size() && peer_closed(job->connection_fd)) {
+        for (auto& [slot, output] : apply(*job, items, nullptr)) job->outputs[slot] = std::move(output);
+        if (job->num_finished < job->outputs.size() && peer_closed(job->connection_fd)) {
           abort_job(*job);  // nobody will read the answer: free the engine for others
           throw Error(ErrorCode::kCancelled, "the client disconnected before the response was ready");
         }
@@ -238,7 +240,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
       throw;
     }
     job->complete = true;
-    send_json(res, 200, formatter->response(job->results));
+    send_json(res, 200, formatter->response(job->outputs));
     return;
   }
 
@@ -253,9 +255,9 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
         };
         std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(200));
         if (items.empty() && peer_closed(job->connection_fd)) return false;  // gone before a write noticed
-        std::vector<size_t> touched;
+        std::vector<std::pair<size_t, RequestOutput>> reports;
         try {
-          touched = apply(*job, items, nullptr);
+          reports = apply(*job, items, nullptr);
         } catch (const Error& e) {
           send(dump(to_api_error(e).body()));
           send("[DONE]");
@@ -263,13 +265,11 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
           sink.done();
           return true;
         }
-        std::sort(touched.begin(), touched.end());
-        touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-        for (size_t slot : touched)
-          for (const Json& chunk : formatter->stream_chunks(slot, job->results[slot]))
+        for (const auto& [slot, report] : reports)
+          for (const Json& chunk : formatter->stream_chunks(slot, report))
             if (!send(dump(chunk))) return false;  // the client is gone: the releaser aborts
-        if (job->num_finished == job->results.size()) {
-          if (job->request.include_usage && !send(dump(formatter->usage_chunk(job->results)))) return false;
+        if (job->num_finished == job->outputs.size()) {
+          if (job->request.include_usage && !send(dump(formatter->usage_chunk()))) return false;
           if (!send("[DONE]")) return false;
           job->complete = true;
           sink.done();

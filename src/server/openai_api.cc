@@ -280,13 +280,16 @@ Json stop_reason_json(const CompletionOutput& c) {
 }
 
 ApiFormatter::ApiFormatter(const ApiRequest& request, const Tokenizer& tokenizer, std::string id, int64_t created,
-                           std::string model_name)
+                           std::string model_name, std::vector<std::string> prompt_texts)
     : request_(request),
       tokenizer_(tokenizer),
       id_(std::move(id)),
       created_(created),
-      model_name_(std::move(model_name)) {
-  emitted_.resize(request.prompts.size(), std::vector<Emitted>(static_cast<size_t>(request.params.n)));
+      model_name_(std::move(model_name)),
+      prompt_texts_(std::move(prompt_texts)) {
+  prompt_texts_.resize(request.prompts.size());
+  streams_.resize(request.prompts.size());
+  for (SlotStream& s : streams_) s.choices.assign(static_cast<size_t>(request.params.n), ChoiceStream(request.parsers));
 }
 
 std::string ApiFormatter::token_text(int32_t id) const {
@@ -309,8 +312,8 @@ Json bytes_json(const std::string& s) {
 }
 }  // namespace
 
-Json ApiFormatter::completion_logprobs(const ApiResult& r, const CompletionOutput& c, size_t from_token,
-                                       bool with_prompt, size_t text_offset) const {
+Json ApiFormatter::completion_logprobs(const RequestOutput& r, const CompletionOutput& c, bool with_prompt,
+                                       size_t& text_offset) const {
   Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(), offsets = Json::array();
   auto add = [&](int32_t id, std::optional<float> logprob, const SampledToken* s) {
     const std::string text = token_text(id);
@@ -328,21 +331,19 @@ Json ApiFormatter::completion_logprobs(const ApiResult& r, const CompletionOutpu
     text_offset += utf8_length(text);
   };
   if (with_prompt) {
-    const auto& ids = r.output.prompt_token_ids;
+    const auto& ids = r.prompt_token_ids;
     for (size_t i = 0; i < ids.size(); ++i) {
-      const auto& e = i < r.output.prompt_logprobs.size() ? r.output.prompt_logprobs[i] : std::nullopt;
+      const auto& e = i < r.prompt_logprobs.size() ? r.prompt_logprobs[i] : std::nullopt;
       add(ids[i], e ? std::optional<float>(e->token.logprob) : std::nullopt, e ? &*e : nullptr);
     }
   }
-  for (size_t t = from_token; t < c.logprobs.size(); ++t)
-    add(c.token_ids[t], c.logprobs[t].token.logprob, &c.logprobs[t]);
+  for (size_t t = 0; t < c.logprobs.size(); ++t) add(c.token_ids[t], c.logprobs[t].token.logprob, &c.logprobs[t]);
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
-Json ApiFormatter::chat_logprobs(const CompletionOutput& c, size_t from_token) const {
+Json ApiFormatter::chat_logprobs(const CompletionOutput& c) const {
   Json content = Json::array();
-  for (size_t t = from_token; t < c.logprobs.size(); ++t) {
-    const SampledToken& s = c.logprobs[t];
+  for (const SampledToken& s : c.logprobs) {
     Json top = Json::array();
     for (const TokenLogprob& e : s.top_logprobs)
       top.push_back({{"token", token_text(e.token_id)},
@@ -356,21 +357,19 @@ Json ApiFormatter::chat_logprobs(const CompletionOutput& c, size_t from_token) c
   return {{"content", content}};
 }
 
-Json ApiFormatter::usage(const std::vector<ApiResult>& results) const {
-  int64_t prompt = 0, completion = 0;
-  for (const ApiResult& r : results) {
-    prompt += static_cast<int64_t>(r.output.prompt_token_ids.size());
-    for (const CompletionOutput& c : r.output.outputs) completion += static_cast<int64_t>(c.token_ids.size());
-  }
+Json ApiFormatter::usage_json(int64_t prompt, int64_t completion) const {
   return {{"prompt_tokens", prompt}, {"total_tokens", prompt + completion}, {"completion_tokens", completion}};
 }
 
-Json ApiFormatter::response(const std::vector<ApiResult>& results) const {
+Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
   const bool chat = request_.endpoint == ApiEndpoint::kChatCompletions;
   Json choices = Json::array();
-  for (size_t slot = 0; slot < results.size(); ++slot) {
-    const ApiResult& r = results[slot];
-    for (const CompletionOutput& c : r.output.outputs) {
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  for (size_t slot = 0; slot < outputs.size(); ++slot) {
+    const RequestOutput& r = outputs[slot];
+    prompt_tokens += static_cast<int64_t>(r.prompt_token_ids.size());
+    for (const CompletionOutput& c : r.outputs) {
+      completion_tokens += static_cast<int64_t>(c.token_ids.size());
       Json choice = {{"index", static_cast<int64_t>(slot) * request_.params.n + c.index}};
       std::string finish_reason = c.finish_reason;
       if (chat) {
@@ -382,16 +381,17 @@ Json ApiFormatter::response(const std::vector<ApiResult>& results) const {
         message["tool_calls"] = tool_calls_json(view.tool_calls, 0, slot, c.index, /*streaming=*/false);
         if (!view.tool_calls.empty() && finish_reason == "stop") finish_reason = "tool_calls";
         choice["message"] = std::move(message);
-        choice["logprobs"] = request_.logprobs ? chat_logprobs(c, 0) : Json(nullptr);
+        choice["logprobs"] = request_.logprobs ? chat_logprobs(c) : Json(nullptr);
       } else {
-        choice["text"] = request_.echo ? r.prompt_text + c.text : c.text;
-        choice["logprobs"] = request_.logprobs ? completion_logprobs(r, c, 0, request_.echo, 0) : Json(nullptr);
+        choice["text"] = request_.echo ? prompt_texts_[slot] + c.text : c.text;
+        size_t text_offset = 0;
+        choice["logprobs"] = request_.logprobs ? completion_logprobs(r, c, request_.echo, text_offset) : Json(nullptr);
       }
       choice["finish_reason"] = finish_reason;
       choice["stop_reason"] = stop_reason_json(c);
       if (!chat && request_.params.prompt_logprobs) {
         Json pl = Json::array();
-        for (const auto& e : r.output.prompt_logprobs) {
+        for (const auto& e : r.prompt_logprobs) {
           if (!e) {
             pl.push_back(nullptr);
             continue;
@@ -411,113 +411,103 @@ Json ApiFormatter::response(const std::vector<ApiResult>& results) const {
   }
   return {{"id", id_},           {"object", chat ? "chat.completion" : "text_completion"},
           {"created", created_}, {"model", model_name_},
-          {"choices", choices},  {"usage", usage(results)},
+          {"choices", choices},  {"usage", usage_json(prompt_tokens, completion_tokens)},
           {"seed", seed_json()}};
 }
 
 Json ApiFormatter::seed_json() const { return request_.params.seed ? Json(*request_.params.seed) : Json(nullptr); }
 
-Json ApiFormatter::chunk_base() const {
+Json ApiFormatter::chunk(Json choice) const {
   const bool chat = request_.endpoint == ApiEndpoint::kChatCompletions;
   Json j = {{"id", id_},
             {"object", chat ? "chat.completion.chunk" : "text_completion"},
             {"created", created_},
             {"model", model_name_},
             {"seed", seed_json()}};
+  j["choices"] = choice.is_null() ? Json::array() : Json::array({std::move(choice)});
+  if (request_.include_usage) j["usage"] = nullptr;
   return j;
 }
 
-std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const ApiResult& r) {
+std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& r) {
   const bool chat = request_.endpoint == ApiEndpoint::kChatCompletions;
+  SlotStream& stream = streams_[slot];
+  stream.prompt_tokens += static_cast<int64_t>(r.prompt_token_ids.size());  // the first report's
   std::vector<Json> out;
-  // echo with logprobs: the first chunk carries the prompt's logprobs, so wait for them.
-  if (!chat && request_.echo && request_.logprobs && r.output.prompt_logprobs.empty() && !r.output.finished) return out;
-  for (const CompletionOutput& c : r.output.outputs) {
-    Emitted& e = emitted_[slot][static_cast<size_t>(c.index)];
+  for (const CompletionOutput& c : r.outputs) {
+    ChoiceStream& e = stream.choices[static_cast<size_t>(c.index)];
+    stream.completion_tokens += static_cast<int64_t>(c.token_ids.size());
     if (e.finished) continue;
     const bool finishing = !c.finish_reason.empty();
     const bool started = e.started;
     Json choice = {{"index", static_cast<int64_t>(slot) * request_.params.n + c.index}};
-    bool has_new = c.token_ids.size() > e.tokens;
+    bool has_new = !c.token_ids.empty();
     std::string finish_reason = c.finish_reason;
     if (chat) {
-      // The message so far, split by the output parsers; send what the last view lacked.
-      const ChatOutputView view = parse_chat_output(c.text, finishing, request_.parsers);
+      // What the report's text adds to the message, split by the output parsers.
+      ChatOutputView piece = e.parser.feed(c.text, finishing);
       Json delta = Json::object();
       if (!started) delta["role"] = "assistant";
-      if (view.reasoning.size() > e.reasoning) delta["reasoning_content"] = view.reasoning.substr(e.reasoning);
-      if (view.content.size() > e.text || !started) delta["content"] = view.content.substr(e.text);
-      if (view.tool_calls.size() > e.tool_calls)
-        delta["tool_calls"] = tool_calls_json(view.tool_calls, e.tool_calls, slot, c.index, /*streaming=*/true);
-      has_new = has_new || view.reasoning.size() > e.reasoning || view.content.size() > e.text ||
-                view.tool_calls.size() > e.tool_calls;
+      if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
+      if (!piece.content.empty() || !started) delta["content"] = piece.content;
+      if (!piece.tool_calls.empty())
+        delta["tool_calls"] = tool_calls_json(piece.tool_calls, e.tool_calls, slot, c.index, /*streaming=*/true);
+      has_new = has_new || !piece.reasoning.empty() || !piece.content.empty() || !piece.tool_calls.empty();
       if (started && !has_new && !finishing) continue;
-      e.reasoning = view.reasoning.size();
-      e.text = view.content.size();
-      e.tool_calls = view.tool_calls.size();
-      if (finishing && !view.tool_calls.empty() && finish_reason == "stop") finish_reason = "tool_calls";
+      e.tool_calls += piece.tool_calls.size();
+      if (finishing && e.tool_calls > 0 && finish_reason == "stop") finish_reason = "tool_calls";
       choice["delta"] = std::move(delta);
-      choice["logprobs"] = request_.logprobs ? chat_logprobs(c, e.tokens) : Json(nullptr);
+      choice["logprobs"] = request_.logprobs ? chat_logprobs(c) : Json(nullptr);
     } else {
-      has_new = has_new || c.text.size() > e.text;
+      has_new = has_new || !c.text.empty();
       if (started && !has_new && !finishing) continue;
-      std::string text = c.text.substr(e.text);
       const bool with_prompt = request_.echo && !started;
-      if (with_prompt) text = r.prompt_text + text;
-      choice["text"] = std::move(text);
-      size_t offset = 0;
-      if (request_.logprobs && started) {
-        offset = utf8_length(request_.echo ? r.prompt_text : std::string());
-        for (size_t t = 0; t < e.tokens; ++t) offset += utf8_length(token_text(c.token_ids[t]));
-      }
-      choice["logprobs"] = request_.logprobs ? completion_logprobs(r, c, e.tokens, with_prompt, offset) : Json(nullptr);
-      e.text = c.text.size();
+      choice["text"] = with_prompt ? prompt_texts_[slot] + c.text : c.text;
+      choice["logprobs"] = request_.logprobs ? completion_logprobs(r, c, with_prompt, e.text_offset) : Json(nullptr);
     }
     choice["finish_reason"] = finishing ? Json(finish_reason) : Json(nullptr);
     choice["stop_reason"] = finishing ? stop_reason_json(c) : Json(nullptr);
     e.started = true;
-    e.tokens = c.token_ids.size();
     e.finished = finishing;
     // A finish chunk for chat carries an empty delta after the content chunk (OpenAI's shape).
     if (chat && finishing && (has_new || !started)) {
       Json content = choice;
       content["finish_reason"] = nullptr;
       content["stop_reason"] = nullptr;
-      Json chunk = chunk_base();
-      chunk["choices"] = Json::array({content});
-      if (request_.include_usage) chunk["usage"] = nullptr;
-      out.push_back(std::move(chunk));
+      out.push_back(chunk(std::move(content)));
       choice["delta"] = Json::object();
       choice["logprobs"] = nullptr;
     }
-    Json chunk = chunk_base();
-    chunk["choices"] = Json::array({std::move(choice)});
-    if (request_.include_usage) chunk["usage"] = nullptr;
-    out.push_back(std::move(chunk));
+    out.push_back(chunk(std::move(choice)));
   }
   return out;
 }
 
-Json ApiFormatter::tool_calls_json(const std::vector<ParsedToolCall>& calls, size_t from, size_t slot, int64_t choice,
-                                   bool streaming) const {
+Json ApiFormatter::tool_calls_json(const std::vector<ParsedToolCall>& calls, size_t first_index, size_t slot,
+                                   int64_t choice, bool streaming) const {
   Json out = Json::array();
   const std::string base = id_.substr(id_.find('-') + 1);
-  for (size_t k = from; k < calls.size(); ++k) {
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const size_t k = first_index + i;
     Json call = Json::object();
     if (streaming) call["index"] = k;
     call["id"] = "call_" + base + "_" + std::to_string(slot) + "_" + std::to_string(choice) + "_" + std::to_string(k);
     call["type"] = "function";
-    call["function"] = {{"name", calls[k].name}, {"arguments", calls[k].arguments}};
+    call["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
     out.push_back(std::move(call));
   }
   return out;
 }
 
-Json ApiFormatter::usage_chunk(const std::vector<ApiResult>& results) const {
-  Json chunk = chunk_base();
-  chunk["choices"] = Json::array();
-  chunk["usage"] = usage(results);
-  return chunk;
+Json ApiFormatter::usage_chunk() const {
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  for (const SlotStream& s : streams_) {
+    prompt_tokens += s.prompt_tokens;
+    completion_tokens += s.completion_tokens;
+  }
+  Json j = chunk(nullptr);
+  j["usage"] = usage_json(prompt_tokens, completion_tokens);
+  return j;
 }
 
 }  // namespace ditto

@@ -92,43 +92,48 @@ nlohmann::ordered_json normalize_chat_messages(const nlohmann::ordered_json& mes
 // max_logprobs bounds logprobs, top_logprobs and prompt_logprobs (the engine's).
 ApiRequest parse_api_request(ApiEndpoint endpoint, const nlohmann::ordered_json& body, int64_t max_logprobs = 20);
 
-// What a finished (or streaming) HTTP request has to format: each engine request's output so far.
-struct ApiResult {
-  std::string prompt_text;  // the prompt as text (echo)
-  RequestOutput output;     // accumulated with append_delta
-};
-
-// Formats responses. `id` is "cmpl-…" / "chatcmpl-…", `created` Unix seconds.
+// Formats responses from the engine's reports, as they come: no output is accumulated or sliced
+// here. `id` is "cmpl-…" / "chatcmpl-…", `created` Unix seconds, `prompt_texts` each slot's prompt
+// as text (what echo prepends). A slot is one prompt of the request (its engine request).
 class ApiFormatter {
  public:
   ApiFormatter(const ApiRequest& request, const Tokenizer& tokenizer, std::string id, int64_t created,
-               std::string model_name);
+               std::string model_name, std::vector<std::string> prompt_texts);
 
-  // The whole non-streaming response body.
-  nlohmann::ordered_json response(const std::vector<ApiResult>& results) const;
+  // The whole non-streaming response body from each slot's final output
+  // (RequestOutputKind::kFinalOnly), by slot.
+  nlohmann::ordered_json response(const std::vector<RequestOutput>& outputs) const;
 
-  // Streaming: the chunks for what `result` (slot `slot`) gained since the last call for that slot
-  // (its own emitted offsets are kept here). Returns zero or more chunk objects.
-  std::vector<nlohmann::ordered_json> stream_chunks(size_t slot, const ApiResult& result);
-  // The final usage chunk (stream_options.include_usage).
-  nlohmann::ordered_json usage_chunk(const std::vector<ApiResult>& results) const;
+  // Streaming: the chunks for one kDelta report of slot `slot` (a slot's reports in the engine's
+  // order). Returns zero or more chunk objects.
+  std::vector<nlohmann::ordered_json> stream_chunks(size_t slot, const RequestOutput& report);
+  // The final usage chunk (stream_options.include_usage): the tokens of the reports streamed.
+  nlohmann::ordered_json usage_chunk() const;
 
  private:
-  struct Emitted {
+  // What the stream of one choice has sent: the one ledger on the way out.
+  struct ChoiceStream {
+    explicit ChoiceStream(ChatOutputParsers parsers) : parser(parsers) {}
     bool started = false;
-    size_t text = 0;        // completions: bytes of text; chat: bytes of content
-    size_t reasoning = 0;   // chat: bytes of reasoning_content
-    size_t tool_calls = 0;  // chat
-    size_t tokens = 0;
     bool finished = false;
+    size_t text_offset = 0;   // completions logprobs: characters of text before the next token
+    size_t tool_calls = 0;    // chat: tool calls sent (the next one's index)
+    ChatOutputParser parser;  // chat
   };
-  nlohmann::ordered_json tool_calls_json(const std::vector<ParsedToolCall>& calls, size_t from, size_t slot,
+  struct SlotStream {
+    int64_t prompt_tokens = 0;
+    int64_t completion_tokens = 0;
+    std::vector<ChoiceStream> choices;
+  };
+  nlohmann::ordered_json tool_calls_json(const std::vector<ParsedToolCall>& calls, size_t first_index, size_t slot,
                                          int64_t choice, bool streaming) const;
-  nlohmann::ordered_json usage(const std::vector<ApiResult>& results) const;
-  nlohmann::ordered_json completion_logprobs(const ApiResult& r, const CompletionOutput& c, size_t from_token,
-                                             bool with_prompt, size_t text_offset) const;
-  nlohmann::ordered_json chat_logprobs(const CompletionOutput& c, size_t from_token) const;
-  nlohmann::ordered_json chunk_base() const;
+  // The completions `logprobs` object for the tokens of `c` (after the prompt's, when
+  // `with_prompt`); `text_offset` is where the first token starts and is advanced past the last.
+  nlohmann::ordered_json completion_logprobs(const RequestOutput& r, const CompletionOutput& c, bool with_prompt,
+                                             size_t& text_offset) const;
+  nlohmann::ordered_json chat_logprobs(const CompletionOutput& c) const;
+  nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens) const;
+  nlohmann::ordered_json chunk(nlohmann::ordered_json choice) const;
   // The request's seed (the server draws one for a request without), as every body reports it.
   nlohmann::ordered_json seed_json() const;
   std::string token_text(int32_t id) const;
@@ -138,7 +143,8 @@ class ApiFormatter {
   std::string id_;
   int64_t created_;
   std::string model_name_;
-  std::vector<std::vector<Emitted>> emitted_;  // [slot][choice]
+  std::vector<std::string> prompt_texts_;  // by slot
+  std::vector<SlotStream> streams_;        // by slot
 };
 
 // stop_reason as vLLM reports it: the stop string, the stop token id, or null.

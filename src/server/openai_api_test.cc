@@ -125,12 +125,12 @@ class FormatterTest : public ::testing::Test {
   static void TearDownTestSuite() { delete tokenizer_; }
   static Tokenizer* tokenizer_;
 
-  // A finished result of n choices, text from the tokenizer.
-  static ApiResult result(const std::vector<std::vector<int32_t>>& choices, bool logprobs) {
-    ApiResult r;
-    r.prompt_text = "Hello";
-    r.output.prompt_token_ids = tokenizer_->encode("Hello");
-    r.output.prompt_logprobs.resize(r.output.prompt_token_ids.size());
+  // A finished output of n choices, text from the tokenizer, for the prompt "Hello".
+  static RequestOutput result(const std::vector<std::vector<int32_t>>& choices, bool logprobs) {
+    RequestOutput r;
+    r.prompt = "Hello";
+    r.prompt_token_ids = tokenizer_->encode("Hello");
+    r.prompt_logprobs.resize(r.prompt_token_ids.size());
     for (size_t c = 0; c < choices.size(); ++c) {
       CompletionOutput o;
       o.index = static_cast<int64_t>(c);
@@ -139,10 +139,44 @@ class FormatterTest : public ::testing::Test {
       for (int32_t id : choices[c])
         if (logprobs) o.logprobs.push_back({{id, -0.5f, 1}, {{id, -0.5f, 1}, {id + 1, -1.5f, 2}}});
       o.finish_reason = "length";
-      r.output.outputs.push_back(o);
+      r.outputs.push_back(o);
     }
-    r.output.finished = true;
+    r.finished = true;
     return r;
+  }
+
+  // The kDelta reports that make up `full`: one token per choice each (its raw bytes as text), the
+  // prompt fields in the first, a choice's finish in the report of its last token.
+  static std::vector<RequestOutput> deltas(const RequestOutput& full) {
+    size_t steps = 0;
+    for (const CompletionOutput& c : full.outputs) steps = std::max(steps, c.token_ids.size());
+    std::vector<RequestOutput> out;
+    for (size_t t = 0; t < steps; ++t) {
+      RequestOutput d;
+      if (t == 0) {
+        d.prompt = full.prompt;
+        d.prompt_token_ids = full.prompt_token_ids;
+        d.prompt_logprobs = full.prompt_logprobs;
+      }
+      for (const CompletionOutput& c : full.outputs) {
+        CompletionOutput o;
+        o.index = c.index;
+        if (t < c.token_ids.size()) {
+          o.token_ids = {c.token_ids[t]};
+          o.text = tokenizer_->token_bytes(c.token_ids[t]);
+          if (t < c.logprobs.size()) o.logprobs = {c.logprobs[t]};
+        }
+        if (t + 1 == c.token_ids.size()) o.finish_reason = c.finish_reason;
+        d.outputs.push_back(std::move(o));
+      }
+      d.finished = t + 1 == steps;
+      out.push_back(std::move(d));
+    }
+    std::vector<std::string> texts(full.outputs.size());
+    for (const RequestOutput& d : out)
+      for (const CompletionOutput& c : d.outputs) texts[static_cast<size_t>(c.index)] += c.text;
+    for (const CompletionOutput& c : full.outputs) EXPECT_EQ(texts[static_cast<size_t>(c.index)], c.text);
+    return out;
   }
 };
 Tokenizer* FormatterTest::tokenizer_ = nullptr;
@@ -150,40 +184,28 @@ Tokenizer* FormatterTest::tokenizer_ = nullptr;
 TEST_F(FormatterTest, CompletionStreamConcatenatesToTheResponse) {
   ApiRequest req = parse(kCompletions, R"({"prompt": "Hello", "n": 2, "logprobs": 1, "echo": true, "stream": true,
       "stream_options": {"include_usage": true}})");
-  const ApiResult full = result({tokenizer_->encode(" big world", false), tokenizer_->encode(" é!", false)}, true);
-  ApiFormatter whole(req, *tokenizer_, "cmpl-1", 5, "m");
+  const RequestOutput full = result({tokenizer_->encode(" big world", false), tokenizer_->encode(" é!", false)}, true);
+  ApiFormatter whole(req, *tokenizer_, "cmpl-1", 5, "m", {"Hello"});
   const Json body = whole.response({full});
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["choices"][0]["text"], "Hello big world");
-  EXPECT_EQ(body["usage"]["completion_tokens"],
-            full.output.outputs[0].token_ids.size() + full.output.outputs[1].token_ids.size());
+  EXPECT_EQ(body["usage"]["completion_tokens"], full.outputs[0].token_ids.size() + full.outputs[1].token_ids.size());
   EXPECT_TRUE(body["choices"][0]["logprobs"]["token_logprobs"][0].is_null());  // the first prompt token
 
   // Stream the same result one token at a time.
-  ApiFormatter streamer(req, *tokenizer_, "cmpl-1", 5, "m");
-  ApiResult partial = full;
+  ApiFormatter streamer(req, *tokenizer_, "cmpl-1", 5, "m", {"Hello"});
   std::vector<std::string> texts(2);
-  std::vector<Json> token_logprobs(2, Json::array());
+  std::vector<Json> token_logprobs(2, Json::array()), text_offsets(2, Json::array());
   std::vector<std::string> finish(2);
-  const size_t steps = std::max(full.output.outputs[0].token_ids.size(), full.output.outputs[1].token_ids.size());
-  for (size_t t = 1; t <= steps; ++t) {
-    for (size_t c = 0; c < 2; ++c) {
-      const CompletionOutput& f = full.output.outputs[c];
-      CompletionOutput& p = partial.output.outputs[c];
-      const size_t k = std::min(t, f.token_ids.size());
-      p.token_ids.assign(f.token_ids.begin(), f.token_ids.begin() + static_cast<std::ptrdiff_t>(k));
-      p.logprobs.assign(f.logprobs.begin(), f.logprobs.begin() + static_cast<std::ptrdiff_t>(k));
-      p.text = tokenizer_->decode(p.token_ids);
-      p.finish_reason = k == f.token_ids.size() && t == steps ? "length" : "";
-    }
-    partial.output.finished = t == steps;
-    for (const Json& chunk : streamer.stream_chunks(0, partial)) {
+  for (const RequestOutput& delta : deltas(full)) {
+    for (const Json& chunk : streamer.stream_chunks(0, delta)) {
       EXPECT_EQ(chunk["id"], "cmpl-1");
       EXPECT_TRUE(chunk.contains("usage") && chunk["usage"].is_null());
       for (const Json& choice : chunk["choices"]) {
         const size_t c = choice["index"].get<size_t>();
         texts[c] += choice["text"].get<std::string>();
         for (const Json& lp : choice["logprobs"]["token_logprobs"]) token_logprobs[c].push_back(lp);
+        for (const Json& o : choice["logprobs"]["text_offset"]) text_offsets[c].push_back(o);
         if (!choice["finish_reason"].is_null()) finish[c] = choice["finish_reason"];
       }
     }
@@ -191,9 +213,10 @@ TEST_F(FormatterTest, CompletionStreamConcatenatesToTheResponse) {
   for (size_t c = 0; c < 2; ++c) {
     EXPECT_EQ(texts[c], body["choices"][c]["text"]) << c;
     EXPECT_EQ(token_logprobs[c], body["choices"][c]["logprobs"]["token_logprobs"]) << c;
+    EXPECT_EQ(text_offsets[c], body["choices"][c]["logprobs"]["text_offset"]) << c;
     EXPECT_EQ(finish[c], "length");
   }
-  const Json usage = streamer.usage_chunk({full});
+  const Json usage = streamer.usage_chunk();
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"], body["usage"]);
 }
@@ -201,21 +224,22 @@ TEST_F(FormatterTest, CompletionStreamConcatenatesToTheResponse) {
 TEST_F(FormatterTest, ChatShapes) {
   ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true,
       "top_logprobs": 1, "stream": true})");
-  const ApiResult full = result({tokenizer_->encode("Sure, é", false)}, true);
-  ApiFormatter f(req, *tokenizer_, "chatcmpl-1", 5, "m");
+  const RequestOutput full = result({tokenizer_->encode("Sure, é", false)}, true);
+  ApiFormatter f(req, *tokenizer_, "chatcmpl-1", 5, "m", {"Hello"});
   const Json body = f.response({full});
   EXPECT_EQ(body["object"], "chat.completion");
   EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(body["choices"][0]["message"]["content"], "Sure, é");
   const Json& lp = body["choices"][0]["logprobs"]["content"];
-  ASSERT_EQ(lp.size(), full.output.outputs[0].token_ids.size());
+  ASSERT_EQ(lp.size(), full.outputs[0].token_ids.size());
   EXPECT_EQ(lp[0]["top_logprobs"].size(), 2u);  // the fake entries hold 2
   std::string bytes;
   for (const Json& e : lp)
     for (const Json& b : e["bytes"]) bytes.push_back(static_cast<char>(b.get<int>()));
   EXPECT_EQ(bytes, "Sure, é");  // raw token bytes reassemble the text, split characters included
 
-  ApiFormatter s(req, *tokenizer_, "chatcmpl-1", 5, "m");
+  // The whole output in one report (as a step that produced it all would send).
+  ApiFormatter s(req, *tokenizer_, "chatcmpl-1", 5, "m", {"Hello"});
   const std::vector<Json> chunks = s.stream_chunks(0, full);
   ASSERT_EQ(chunks.size(), 2u);  // content, then the finish with an empty delta
   EXPECT_EQ(chunks[0]["object"], "chat.completion.chunk");
@@ -235,9 +259,9 @@ TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
   const std::string text =
       "<think>\nLet me see.\n</think>\n\nChecking.<tool_call>\n{\"name\": \"get_weather\", "
       "\"arguments\": {\"city\": \"Zürich\"}}\n</tool_call>";
-  ApiResult full = result({tokenizer_->encode(text, false)}, false);
-  full.output.outputs[0].finish_reason = "stop";
-  ApiFormatter whole(req, *tokenizer_, "chatcmpl-7", 5, "m");
+  RequestOutput full = result({tokenizer_->encode(text, false)}, false);
+  full.outputs[0].finish_reason = "stop";
+  ApiFormatter whole(req, *tokenizer_, "chatcmpl-7", 5, "m", {"Hello"});
   const Json message = whole.response({full})["choices"][0]["message"];
   EXPECT_EQ(whole.response({full})["choices"][0]["finish_reason"], "tool_calls");
   EXPECT_EQ(message["reasoning_content"], "\nLet me see.\n");
@@ -246,18 +270,11 @@ TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
   EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
   EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], "{\"city\":\"Zürich\"}");
 
-  ApiFormatter streamer(req, *tokenizer_, "chatcmpl-7", 5, "m");
-  ApiResult partial = full;
-  const std::vector<int32_t>& ids = full.output.outputs[0].token_ids;
+  ApiFormatter streamer(req, *tokenizer_, "chatcmpl-7", 5, "m", {"Hello"});
   std::string reasoning, content, finish;
   Json calls = Json::array();
-  for (size_t t = 1; t <= ids.size(); ++t) {
-    CompletionOutput& p = partial.output.outputs[0];
-    p.token_ids.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(t));
-    p.text = tokenizer_->decode(p.token_ids);
-    p.finish_reason = t == ids.size() ? "stop" : "";
-    partial.output.finished = t == ids.size();
-    for (const Json& chunk : streamer.stream_chunks(0, partial)) {
+  for (const RequestOutput& delta : deltas(full)) {
+    for (const Json& chunk : streamer.stream_chunks(0, delta)) {
       const Json& choice = chunk["choices"][0];
       const Json& d = choice["delta"];
       if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();

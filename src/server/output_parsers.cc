@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -40,50 +39,71 @@ std::optional<ParsedToolCall> parse_call(std::string_view body) {
 
 }  // namespace
 
-ChatOutputView parse_chat_output(const std::string& text, bool finished, const ChatOutputParsers& parsers) {
-  ChatOutputView v;
-  std::string_view rest = text;
-  if (parsers.reasoning) {
-    if (rest.starts_with(kThinkOpen)) {
+ChatOutputView ChatOutputParser::feed(std::string_view text, bool finished) {
+  ChatOutputView out;
+  pending_ += text;
+  std::string_view rest = pending_;
+  if (state_ == State::kStart) {
+    if (!parsers_.reasoning) {
+      state_ = State::kBody;
+    } else if (rest.starts_with(kThinkOpen)) {
       rest.remove_prefix(kThinkOpen.size());
-      const size_t close = rest.find(kThinkClose);
-      if (close == std::string_view::npos) {
-        const size_t keep = finished ? rest.size() : rest.size() - partial_tag_suffix(rest, kThinkClose);
-        v.reasoning = rest.substr(0, keep);
-        return v;
-      }
-      v.reasoning = rest.substr(0, close);
-      rest.remove_prefix(close + kThinkClose.size());
+      state_ = State::kReasoning;
     } else if (!finished && kThinkOpen.starts_with(rest)) {
-      return v;  // may still become "<think>"
+      return out;  // may still become "<think>"
+    } else {
+      state_ = State::kBody;
     }
   }
-  if (!parsers.tool_calls) {
-    v.content = rest;
-    return v;
+  if (state_ == State::kReasoning) {
+    const size_t close = rest.find(kThinkClose);
+    if (close == std::string_view::npos) {
+      const size_t keep = finished ? rest.size() : rest.size() - partial_tag_suffix(rest, kThinkClose);
+      out.reasoning = rest.substr(0, keep);
+      pending_ = std::string(rest.substr(keep));  // a copy first: rest views pending_
+      return out;
+    }
+    out.reasoning = rest.substr(0, close);
+    rest.remove_prefix(close + kThinkClose.size());
+    state_ = State::kBody;
+  }
+  if (!parsers_.tool_calls) {
+    out.content = rest;
+    pending_.clear();
+    return out;
   }
   while (!rest.empty()) {
     const size_t open = rest.find(kCallOpen);
     if (open == std::string_view::npos) {
       const size_t keep = finished ? rest.size() : rest.size() - partial_tag_suffix(rest, kCallOpen);
-      v.content += rest.substr(0, keep);
-      return v;
+      out.content += rest.substr(0, keep);
+      rest.remove_prefix(keep);
+      break;
     }
-    v.content += rest.substr(0, open);
-    const std::string_view block = rest.substr(open + kCallOpen.size());
+    out.content += rest.substr(0, open);
+    rest.remove_prefix(open);
+    const std::string_view block = rest.substr(kCallOpen.size());
     const size_t close = block.find(kCallClose);
     if (close == std::string_view::npos) {  // an open block: undecided until it closes or the text ends
-      if (finished) v.content += rest.substr(open);
-      return v;
+      if (finished) {
+        out.content += rest;
+        rest = {};
+      }
+      break;
     }
-    const size_t block_end = open + kCallOpen.size() + close + kCallClose.size();
+    const size_t block_end = kCallOpen.size() + close + kCallClose.size();
     if (std::optional<ParsedToolCall> call = parse_call(block.substr(0, close)))
-      v.tool_calls.push_back(std::move(*call));
+      out.tool_calls.push_back(std::move(*call));
     else
-      v.content += rest.substr(open, block_end - open);  // not a call after all: keep it as text
+      out.content += rest.substr(0, block_end);  // not a call after all: keep it as text
     rest.remove_prefix(block_end);
   }
-  return v;
+  pending_ = std::string(rest);  // a copy first: rest views pending_
+  return out;
+}
+
+ChatOutputView parse_chat_output(std::string_view text, bool finished, const ChatOutputParsers& parsers) {
+  return ChatOutputParser(parsers).feed(text, finished);
 }
 
 }  // namespace ditto

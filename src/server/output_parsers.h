@@ -3,14 +3,15 @@
 // (Hermes-style `<tool_call>{"name": …, "arguments": …}</tool_call>` blocks, the format Qwen3's
 // chat template asks for; vLLM's --tool-call-parser hermes), the rest being `content`.
 //
-// The split of a text is *prefix-stable*: parsing a prefix of the output (finished = false) gives
-// a view whose reasoning and content are prefixes of those of the whole, and whose tool calls are
-// a prefix of its tool calls. Streaming sends the differences between successive views, so the
-// streamed message always equals the non-streamed one. Text that might still turn into a tag is
-// held back until it is decided.
+// ChatOutputParser reads the text as it comes (the engine's delta reports) and returns what each
+// piece adds to the message. The split does not depend on how the text was cut into pieces:
+// feeding any cutting of a text gives pieces that concatenate to the result of feeding it whole,
+// which is how a streamed message equals the non-streamed one. Text that might still turn into a
+// tag is held back until it is decided.
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ditto {
@@ -25,15 +26,31 @@ struct ParsedToolCall {
   std::string arguments;  // JSON text of the arguments object
 };
 
+// A piece of the message (or the whole, from parse_chat_output).
 struct ChatOutputView {
   std::string reasoning;
   std::string content;
   std::vector<ParsedToolCall> tool_calls;
 };
 
-// `text` is the generated text so far; `finished` says no more will come (then nothing is held
-// back: an unclosed <think> is all reasoning, an unclosed or malformed <tool_call> block is
-// content). Never throws on any text.
-ChatOutputView parse_chat_output(const std::string& text, bool finished, const ChatOutputParsers& parsers);
+class ChatOutputParser {
+ public:
+  explicit ChatOutputParser(ChatOutputParsers parsers) : parsers_(parsers) {}
+
+  // Takes the next piece of generated text; `finished` says no more will come (then nothing is
+  // held back: an unclosed <think> is all reasoning, an unclosed or malformed <tool_call> block is
+  // content). Returns what the message gains: text to append to reasoning and content, and the
+  // tool calls completed. Never throws on any text. Work is linear in the text held back.
+  ChatOutputView feed(std::string_view text, bool finished);
+
+ private:
+  enum class State { kStart, kReasoning, kBody };
+  ChatOutputParsers parsers_;
+  State state_ = State::kStart;
+  std::string pending_;  // text received and not yet decided
+};
+
+// The whole message for `text` (one ChatOutputParser fed everything at once).
+ChatOutputView parse_chat_output(std::string_view text, bool finished, const ChatOutputParsers& parsers);
 
 }  // namespace ditto

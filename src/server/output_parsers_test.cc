@@ -45,30 +45,36 @@ TEST(OutputParsersTest, MalformedOrUnclosedBlocksStayText) {
   EXPECT_EQ(parse_chat_output("<think>abc</thi", false, kBoth).reasoning, "abc");
 }
 
+// A random text of 1 to 12 pieces that are, or nearly are, the tags and calls the parsers look for.
+std::string random_text(std::mt19937& rng) {
+  static const std::vector<std::string> pieces = {"<think>",
+                                                  "</think>",
+                                                  "<tool_call>",
+                                                  "</tool_call>",
+                                                  "{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
+                                                  "{\"name\": \"g\"}",
+                                                  "{oops",
+                                                  "<",
+                                                  "</",
+                                                  "<tool",
+                                                  "<thi",
+                                                  "hello",
+                                                  " ",
+                                                  "\n",
+                                                  "é",
+                                                  "think>",
+                                                  "call>"};
+  std::string text;
+  const int n = 1 + static_cast<int>(rng() % 12);
+  for (int i = 0; i < n; ++i) text += pieces[rng() % pieces.size()];
+  return text;
+}
+
 // The streaming guarantee: the view of every prefix is a prefix of the final view.
 TEST(OutputParsersTest, ViewsArePrefixStable) {
-  const std::vector<std::string> pieces = {"<think>",
-                                           "</think>",
-                                           "<tool_call>",
-                                           "</tool_call>",
-                                           "{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
-                                           "{\"name\": \"g\"}",
-                                           "{oops",
-                                           "<",
-                                           "</",
-                                           "<tool",
-                                           "<thi",
-                                           "hello",
-                                           " ",
-                                           "\n",
-                                           "é",
-                                           "think>",
-                                           "call>"};
   std::mt19937 rng(5);
   for (int trial = 0; trial < 3000; ++trial) {
-    std::string text;
-    const int n = 1 + static_cast<int>(rng() % 12);
-    for (int i = 0; i < n; ++i) text += pieces[rng() % pieces.size()];
+    const std::string text = random_text(rng);
     for (const ChatOutputParsers parsers :
          {kBoth, ChatOutputParsers{.reasoning = true}, ChatOutputParsers{.tool_calls = true}}) {
       const ChatOutputView full = parse_chat_output(text, true, parsers);
@@ -81,6 +87,46 @@ TEST(OutputParsersTest, ViewsArePrefixStable) {
           EXPECT_EQ(part.tool_calls[k].name, full.tool_calls[k].name);
           EXPECT_EQ(part.tool_calls[k].arguments, full.tool_calls[k].arguments);
         }
+      }
+    }
+  }
+}
+
+// Fed in pieces (any cutting, as the engine's delta reports cut the text), the parser gives pieces
+// that concatenate to the message of the whole text: the streamed message is the non-streamed one.
+TEST(OutputParsersTest, PiecesAddUpToTheWhole) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::string text = random_text(rng);
+    for (const ChatOutputParsers parsers :
+         {kBoth, ChatOutputParsers{.reasoning = true}, ChatOutputParsers{.tool_calls = true}, ChatOutputParsers{}}) {
+      const ChatOutputView whole = parse_chat_output(text, true, parsers);
+      ChatOutputParser parser(parsers);
+      ChatOutputView sum;
+      size_t at = 0;
+      bool done = false;
+      while (at < text.size() && !done) {
+        const size_t len = std::min(text.size() - at, static_cast<size_t>(rng() % 6));
+        const bool last = at + len == text.size() && rng() % 2 == 0;
+        ChatOutputView piece = parser.feed(std::string_view(text).substr(at, len), last);
+        sum.reasoning += piece.reasoning;
+        sum.content += piece.content;
+        for (ParsedToolCall& c : piece.tool_calls) sum.tool_calls.push_back(std::move(c));
+        at += len;
+        done = last;
+      }
+      if (!done) {  // the end may come as an empty piece, as a final report with no new text does
+        ChatOutputView piece = parser.feed("", true);
+        sum.reasoning += piece.reasoning;
+        sum.content += piece.content;
+        for (ParsedToolCall& c : piece.tool_calls) sum.tool_calls.push_back(std::move(c));
+      }
+      ASSERT_EQ(sum.reasoning, whole.reasoning) << text;
+      ASSERT_EQ(sum.content, whole.content) << text;
+      ASSERT_EQ(sum.tool_calls.size(), whole.tool_calls.size()) << text;
+      for (size_t k = 0; k < whole.tool_calls.size(); ++k) {
+        EXPECT_EQ(sum.tool_calls[k].name, whole.tool_calls[k].name);
+        EXPECT_EQ(sum.tool_calls[k].arguments, whole.tool_calls[k].arguments);
       }
     }
   }
