@@ -1,28 +1,44 @@
 #include "bench/model_speed.h"
 
-#include <algorithm>
 #include <array>
-#include <span>
 #include <string>
 
 #include "core/error.h"
 #include "core/philox.h"
-#include "kernels/softmax.h"
 
 namespace ditto {
 namespace {
 
-int64_t num_blocks_for(const ModelSpeedOptions& o) {
-  return (o.prompt_tokens + o.decode_tokens + o.block_size - 1) / o.block_size;
+// An engine of one sequence at a time whose KV cache holds `tokens` positions.
+std::unique_ptr<Engine> engine_for(const CausalLM& model, const ModelSpeedOptions& o, int64_t tokens,
+                                   bool enable_prefix_caching) {
+  EngineConfig config;
+  config.block_size = o.block_size;
+  config.num_kv_blocks = (tokens + o.block_size - 1) / o.block_size;
+  config.enable_prefix_caching = enable_prefix_caching;
+  config.scheduler.max_num_seqs = 1;
+  config.scheduler.max_num_batched_tokens = kPrefillStepTokens;
+  return std::make_unique<Engine>(model, /*tokenizer=*/nullptr, /*eos_token_ids=*/std::vector<int32_t>{}, config);
+}
+
+SamplingParams greedy(int64_t max_tokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  p.output_kind = RequestOutputKind::kDelta;  // reports each token: run() can stop after the first
+  return p;
 }
 
 const ModelSpeedOptions& checked(const ModelSpeedOptions& o, const ModelConfig& config) {
   if (o.prompt_tokens < 1) throw_invalid_argument("--prompt-tokens must be at least 1");
   if (o.decode_tokens < 1) throw_invalid_argument("--decode-tokens must be at least 1");
-  if (o.prompt_tokens + o.decode_tokens > config.max_position_embeddings)
+  // The request that decodes after the prompt holds the prompt, the token sampled from it and
+  // decode_tokens more.
+  if (o.prompt_tokens + o.decode_tokens >= config.max_position_embeddings)
     throw_invalid_argument("--prompt-tokens " + std::to_string(o.prompt_tokens) + " + --decode-tokens " +
                            std::to_string(o.decode_tokens) +
-                           " exceed the model's context length "
+                           " must stay below the model's context length "
                            "(max_position_embeddings = " +
                            std::to_string(config.max_position_embeddings) + ")");
   return o;
@@ -41,47 +57,42 @@ std::vector<int32_t> random_prompt(int64_t num_tokens, int64_t vocab_size, uint6
 }
 
 ModelSpeedBench::ModelSpeedBench(const CausalLM& model, const ModelSpeedOptions& options)
-    : model_(model),
-      options_(checked(options, model.config())),
+    : options_(checked(options, model.config())),
       prompt_(random_prompt(options.prompt_tokens, model.config().vocab_size, options.seed)),
-      runner_(model, num_blocks_for(options), options.block_size) {
-  BlockAllocator allocator(num_blocks_for(options));
-  blocks_ = allocator.allocate_for_tokens(options.prompt_tokens + options.decode_tokens, options.block_size);
-}
+      // Prefill runs compute the whole prompt every time: no prefix cache. Decode after the prompt
+      // reuses its cached blocks for the untimed prefill before each run.
+      prefill_engine_(engine_for(model, options_, options_.prompt_tokens + 1, /*enable_prefix_caching=*/false)),
+      decode_engine_(engine_for(
+          model, options_, (options_.decode_after_prompt ? options_.prompt_tokens + 1 : 1) + options_.decode_tokens,
+          /*enable_prefix_caching=*/options_.decode_after_prompt)) {}
 
-void ModelSpeedBench::prefill() {
-  std::vector<float> logits;
-  for (int64_t start = 0; start < options_.prompt_tokens; start += kPrefillStepTokens) {
-    const int64_t n = std::min(kPrefillStepTokens, options_.prompt_tokens - start);
-    const SequenceStep step{
-        std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(start), static_cast<size_t>(n)),
-        static_cast<int32_t>(start), blocks_, false};
-    logits = runner_.step(std::span<const SequenceStep>(&step, 1));
-  }
-  first_token_ = static_cast<int32_t>(argmax_row(logits.data(), model_.config().vocab_size));
-}
-
-void ModelSpeedBench::decode() {
-  int32_t token = prompt_[0];
-  int64_t start = 0;
-  if (options_.decode_after_prompt) {
-    DITTO_CHECK(first_token_ >= 0) << "time_decode() before time_prefill()";
-    token = first_token_;
-    start = options_.prompt_tokens;
-  }
-  for (int64_t t = 0; t < options_.decode_tokens; ++t) {
-    const SequenceStep step{std::span<const int32_t>(&token, 1), static_cast<int32_t>(start + t), blocks_, false};
-    const std::vector<float> logits = runner_.step(std::span<const SequenceStep>(&step, 1));
-    token = static_cast<int32_t>(argmax_row(logits.data(), model_.config().vocab_size));
-  }
+void ModelSpeedBench::run(Engine& engine, bool stop_after_first_token) {
+  while (engine.has_unfinished())
+    for (const RequestOutput& r : engine.step())
+      if (stop_after_first_token && !r.outputs.empty() && !r.outputs[0].token_ids.empty()) return;
 }
 
 RunTimes ModelSpeedBench::time_prefill(const std::function<void()>& before_each) {
-  return time_runs([this] { prefill(); }, options_.repeat, before_each);
+  auto add = [&] {
+    if (before_each) before_each();
+    prefill_engine_->add_request(std::to_string(next_request_++), prompt_, greedy(1));
+  };
+  return time_runs([this] { run(*prefill_engine_); }, options_.repeat, add);
 }
 
 RunTimes ModelSpeedBench::time_decode(const std::function<void()>& before_each) {
-  return time_runs([this] { decode(); }, options_.repeat, before_each);
+  // From an empty context: the first prompt token at position 0, then a token per step, as
+  // llama-bench's tg test. After the prompt: the prompt's first sampled token is the first input.
+  auto add = [&] {
+    if (before_each) before_each();
+    if (options_.decode_after_prompt) {
+      decode_engine_->add_request(std::to_string(next_request_++), prompt_, greedy(options_.decode_tokens + 1));
+      run(*decode_engine_, /*stop_after_first_token=*/true);
+    } else {
+      decode_engine_->add_request(std::to_string(next_request_++), {prompt_[0]}, greedy(options_.decode_tokens));
+    }
+  };
+  return time_runs([this] { run(*decode_engine_); }, options_.repeat, add);
 }
 
 }  // namespace ditto

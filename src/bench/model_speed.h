@@ -1,15 +1,17 @@
-// Prefill and decode speed of a model at batch size 1, the way `ditto generate` drives it:
-// a seeded random prompt prefilled in steps of at most kPrefillStepTokens tokens, then greedy
-// decode steps of one token each, through ModelRunner over a paged KV cache.
+// Prefill and decode speed of a model at batch size 1, through the engine as `ditto generate`
+// drives it: a seeded random prompt prefilled in steps of at most kPrefillStepTokens tokens
+// (chunked prefill), then greedy decode steps of one token each; scheduling, the paged KV cache and
+// sampling included.
 // Thread-safety: uses the model's thread pool; not concurrently with other work on that model.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "bench/timing.h"
-#include "engine/model_runner.h"
+#include "engine/engine.h"
 #include "model/causal_lm.h"
 
 namespace ditto {
@@ -36,12 +38,14 @@ struct ModelSpeedOptions {
 std::vector<int32_t> random_prompt(int64_t num_tokens, int64_t vocab_size, uint64_t seed);
 
 // Times the two phases separately, so a caller can measure the machine limit each is judged by
-// right before it. Every timed prefill reruns the same prompt into the same KV blocks, and every
-// timed decode restarts at position prompt_tokens and regenerates the same greedy tokens (the model
-// is deterministic), so repetitions measure identical work.
+// right before it. Each run is one request: a timed prefill is the prompt with max_tokens 1 (no
+// prefix caching, so every run computes the whole prompt); a timed decode is the decode_tokens
+// steps of a request whose prompt is the first prompt token (or, with decode_after_prompt, the
+// whole prompt, prefilled untimed before the run). The model is deterministic, so repetitions
+// measure identical work.
 class ModelSpeedBench {
  public:
-  // Allocates a KV cache for prompt_tokens + decode_tokens positions. Throws
+  // Makes the engines (KV caches for the prompt and for the decode run). Throws
   // Error(kInvalidArgument) if prompt_tokens or decode_tokens is under 1 or together they exceed
   // the model's max_position_embeddings.
   ModelSpeedBench(const CausalLM& model, const ModelSpeedOptions& options);
@@ -50,20 +54,19 @@ class ModelSpeedBench {
   // time_runs (e.g. one pass of the limit the phase is judged by).
   RunTimes time_prefill(const std::function<void()>& before_each = nullptr);
   // decode_tokens greedy steps at batch 1, from position 0 or after the prompt
-  // (decode_after_prompt; then time_prefill() must have run first).
-  // Tokens/s = decode_tokens ÷ seconds.
+  // (decode_after_prompt). Tokens/s = decode_tokens ÷ seconds.
   RunTimes time_decode(const std::function<void()>& before_each = nullptr);
 
  private:
-  void prefill();
-  void decode();
+  // Steps `engine` until it has nothing left, or (stop_after_first_token) until its request has
+  // sampled its first token.
+  static void run(Engine& engine, bool stop_after_first_token = false);
 
-  const CausalLM& model_;
   ModelSpeedOptions options_;
   std::vector<int32_t> prompt_;  // [prompt_tokens]
-  ModelRunner runner_;
-  std::vector<int32_t> blocks_;  // the sequence's block table
-  int32_t first_token_ = -1;     // greedy token after the prompt: decode's first input
+  std::unique_ptr<Engine> prefill_engine_;
+  std::unique_ptr<Engine> decode_engine_;
+  int64_t next_request_ = 0;
 };
 
 }  // namespace ditto

@@ -44,26 +44,4 @@ std::vector<float> ModelRunner::step(std::span<const SequenceStep> steps) {
   return logits;
 }
 
-BlockAllocator::BlockAllocator(int64_t num_blocks) {
-  for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
-}
-
-std::vector<int32_t> BlockAllocator::allocate_for_tokens(int64_t num_tokens, int64_t block_size) {
-  const int64_t needed = (num_tokens + block_size - 1) / block_size;
-  if (needed > num_free())
-    throw_error(ErrorCode::kResourceExhausted,
-                "KV cache: " + std::to_string(needed) + " blocks needed, " + std::to_string(num_free()) + " free");
-  std::vector<int32_t> blocks;
-  for (int64_t i = 0; i < needed; ++i) {
-    blocks.push_back(free_.back());
-    free_.pop_back();
-  }
-  return blocks;
-}
-
-void BlockAllocator::free(std::span<const int32_t> blocks) {
-  free_.insert(free_.end(), blocks.begin(), blocks.end());
-  std::sort(free_.begin(), free_.end(), std::greater<>());
-}
-
 }  // namespace ditto

@@ -1,6 +1,6 @@
 // Builds the flat batch for one engine step from per-sequence pieces, runs the model and returns
-// the logits. Owns the KV cache memory; which blocks a sequence uses is decided by the caller
-// (BlockAllocator here; the scheduler's KV cache manager later).
+// the logits. Owns the KV cache memory; which blocks a sequence uses is decided by the engine's
+// KV cache manager (kv_cache_manager.h).
 #pragma once
 
 #include <cstdint>
@@ -36,19 +36,6 @@ class ModelRunner {
  private:
   const CausalLM& model_;
   KvCache cache_;
-};
-
-// Hands out KV block ids from a fixed pool (lowest free id first, so allocation is deterministic).
-class BlockAllocator {
- public:
-  explicit BlockAllocator(int64_t num_blocks);
-  // Blocks for `num_tokens` tokens; Error(kResourceExhausted) if not enough are free.
-  std::vector<int32_t> allocate_for_tokens(int64_t num_tokens, int64_t block_size);
-  void free(std::span<const int32_t> blocks);
-  int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
-
- private:
-  std::vector<int32_t> free_;  // kept sorted descending: back() is the lowest id
 };
 
 }  // namespace ditto
