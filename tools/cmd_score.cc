@@ -167,7 +167,8 @@ void add_score_command(CLI::App& app) {
                 "One JSON object per position: sequence, position, token_id, logprob, top_token_id, top_logprob");
   cmd->add_option("--logprobs-out", o->logprobs_out,
                   "Also write every row's full log-softmax as raw little-endian float32 [total tokens, vocab_size] "
-                  "(row i of a sequence: the distribution after its tokens 0..i)");
+                  "(row i of a sequence: the distribution after its tokens 0..i). Holds one sequence's rows at a "
+                  "time: tokens x vocab_size x 16 bytes");
   cmd->callback([o] { run_score(*o); });
 }
 
