@@ -54,47 +54,43 @@ void append_repr(std::string& out, const Value& v) {
   }
 }
 
+// json.dumps's short escapes; false for any other character.
+bool append_short_escape(std::string& out, char32_t c) {
+  switch (c) {
+    case '"': out += "\\\""; return true;
+    case '\\': out += "\\\\"; return true;
+    case '\n': out += "\\n"; return true;
+    case '\r': out += "\\r"; return true;
+    case '\t': out += "\\t"; return true;
+    case '\b': out += "\\b"; return true;
+    case '\f': out += "\\f"; return true;
+    default: return false;
+  }
+}
+
 // json.dumps string encoding: py_encode_basestring(_ascii).
 void append_json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
   if (!ensure_ascii) {
     for (unsigned char c : s) {
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        default:
-          if (c < 0x20) {
-            append_hex(out, "\\u", c, 4);
-          } else {
-            out += static_cast<char>(c);
-          }
+      if (append_short_escape(out, c)) continue;
+      if (c < 0x20) {
+        append_hex(out, "\\u", c, 4);
+      } else {
+        out += static_cast<char>(c);
       }
     }
   } else {
     for (char32_t c : utf8::to_utf32(s)) {
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        default:
-          if (c >= 0x20 && c < 0x7F) {
-            out += static_cast<char>(c);
-          } else if (c < 0x10000) {
-            append_hex(out, "\\u", c, 4);
-          } else {
-            const uint32_t u = c - 0x10000;
-            append_hex(out, "\\u", 0xD800 | (u >> 10), 4);
-            append_hex(out, "\\u", 0xDC00 | (u & 0x3FF), 4);
-          }
+      if (append_short_escape(out, c)) continue;
+      if (c >= 0x20 && c < 0x7F) {
+        out += static_cast<char>(c);
+      } else if (c < 0x10000) {
+        append_hex(out, "\\u", c, 4);
+      } else {
+        const uint32_t u = c - 0x10000;
+        append_hex(out, "\\u", 0xD800 | (u >> 10), 4);
+        append_hex(out, "\\u", 0xDC00 | (u & 0x3FF), 4);
       }
     }
   }
