@@ -9,9 +9,11 @@ DITTO_WERROR ?= OFF
 CCACHE := $(shell command -v ccache 2>/dev/null)
 # The C++ sources clang-format keeps (.clang-format); third_party/ and the build folder are not ours.
 CLANG_FORMAT ?= clang-format
-FORMAT_FILES = $(shell find src tools tests bench include -name '*.cc' -o -name '*.h' | sort)
+FORMAT_FILES = $(shell find src tools tests bench include python/src -name '*.cc' -o -name '*.h' | sort)
 
-.PHONY: run demo test deps build demo-model clean format format-check
+.PHONY: run demo test deps build demo-model clean format format-check python-package test-python
+# The virtual environment `make test` installs the Python package into.
+VENV ?= $(BUILD_DIR)/venv
 
 deps:
 	@scripts/install-deps.sh
@@ -39,6 +41,14 @@ demo: demo-model
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory test-python
+
+# The Python package (`pip install .`) in $(VENV), and its tests run there with its `ditto` on PATH.
+python-package: deps
+	@scripts/install-python-package.sh $(abspath $(VENV))
+
+test-python: python-package
+	@PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests
 
 # Formats every C++ file in place; format-check changes nothing and fails if format would.
 format: deps

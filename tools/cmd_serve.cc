@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,7 +36,24 @@ struct ServeOptions {
   bool no_prefix_caching = false;
 };
 
+// VLLM_BATCH_INVARIANT and DITTO_BATCH_INVARIANT, as vLLM users set them: "1" (or unset) is what
+// ditto always does; "0" asks for a faster non-invariant mode that ditto does not have (its
+// invariant kernels are its fast ones), which one line says.
+void check_batch_invariant_env() {
+  for (const char* name : {"DITTO_BATCH_INVARIANT", "VLLM_BATCH_INVARIANT"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && std::string(value) == "0") {
+      std::fprintf(stderr,
+                   "ditto: %s=0 ignored: ditto has no non-invariant mode, its batch-invariant kernels are its fast "
+                   "ones (README, Benchmarks: the comparison with llama.cpp)\n",
+                   name);
+      return;
+    }
+  }
+}
+
 void run_serve(ServeOptions o) {
+  check_batch_invariant_env();
   // SIGINT/SIGTERM are taken by one thread with sigwait, so every other thread (created below,
   // inheriting this mask) never runs a handler; that thread stops the server cleanly.
   sigset_t signals;

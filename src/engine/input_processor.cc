@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "engine/chat_messages.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -47,8 +48,9 @@ std::pair<std::vector<int32_t>, std::string> InputProcessor::encode(const Prompt
   if (tokenizer_ == nullptr) throw_invalid_field(field, "text prompts need the model's tokenizer (tokenizer.json)");
   try {
     if (p.text) return {tokenizer_->encode(*p.text, p.add_special_tokens), *p.text};
-    if (p.messages->empty()) throw_invalid_field("messages", "messages must not be empty");
-    std::string text = render_chat(p);
+    PromptInput chat = p;
+    chat.messages = normalize_chat_messages(*p.messages);  // idempotent: the server's are already
+    std::string text = render_chat(chat);
     // A rendered chat already holds its special tokens (apply_chat_template(tokenize=True)).
     std::vector<int32_t> ids = tokenizer_->encode(text, /*add_special_tokens=*/false);
     return {std::move(ids), std::move(text)};

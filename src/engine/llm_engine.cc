@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <new>
 #include <string>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/memory_info.h"
@@ -90,18 +91,21 @@ std::unique_ptr<Engine> LLMEngine::make_engine(EngineConfig::LogitsHook logits_h
 std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& prompts,
                                                 const std::vector<SamplingParams>& params, bool progress,
                                                 const LLM::ResultFn& on_result, EngineConfig::LogitsHook logits_hook,
-                                                const std::vector<MaxTokensRule>& rules) {
+                                                const std::vector<MaxTokensRule>& rules, const StepFn& on_step,
+                                                const std::vector<std::string>& request_ids) {
   if (params.size() != 1 && params.size() != prompts.size())
     throw_invalid_argument("generate: " + std::to_string(params.size()) + " SamplingParams for " +
                            std::to_string(prompts.size()) + " prompts (give one, or one per prompt)");
   DITTO_CHECK(rules.empty() || rules.size() == prompts.size()) << "one MaxTokensRule per prompt";
+  DITTO_CHECK(request_ids.empty() || request_ids.size() == prompts.size()) << "one request id per prompt";
   const std::unique_ptr<Engine> engine_owner = make_engine(std::move(logits_hook));
   Engine& engine = *engine_owner;
 
   std::vector<GenerateResult> results(prompts.size());
-  size_t accepted = 0;
+  std::unordered_map<std::string, size_t> index;  // request id → prompt index
+  Progress at{.total = prompts.size()};
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::string id = std::to_string(i);
+    const std::string id = request_ids.empty() ? std::to_string(i) : request_ids[i];
     results[i].output.request_id = id;
     try {
       EngineRequest r = processor_->process(prompts[i], params.size() == 1 ? params[0] : params[i],
@@ -109,25 +113,35 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
       r.request_id = id;
       results[i].output.prompt_token_ids = r.prompt_token_ids;
       engine.add(std::move(r));
-      ++accepted;
+      index.emplace(id, i);
     } catch (const Error& e) {
-      results[i].error = std::string("prompt ") + id + ": " + e.what();
+      results[i].error = std::string("prompt ") + std::to_string(i) + ": " + e.what();
     } catch (const std::bad_alloc&) {
-      results[i].error = std::string("prompt ") + id + ": out of memory while queueing it";
+      results[i].error = std::string("prompt ") + std::to_string(i) + ": out of memory while queueing it";
     }
-    if (results[i].error && on_result) on_result(i, results[i]);
-  }
-  const bool bar = progress && isatty(STDERR_FILENO);
-  size_t done = 0;
-  while (engine.has_unfinished()) {
-    for (RequestOutput& out : engine.step()) {
-      const size_t i = std::stoul(out.request_id);
-      results[i].output = std::move(out);
-      ++done;
+    if (results[i].error) {
+      ++at.done;
       if (on_result) on_result(i, results[i]);
     }
-    if (bar) std::fprintf(stderr, "\rgenerating: %zu/%zu requests done", done, accepted);
   }
+  const bool bar = progress && isatty(STDERR_FILENO);
+  bool aborted = false;
+  while (engine.has_unfinished()) {
+    if (!aborted && on_step && !on_step(at)) {
+      aborted = true;
+      for (const auto& [id, i] : index) engine.abort(id);
+    }
+    for (RequestOutput& out : engine.step()) {
+      const size_t i = index.at(out.request_id);
+      at.prompt_tokens += static_cast<int64_t>(out.prompt_token_ids.size());
+      for (const CompletionOutput& c : out.outputs) at.output_tokens += static_cast<int64_t>(c.token_ids.size());
+      results[i].output = std::move(out);
+      ++at.done;
+      if (on_result) on_result(i, results[i]);
+    }
+    if (bar) std::fprintf(stderr, "\rgenerating: %zu/%zu requests done", at.done, at.total);
+  }
+  if (on_step) on_step(at);
   if (bar) std::fprintf(stderr, "\n");
   stats_.steps = engine.num_steps();
   stats_.preemptions = engine.scheduler().num_preemptions();

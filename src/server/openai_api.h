@@ -15,6 +15,7 @@
 #include "ditto/prompt_input.h"
 #include "ditto/request_output.h"
 #include "ditto/sampling_params.h"
+#include "engine/chat_messages.h"
 #include "server/output_parsers.h"
 
 namespace ditto {
@@ -81,11 +82,6 @@ struct ApiRequest {
   bool continue_final_message = false;  // chat
   std::vector<std::string> ignored_fields;
 };
-
-// Chat messages checked and put in the shape chat templates expect: roles known, content a string
-// (null → "", text parts joined with "\n"), tool_calls well formed with their arguments as objects.
-// Throws Error(kInvalidArgument, param "messages") naming the message and field.
-nlohmann::ordered_json normalize_chat_messages(const nlohmann::ordered_json& messages);
 
 // Parses a request body (already JSON). Throws Error(kInvalidArgument) whose param() is the field
 // at fault. Ranges are the engine's (SamplingParams::validate, at the front door).

@@ -1,0 +1,29 @@
+"""ditto: a batch-invariant LLM inference engine for CPUs, with vLLM's Python API.
+
+    from ditto import LLM, SamplingParams
+    llm = LLM(model="Qwen/Qwen3-8B")
+    outputs = llm.generate(["The future of AI is"], SamplingParams(temperature=0.7, seed=42))
+
+Every output is the same bits whatever else is in the batch, its order, the thread count and the
+CPU's instruction set (docs/INVARIANCE.md).
+"""
+from ditto._env import batch_invariant_mode
+from ditto._ditto import __version__
+from ditto.llm import LLM
+from ditto.outputs import CompletionOutput, Logprob, RequestOutput
+from ditto.sampling_params import RequestOutputKind, SamplingParams
+from ditto.tokenizer import Tokenizer
+
+__all__ = [
+    "LLM",
+    "SamplingParams",
+    "RequestOutputKind",
+    "RequestOutput",
+    "CompletionOutput",
+    "Logprob",
+    "Tokenizer",
+    "batch_invariant_mode",
+    "__version__",
+]
+
+batch_invariant_mode()  # reads VLLM_BATCH_INVARIANT / DITTO_BATCH_INVARIANT once, at import

@@ -1,0 +1,238 @@
+"""LLM: vLLM's offline API (vllm/entrypoints/llm.py) over ditto's engine.
+
+    llm = LLM(model="Qwen/Qwen3-8B")                   # a directory or a Hugging Face cache id
+    outputs = llm.generate(prompts, SamplingParams(temperature=0.7, max_tokens=100, seed=42))
+
+Each output is the same bits whatever else is in the batch (docs/INVARIANCE.md).
+"""
+from __future__ import annotations
+
+import re
+import sys
+import time
+from typing import Any, Optional, Sequence, Union
+
+from ditto import _ditto
+from ditto.outputs import RequestOutput, from_engine
+from ditto.sampling_params import RequestOutputKind, SamplingParams
+from ditto.tokenizer import Tokenizer, chat_prompt
+
+# vLLM arguments that only mean something on a GPU or for features ditto does not have: accepted,
+# with one warning line each, so a vLLM script runs unchanged.
+_IGNORED_ARGS = frozenset({
+    "gpu_memory_utilization", "enforce_eager", "swap_space", "cpu_offload_gb", "max_seq_len_to_capture",
+    "disable_custom_all_reduce", "disable_async_output_proc", "compilation_config", "kv_cache_dtype",
+    "enable_chunked_prefill", "disable_log_stats", "revision", "tokenizer_revision", "tokenizer_mode",
+    "trust_remote_code", "download_dir", "load_format", "distributed_executor_backend", "hf_token",
+    "pipeline_parallel_size", "max_cpu_loras", "enable_lora", "mm_processor_kwargs", "override_pooler_config",
+    "async_scheduling", "worker_cls", "seed_everything",
+})
+
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?\s*$")
+_UNITS = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+PromptType = Union[str, dict]  # a text, {"prompt": text} or {"prompt_token_ids": [...]}
+
+
+def _bytes(name: str, value: Union[int, str]) -> int:
+    """"2GiB", "512MiB", "1.5GB" or an int of bytes. Raises ValueError naming `name`."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (m := _SIZE.match(value)):
+        size = int(float(m.group(1)) * _UNITS[m.group(2)])
+    else:
+        raise ValueError(f"{name} must be a size such as '2GiB' or a number of bytes, got {value!r}")
+    if size <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return size
+
+
+def _splitmix64(x: int) -> int:
+    """SplitMix64 (Steele, Lea, Flood 2014): the default seed of the k-th unseeded request."""
+    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 31)
+
+
+class LLM:
+    """A model loaded for offline generation, with vLLM's constructor arguments.
+
+    model: a directory (config.json, safetensors, tokenizer.json) or a Hugging Face cache id such
+    as "Qwen/Qwen3-8B" (found under $HF_HUB_CACHE or $HF_HOME/hub; nothing is downloaded).
+    seed: requests without a seed get one derived from it (the k-th request's: SplitMix64 of
+    seed + k), so a script gives the same text every run. max_model_len: the context (prompt +
+    output) in tokens, default the model's. max_num_seqs, max_num_batched_tokens, block_size,
+    enable_prefix_caching, max_logprobs: the engine's, as in vLLM. ditto's own: kv_cache_memory (bytes or
+    "2GiB"), threads (default: $DITTO_NUM_THREADS or every core).
+
+    Raises FileNotFoundError for a model that is not there, ValueError for a bad argument or file
+    (naming it), MemoryError when the weights or KV cache do not fit, TypeError for an argument
+    vLLM does not have either. vLLM's GPU-only arguments are accepted with a warning.
+    """
+
+    def __init__(self, model: str, tokenizer: Optional[str] = None, dtype: str = "auto", seed: int = 0,
+                 tensor_parallel_size: int = 1, max_model_len: Optional[int] = None, max_num_seqs: int = 256,
+                 max_num_batched_tokens: int = 2048, enable_prefix_caching: bool = True, block_size: int = 16,
+                 max_logprobs: int = 20, quantization: Optional[str] = None, skip_tokenizer_init: bool = False,
+                 kv_cache_memory: Union[int, str] = "2GiB", threads: Optional[int] = None, **kwargs: Any) -> None:
+        for name in kwargs:
+            if name not in _IGNORED_ARGS:
+                raise TypeError(f"LLM.__init__() got an unexpected keyword argument '{name}'")
+            print(f"ditto: LLM argument {name}={kwargs[name]!r} has no effect on ditto (a CPU engine); ignored",
+                  file=sys.stderr)
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be a directory or a Hugging Face id, got {model!r}")
+        if tokenizer is not None and tokenizer != model:
+            raise ValueError(f"tokenizer={tokenizer!r}: ditto reads the tokenizer from the model ({model!r}); "
+                             "a separate tokenizer is not supported")
+        if dtype not in ("auto", "bfloat16", "bf16"):
+            raise ValueError(f"dtype={dtype!r}: ditto computes with bfloat16 weights; use 'auto' or 'bfloat16'")
+        if quantization is not None:
+            raise ValueError(f"quantization={quantization!r} is not supported")
+        if skip_tokenizer_init:
+            raise ValueError("skip_tokenizer_init=True is not supported (give token-id prompts instead)")
+        if tensor_parallel_size != 1:
+            raise ValueError(f"tensor_parallel_size={tensor_parallel_size}: ditto runs one process (1) for now")
+        if not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        args = _ditto.EngineArgs()
+        args.model = model
+        args.threads = 0 if threads is None else _positive("threads", threads)
+        args.block_size = _positive("block_size", block_size)
+        args.kv_cache_memory = _bytes("kv_cache_memory", kv_cache_memory)
+        args.max_num_batched_tokens = _positive("max_num_batched_tokens", max_num_batched_tokens)
+        args.max_num_seqs = _positive("max_num_seqs", max_num_seqs)
+        args.enable_prefix_caching = bool(enable_prefix_caching)
+        args.max_model_len = 0 if max_model_len is None else _positive("max_model_len", max_model_len)
+        args.max_logprobs = max_logprobs
+        self._engine = _ditto.Engine(args)
+        self._seed = seed
+        self._next_request = 0
+        self._tokenizer = Tokenizer(self._engine)
+
+    def get_tokenizer(self) -> Tokenizer:
+        """The model's tokenizer (encode, decode, apply_chat_template)."""
+        return self._tokenizer
+
+    def generate(self, prompts: Union[PromptType, Sequence[PromptType]],
+                 sampling_params: Optional[Union[SamplingParams, Sequence[SamplingParams]]] = None,
+                 use_tqdm: bool = True, lora_request: None = None) -> list[RequestOutput]:
+        """Completes every prompt and returns the outputs in input order.
+
+        prompts: a string, a {"prompt": str} or {"prompt_token_ids": [int, ...]} dict, or a list of
+        them. sampling_params: one for all (default SamplingParams()) or one per prompt.
+        use_tqdm: a progress bar with the requests done and the input / output tokens per second.
+        Raises ValueError naming the prompt and field for a bad prompt (nothing runs then);
+        KeyboardInterrupt (Ctrl-C) aborts the batch. Releases the GIL while the engine runs.
+        """
+        if lora_request is not None:
+            raise ValueError("lora_request is not supported")
+        if isinstance(prompts, (str, dict)):
+            prompts = [prompts]
+        if not isinstance(prompts, Sequence) or isinstance(prompts, (bytes, bytearray)):
+            raise ValueError(f"prompts must be a string, a prompt dict or a list of them, got {type(prompts).__name__}")
+        engine_prompts = [_prompt(i, p) for i, p in enumerate(prompts)]
+        return self._run(engine_prompts, sampling_params, use_tqdm)
+
+    def chat(self, messages: Union[list[dict], list[list[dict]]],
+             sampling_params: Optional[Union[SamplingParams, Sequence[SamplingParams]]] = None,
+             use_tqdm: bool = True, lora_request: None = None, chat_template: Optional[str] = None,
+             add_generation_prompt: bool = True, continue_final_message: bool = False,
+             tools: Optional[list[dict]] = None, chat_template_kwargs: Optional[dict] = None) -> list[RequestOutput]:
+        """Answers one conversation (a list of {"role", "content"} messages) or a list of them,
+        rendered with the model's chat template (chat_template_kwargs reach it, e.g.
+        {"enable_thinking": False}; tools are listed for it). Returns one RequestOutput per
+        conversation; raises as generate()."""
+        if lora_request is not None:
+            raise ValueError("lora_request is not supported")
+        if chat_template is not None:
+            raise ValueError("chat_template: ditto uses the model's own chat template")
+        if continue_final_message and add_generation_prompt:
+            add_generation_prompt = False  # vLLM's rule: continuing the last message adds no new turn
+        conversations = messages if messages and isinstance(messages[0], list) else [messages]
+        engine_prompts = [chat_prompt(c, tools, chat_template_kwargs, add_generation_prompt, continue_final_message)
+                          for c in conversations]
+        return self._run(engine_prompts, sampling_params, use_tqdm)
+
+    def _run(self, engine_prompts: list, sampling_params, use_tqdm: bool) -> list[RequestOutput]:
+        if sampling_params is None:
+            sampling_params = SamplingParams()
+        if isinstance(sampling_params, SamplingParams):
+            params = [sampling_params] * len(engine_prompts)
+        else:
+            params = list(sampling_params)
+            if len(params) != len(engine_prompts):
+                raise ValueError("The lengths of prompts and sampling_params must be the same.")
+            for p in params:
+                if not isinstance(p, SamplingParams):
+                    raise ValueError(f"sampling_params must be SamplingParams, got {type(p).__name__}")
+        for p in params:
+            if p.output_kind == RequestOutputKind.DELTA:
+                raise ValueError("output_kind DELTA is for streaming; LLM.generate returns whole outputs")
+        first = self._next_request
+        self._next_request += len(engine_prompts)
+        ids = [str(first + i) for i in range(len(engine_prompts))]
+        engine_params = [p._to_engine(default_seed=_splitmix64(self._seed + first + i)) for i, p in enumerate(params)]
+        bar = _ProgressBar(len(engine_prompts)) if use_tqdm else None
+        try:
+            outs = self._engine.generate(engine_prompts, engine_params, ids, bar.update if bar else None)
+        finally:
+            if bar:
+                bar.close()
+        decoded: dict[int, str] = {}
+
+        def decode(token_id: int) -> str:
+            if token_id not in decoded:
+                decoded[token_id] = self._engine.decode([token_id], False) if self._engine.has_tokenizer else ""
+            return decoded[token_id]
+
+        return [from_engine(o, prompt_is_text=pr.token_ids is None, want_logprobs=p.logprobs is not None,
+                            want_prompt_logprobs=p.prompt_logprobs is not None, decode=decode)
+                for o, pr, p in zip(outs, engine_prompts, params)]
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _prompt(i: int, p: PromptType) -> "_ditto.Prompt":
+    """Prompt i as the engine's. Raises ValueError naming it."""
+    e = _ditto.Prompt()
+    if isinstance(p, str):
+        e.text = p
+    elif isinstance(p, dict) and "prompt_token_ids" in p:
+        ids = p["prompt_token_ids"]
+        if not isinstance(ids, Sequence) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+            raise ValueError(f"prompt {i}: prompt_token_ids must be a list of integers")
+        e.token_ids = list(ids)
+    elif isinstance(p, dict) and isinstance(p.get("prompt"), str):
+        e.text = p["prompt"]
+    else:
+        raise ValueError(f"prompt {i}: expected a string, {{'prompt': str}} or {{'prompt_token_ids': [int, ...]}}, "
+                         f"got {type(p).__name__}")
+    return e
+
+
+class _ProgressBar:
+    """vLLM's bar: requests processed, with the input and output tokens per second of the finished
+    ones."""
+
+    def __init__(self, total: int) -> None:
+        from tqdm.auto import tqdm
+        self._bar = tqdm(total=total, desc="Processed prompts", dynamic_ncols=True,
+                         postfix="est. speed input: 0.00 toks/s, output: 0.00 toks/s")
+        self._start = time.perf_counter()
+
+    def update(self, done: int, total: int, prompt_tokens: int, output_tokens: int) -> None:
+        if done != self._bar.n:
+            elapsed = max(time.perf_counter() - self._start, 1e-9)
+            self._bar.set_postfix_str(f"est. speed input: {prompt_tokens / elapsed:.2f} toks/s, "
+                                      f"output: {output_tokens / elapsed:.2f} toks/s", refresh=False)
+            self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        self._bar.close()

@@ -1,0 +1,156 @@
+"""SamplingParams with vLLM's fields, defaults and errors (vllm/sampling_params.py), so a vLLM
+script means the same thing here. The ranges are checked once, by the engine's own rules
+(SamplingParams::validate in C++); a bad value raises ValueError naming the field."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import numbers
+from typing import Any, Optional, Union
+
+from ditto import _ditto
+
+
+class RequestOutputKind(enum.Enum):
+    """vLLM's RequestOutputKind. LLM.generate returns whole outputs (CUMULATIVE and FINAL_ONLY
+    are the same there); DELTA is for streaming servers."""
+    CUMULATIVE = 0
+    DELTA = 1
+    FINAL_ONLY = 2
+
+
+# vLLM fields ditto does not implement: refused when set to anything but their default.
+_UNSUPPORTED = {
+    "bad_words": None,
+    "logits_processors": None,
+    "truncate_prompt_tokens": None,
+    "guided_decoding": None,
+    "structured_outputs": None,
+    "logit_bias": None,
+    "allowed_token_ids": None,
+}
+
+# max_tokens=None: as many as the context leaves (the engine cuts max_tokens to it).
+_UNBOUNDED = 1 << 62
+
+
+@dataclasses.dataclass
+class SamplingParams:
+    """Sampling parameters for one request (vLLM's names and defaults).
+
+    n: choices per prompt, each with its own random stream. presence_penalty, frequency_penalty
+    in [-2, 2]; repetition_penalty > 0; temperature >= 0 (0 is greedy); top_p in (0, 1]; top_k 0
+    or -1 (off) or a count; min_p in [0, 1]; seed: the request's seed (None: one derived from the
+    LLM's seed). stop: strings that end the output (cut from it unless include_stop_str_in_output);
+    stop_token_ids: ids that end it (kept in token_ids). max_tokens >= 1, or None for what the
+    context leaves; min_tokens <= max_tokens. logprobs / prompt_logprobs: the sampled (or prompt)
+    token's log-probability and this many top ones (<= the LLM's max_logprobs, default 20).
+
+    Raises ValueError naming the field for a value out of range or of the wrong type, and for the
+    vLLM fields ditto does not implement (bad_words, logits_processors, guided decoding, ...).
+    """
+
+    n: int = 1
+    best_of: Optional[int] = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: Optional[int] = None
+    stop: Optional[Union[str, list[str]]] = None
+    stop_token_ids: Optional[list[int]] = None
+    bad_words: Optional[list[str]] = None
+    ignore_eos: bool = False
+    max_tokens: Optional[int] = 16
+    min_tokens: int = 0
+    logprobs: Optional[int] = None
+    prompt_logprobs: Optional[int] = None
+    detokenize: bool = True
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    logits_processors: Optional[Any] = None
+    include_stop_str_in_output: bool = False
+    truncate_prompt_tokens: Optional[int] = None
+    output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
+    guided_decoding: Optional[Any] = None
+    structured_outputs: Optional[Any] = None
+    logit_bias: Optional[dict] = None
+    allowed_token_ids: Optional[list[int]] = None
+    extra_args: Optional[dict] = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        elif self.stop is None:
+            self.stop = []
+        if self.stop_token_ids is None:
+            self.stop_token_ids = []
+        for name, default in _UNSUPPORTED.items():
+            if getattr(self, name) != default:
+                raise ValueError(f"{name} is not supported by ditto (leave it at {default!r})")
+        if self.best_of is not None and self.best_of != self.n:
+            raise ValueError(f"best_of must equal n (ditto returns every choice), got best_of={self.best_of}, n={self.n}")
+        if not self.detokenize:
+            raise ValueError("detokenize=False is not supported by ditto")
+        if not self.spaces_between_special_tokens:
+            raise ValueError("spaces_between_special_tokens=False is not supported by ditto")
+        if not isinstance(self.output_kind, RequestOutputKind):
+            raise ValueError(f"output_kind must be a RequestOutputKind, got {self.output_kind!r}")
+        self._to_engine().validate()
+
+    def clone(self) -> "SamplingParams":
+        """A deep copy (vLLM's SamplingParams.clone)."""
+        return dataclasses.replace(self, stop=list(self.stop), stop_token_ids=list(self.stop_token_ids))
+
+    def _to_engine(self, default_seed: Optional[int] = None) -> _ditto.SamplingParams:
+        """The engine's SamplingParams (C++). Raises ValueError naming a field of the wrong type."""
+        p = _ditto.SamplingParams()
+        p.n = _int("n", self.n)
+        p.presence_penalty = _float("presence_penalty", self.presence_penalty)
+        p.frequency_penalty = _float("frequency_penalty", self.frequency_penalty)
+        p.repetition_penalty = _float("repetition_penalty", self.repetition_penalty)
+        p.temperature = _float("temperature", self.temperature)
+        p.top_p = _float("top_p", self.top_p)
+        p.top_k = _int("top_k", self.top_k)
+        p.min_p = _float("min_p", self.min_p)
+        seed = self.seed if self.seed is not None else default_seed
+        if seed is not None:
+            seed = _int("seed", seed)
+            if seed < 0:
+                raise ValueError(f"seed must be at least 0, got {seed}")
+            p.seed = seed & ((1 << 64) - 1)
+        if not isinstance(self.stop, list) or not all(isinstance(s, str) for s in self.stop):
+            raise ValueError(f"stop must be a string or a list of strings, got {self.stop!r}")
+        p.stop = self.stop
+        p.stop_token_ids = [_int("stop_token_ids", t) for t in self.stop_token_ids]
+        p.ignore_eos = _bool("ignore_eos", self.ignore_eos)
+        p.include_stop_str_in_output = _bool("include_stop_str_in_output", self.include_stop_str_in_output)
+        p.max_tokens = _UNBOUNDED if self.max_tokens is None else _int("max_tokens", self.max_tokens)
+        p.min_tokens = _int("min_tokens", self.min_tokens)
+        if self.logprobs is not None:
+            p.logprobs = _int("logprobs", self.logprobs)
+        if self.prompt_logprobs is not None:
+            p.prompt_logprobs = _int("prompt_logprobs", self.prompt_logprobs)
+        p.skip_special_tokens = _bool("skip_special_tokens", self.skip_special_tokens)
+        return p
+
+
+def _int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _float(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value

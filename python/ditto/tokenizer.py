@@ -1,0 +1,76 @@
+"""The model's tokenizer as LLM.get_tokenizer() returns it: Hugging Face's encode / decode /
+apply_chat_template shapes, computed by ditto's tokenizer (exact parity with `tokenizers` and
+transformers' chat templates)."""
+from __future__ import annotations
+
+import json
+from typing import Any, Optional, Union
+
+from ditto import _ditto
+
+
+class Tokenizer:
+    """encode(text, add_special_tokens=True) -> ids; decode(ids, skip_special_tokens=False) -> str;
+    apply_chat_template(conversation, ...) -> ids or text. Raises ValueError for a model without
+    tokenizer.json (token-id prompts still run)."""
+
+    def __init__(self, engine: "_ditto.Engine") -> None:
+        self._engine = engine
+
+    @property
+    def vocab_size(self) -> int:
+        return self._engine.vocab_size
+
+    def __len__(self) -> int:
+        return self._engine.vocab_size
+
+    @property
+    def eos_token_id(self) -> Optional[int]:
+        ids = self._engine.eos_token_ids
+        return ids[0] if ids else None
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a string, got {type(text).__name__}")
+        return self._engine.encode(text, add_special_tokens)
+
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str:
+        return self._engine.decode(list(token_ids), skip_special_tokens)
+
+    def convert_ids_to_tokens(self, ids: Union[int, list[int]]) -> Union[Optional[str], list[Optional[str]]]:
+        if isinstance(ids, int):
+            return self._engine.id_to_token(ids)
+        return [self._engine.id_to_token(i) for i in ids]
+
+    def apply_chat_template(self, conversation: list[dict], tools: Optional[list[dict]] = None,
+                            add_generation_prompt: bool = False, continue_final_message: bool = False,
+                            tokenize: bool = True, **kwargs: Any) -> Union[list[int], str]:
+        """The rendered conversation (tokenize=False) or its token ids (tokenize=True, the
+        default, as in transformers). Extra keyword arguments reach the template
+        (e.g. enable_thinking=False)."""
+        prompt = chat_prompt(conversation, tools, kwargs, add_generation_prompt, continue_final_message)
+        ids, text = self._engine.render_chat(prompt)
+        return ids if tokenize else text
+
+
+def chat_prompt(messages: Any, tools: Optional[list[dict]], chat_template_kwargs: Optional[dict],
+                add_generation_prompt: bool, continue_final_message: bool) -> "_ditto.Prompt":
+    """One conversation as the engine's prompt. Raises ValueError naming what is wrong."""
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise ValueError("messages must be a list of {'role': ..., 'content': ...} dicts")
+    if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, dict):
+        raise ValueError("chat_template_kwargs must be a dict")
+    p = _ditto.Prompt()
+    p.messages_json = _json("messages", messages)
+    p.tools_json = _json("tools", tools)
+    p.chat_template_kwargs_json = _json("chat_template_kwargs", chat_template_kwargs or {})
+    p.add_generation_prompt = add_generation_prompt
+    p.continue_final_message = continue_final_message
+    return p
+
+
+def _json(name: str, value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be JSON-serializable: {e}") from None

@@ -1,0 +1,242 @@
+// ditto._ditto: the Python package's view of the C++ engine (pybind11). The vLLM-shaped classes
+// (LLM, SamplingParams, RequestOutput, ...) are written in Python over this module
+// (python/ditto/); this file only moves values across, releases the GIL while the engine works
+// and turns ditto::Error into the Python exception a vLLM user expects:
+//   kInvalidArgument → ValueError, kNotFound → FileNotFoundError, kResourceExhausted → MemoryError,
+//   anything else → RuntimeError.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <Python.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "ditto/engine_args.h"
+#include "ditto/prompt_input.h"
+#include "ditto/request_output.h"
+#include "ditto/sampling_params.h"
+#include "engine/llm_engine.h"
+#include "model/causal_lm.h"
+#include "tokenizer/tokenizer.h"
+
+namespace py = pybind11;
+
+namespace ditto {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json parse_json(const std::string& text, const char* what) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw_invalid_field(what, std::string(what) + " is not valid JSON");
+  return j;
+}
+
+// A prompt as the Python layer hands it over: exactly one of text, token ids or messages (JSON
+// text, with tools and chat_template_kwargs).
+struct PyPrompt {
+  std::optional<std::string> text;
+  std::optional<std::vector<int32_t>> token_ids;
+  std::optional<std::string> messages_json;
+  std::string tools_json = "null";
+  std::string chat_template_kwargs_json = "{}";
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  bool add_special_tokens = true;
+
+  PromptInput to_input() const {
+    PromptInput in;
+    in.text = text;
+    in.token_ids = token_ids;
+    if (messages_json) in.messages = parse_json(*messages_json, "messages");
+    in.tools = parse_json(tools_json, "tools");
+    in.chat_template_kwargs = parse_json(chat_template_kwargs_json, "chat_template_kwargs");
+    in.add_generation_prompt = add_generation_prompt;
+    in.continue_final_message = continue_final_message;
+    in.add_special_tokens = add_special_tokens;
+    return in;
+  }
+};
+
+// The engine, held by one Python LLM.
+class PyEngine {
+ public:
+  explicit PyEngine(const EngineArgs& args) : llm_(args) {}
+
+  // Runs the batch with the GIL released. Before each engine step: Ctrl-C (a pending signal) or
+  // an exception from `on_step` aborts the batch and is raised here; `on_step(done, total,
+  // prompt_tokens, output_tokens)` reports progress. A refused prompt stops the batch before any
+  // step and raises its error (ValueError: "prompt I: why").
+  std::vector<RequestOutput> generate(const std::vector<PyPrompt>& prompts, const std::vector<SamplingParams>& params,
+                                      const std::vector<std::string>& request_ids, const py::object& on_step) {
+    std::vector<PromptInput> inputs;
+    inputs.reserve(prompts.size());
+    for (const PyPrompt& p : prompts) inputs.push_back(p.to_input());
+    std::optional<std::string> refused;
+    std::optional<py::error_already_set> raised;
+    auto on_result = [&](size_t, const GenerateResult& r) {
+      if (r.error && !refused) refused = *r.error;
+    };
+    auto step = [&](const LLMEngine::Progress& at) {
+      if (refused || raised) return false;
+      py::gil_scoped_acquire gil;
+      try {
+        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+        if (!on_step.is_none()) on_step(at.done, at.total, at.prompt_tokens, at.output_tokens);
+      } catch (py::error_already_set& e) {
+        raised.emplace(std::move(e));
+        return false;
+      }
+      return true;
+    };
+    std::vector<GenerateResult> results;
+    {
+      py::gil_scoped_release release;
+      results = llm_.generate(inputs, params, /*progress=*/false, on_result, nullptr, {}, step, request_ids);
+    }
+    if (raised) throw std::move(*raised);
+    if (refused) throw_invalid_argument(*refused);
+    std::vector<RequestOutput> out;
+    out.reserve(results.size());
+    for (GenerateResult& r : results) out.push_back(std::move(r.output));
+    return out;
+  }
+
+  std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const {
+    return llm_.tokenizer().encode(text, add_special_tokens);
+  }
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+    return llm_.tokenizer().decode(ids, skip_special_tokens);
+  }
+  // The rendered chat and its token ids (apply_chat_template), through the front door's encoder.
+  std::pair<std::vector<int32_t>, std::string> render_chat(const PyPrompt& p) const {
+    return llm_.input_processor().encode(p.to_input());
+  }
+  std::optional<std::string> id_to_token(int32_t id) const { return llm_.tokenizer().id_to_token(id); }
+
+  bool has_tokenizer() const { return llm_.has_tokenizer(); }
+  int64_t vocab_size() const { return llm_.model().config().vocab_size; }
+  int64_t max_model_len() const { return llm_.max_model_len(); }
+  const std::vector<int32_t>& eos_token_ids() const { return llm_.eos_token_ids(); }
+  const std::string& model_dir() const { return llm_.model_dir(); }
+  const EngineArgs& args() const { return llm_.args(); }
+
+ private:
+  LLMEngine llm_;
+};
+
+}  // namespace
+}  // namespace ditto
+
+PYBIND11_MODULE(_ditto, m) {
+  using namespace ditto;
+  m.doc() = "ditto's C++ engine (use the `ditto` package's LLM and SamplingParams)";
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      switch (e.code()) {
+        case ErrorCode::kInvalidArgument: PyErr_SetString(PyExc_ValueError, e.what()); return;
+        case ErrorCode::kNotFound: PyErr_SetString(PyExc_FileNotFoundError, e.what()); return;
+        case ErrorCode::kResourceExhausted: PyErr_SetString(PyExc_MemoryError, e.what()); return;
+        default: PyErr_SetString(PyExc_RuntimeError, e.what()); return;
+      }
+    }
+  });
+
+  py::class_<EngineArgs>(m, "EngineArgs")
+      .def(py::init<>())
+      .def_readwrite("model", &EngineArgs::model)
+      .def_readwrite("threads", &EngineArgs::threads)
+      .def_readwrite("block_size", &EngineArgs::block_size)
+      .def_readwrite("kv_cache_memory", &EngineArgs::kv_cache_memory)
+      .def_readwrite("max_num_batched_tokens", &EngineArgs::max_num_batched_tokens)
+      .def_readwrite("max_num_seqs", &EngineArgs::max_num_seqs)
+      .def_readwrite("enable_prefix_caching", &EngineArgs::enable_prefix_caching)
+      .def_readwrite("max_model_len", &EngineArgs::max_model_len)
+      .def_readwrite("max_logprobs", &EngineArgs::max_logprobs);
+
+  py::class_<SamplingParams>(m, "SamplingParams")
+      .def(py::init<>())
+      .def_readwrite("n", &SamplingParams::n)
+      .def_readwrite("presence_penalty", &SamplingParams::presence_penalty)
+      .def_readwrite("frequency_penalty", &SamplingParams::frequency_penalty)
+      .def_readwrite("repetition_penalty", &SamplingParams::repetition_penalty)
+      .def_readwrite("temperature", &SamplingParams::temperature)
+      .def_readwrite("top_p", &SamplingParams::top_p)
+      .def_readwrite("top_k", &SamplingParams::top_k)
+      .def_readwrite("min_p", &SamplingParams::min_p)
+      .def_readwrite("seed", &SamplingParams::seed)
+      .def_readwrite("stop", &SamplingParams::stop)
+      .def_readwrite("stop_token_ids", &SamplingParams::stop_token_ids)
+      .def_readwrite("ignore_eos", &SamplingParams::ignore_eos)
+      .def_readwrite("include_stop_str_in_output", &SamplingParams::include_stop_str_in_output)
+      .def_readwrite("max_tokens", &SamplingParams::max_tokens)
+      .def_readwrite("min_tokens", &SamplingParams::min_tokens)
+      .def_readwrite("logprobs", &SamplingParams::logprobs)
+      .def_readwrite("prompt_logprobs", &SamplingParams::prompt_logprobs)
+      .def_readwrite("skip_special_tokens", &SamplingParams::skip_special_tokens)
+      .def("validate", &SamplingParams::validate, py::arg("vocab_size") = INT64_MAX,
+           py::arg("max_logprobs") = INT64_MAX, "Raises ValueError naming the first field out of range");
+
+  py::class_<PyPrompt>(m, "Prompt")
+      .def(py::init<>())
+      .def_readwrite("text", &PyPrompt::text)
+      .def_readwrite("token_ids", &PyPrompt::token_ids)
+      .def_readwrite("messages_json", &PyPrompt::messages_json)
+      .def_readwrite("tools_json", &PyPrompt::tools_json)
+      .def_readwrite("chat_template_kwargs_json", &PyPrompt::chat_template_kwargs_json)
+      .def_readwrite("add_generation_prompt", &PyPrompt::add_generation_prompt)
+      .def_readwrite("continue_final_message", &PyPrompt::continue_final_message)
+      .def_readwrite("add_special_tokens", &PyPrompt::add_special_tokens);
+
+  py::class_<TokenLogprob>(m, "TokenLogprob")
+      .def_readonly("token_id", &TokenLogprob::token_id)
+      .def_readonly("logprob", &TokenLogprob::logprob)
+      .def_readonly("rank", &TokenLogprob::rank);
+  py::class_<SampledToken>(m, "SampledToken")
+      .def_readonly("token", &SampledToken::token)
+      .def_readonly("top_logprobs", &SampledToken::top_logprobs);
+  py::class_<CompletionOutput>(m, "CompletionOutput")
+      .def_readonly("index", &CompletionOutput::index)
+      .def_readonly("text", &CompletionOutput::text)
+      .def_readonly("token_ids", &CompletionOutput::token_ids)
+      .def_readonly("logprobs", &CompletionOutput::logprobs)
+      .def_readonly("cumulative_logprob", &CompletionOutput::cumulative_logprob)
+      .def_readonly("finish_reason", &CompletionOutput::finish_reason)
+      .def_readonly("stop_token_id", &CompletionOutput::stop_token_id)
+      .def_readonly("stop_string", &CompletionOutput::stop_string);
+  py::class_<RequestOutput>(m, "RequestOutput")
+      .def_readonly("request_id", &RequestOutput::request_id)
+      .def_readonly("prompt", &RequestOutput::prompt)
+      .def_readonly("prompt_token_ids", &RequestOutput::prompt_token_ids)
+      .def_readonly("prompt_logprobs", &RequestOutput::prompt_logprobs)
+      .def_readonly("outputs", &RequestOutput::outputs)
+      .def_readonly("seed", &RequestOutput::seed)
+      .def_readonly("finished", &RequestOutput::finished);
+
+  py::class_<PyEngine>(m, "Engine")
+      .def(py::init<const EngineArgs&>(), py::arg("args"))
+      .def("generate", &PyEngine::generate, py::arg("prompts"), py::arg("params"), py::arg("request_ids"),
+           py::arg("on_step") = py::none())
+      .def("encode", &PyEngine::encode, py::arg("text"), py::arg("add_special_tokens") = true)
+      .def("decode", &PyEngine::decode, py::arg("ids"), py::arg("skip_special_tokens") = true)
+      .def("render_chat", &PyEngine::render_chat, py::arg("prompt"))
+      .def("id_to_token", &PyEngine::id_to_token, py::arg("id"))
+      .def_property_readonly("has_tokenizer", &PyEngine::has_tokenizer)
+      .def_property_readonly("vocab_size", &PyEngine::vocab_size)
+      .def_property_readonly("max_model_len", &PyEngine::max_model_len)
+      .def_property_readonly("eos_token_ids", &PyEngine::eos_token_ids)
+      .def_property_readonly("model_dir", &PyEngine::model_dir)
+      .def_property_readonly("args", &PyEngine::args);
+
+  m.attr("__version__") = DITTO_VERSION;
+}

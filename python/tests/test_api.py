@@ -1,0 +1,195 @@
+"""The Python API against vLLM's names and defaults, and its errors: each names the field, prompt
+or path at fault."""
+import inspect
+import json
+import subprocess
+
+import pytest
+
+import ditto
+from ditto import LLM, CompletionOutput, Logprob, RequestOutput, SamplingParams
+from conftest import ditto_command
+
+# vLLM's names (vllm/entrypoints/llm.py, vllm/sampling_params.py, vllm/outputs.py) and defaults.
+VLLM_LLM_ARGS = {"model": inspect.Parameter.empty, "tokenizer": None, "dtype": "auto", "seed": 0,
+                 "tensor_parallel_size": 1, "max_model_len": None, "enable_prefix_caching": True,
+                 "block_size": 16, "max_num_seqs": 256, "max_num_batched_tokens": 2048, "max_logprobs": 20,
+                 "quantization": None, "skip_tokenizer_init": False}
+VLLM_SAMPLING_DEFAULTS = {"n": 1, "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0,
+                          "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "seed": None, "stop": [],
+                          "stop_token_ids": [], "ignore_eos": False, "max_tokens": 16, "min_tokens": 0,
+                          "logprobs": None, "prompt_logprobs": None, "detokenize": True,
+                          "skip_special_tokens": True, "spaces_between_special_tokens": True,
+                          "include_stop_str_in_output": False}
+VLLM_REQUEST_OUTPUT = ["request_id", "prompt", "prompt_token_ids", "prompt_logprobs", "outputs", "finished"]
+VLLM_COMPLETION_OUTPUT = ["index", "text", "token_ids", "cumulative_logprob", "logprobs", "finish_reason",
+                          "stop_reason"]
+VLLM_LOGPROB = ["logprob", "rank", "decoded_token"]
+
+
+def test_names_and_defaults_are_vllms():
+    init = inspect.signature(LLM.__init__).parameters
+    for name, default in VLLM_LLM_ARGS.items():
+        assert name in init, name
+        assert init[name].default == default, (name, init[name].default)
+    gen = inspect.signature(LLM.generate).parameters
+    assert list(gen)[1:4] == ["prompts", "sampling_params", "use_tqdm"] and gen["use_tqdm"].default is True
+    chat = inspect.signature(LLM.chat).parameters
+    for name in ["messages", "sampling_params", "use_tqdm", "chat_template_kwargs", "add_generation_prompt",
+                 "continue_final_message", "tools"]:
+        assert name in chat, name
+    p = SamplingParams()
+    for name, default in VLLM_SAMPLING_DEFAULTS.items():
+        assert getattr(p, name) == default, name
+    fields = {f.name for f in __import__("dataclasses").fields(RequestOutput)}
+    assert set(VLLM_REQUEST_OUTPUT) <= fields
+    assert set(VLLM_COMPLETION_OUTPUT) <= {f.name for f in __import__("dataclasses").fields(CompletionOutput)}
+    assert set(VLLM_LOGPROB) <= {f.name for f in __import__("dataclasses").fields(Logprob)}
+    assert ditto.__version__
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"n": 0}, "n"), ({"temperature": -1.0}, "temperature"), ({"top_p": 1.5}, "top_p"), ({"top_p": 0}, "top_p"),
+    ({"top_k": -2}, "top_k"), ({"min_p": 2.0}, "min_p"), ({"max_tokens": 0}, "max_tokens"),
+    ({"min_tokens": 5, "max_tokens": 2}, "min_tokens"), ({"presence_penalty": 3.0}, "presence_penalty"),
+    ({"frequency_penalty": -2.5}, "frequency_penalty"), ({"repetition_penalty": 0.0}, "repetition_penalty"),
+    ({"logprobs": -1}, "logprobs"), ({"prompt_logprobs": -3}, "prompt_logprobs"), ({"stop": [""]}, "stop"),
+    ({"temperature": "hot"}, "temperature"), ({"seed": -1}, "seed"), ({"n": 1.5}, "n"),
+    ({"stop": 5}, "stop"), ({"best_of": 3}, "best_of"), ({"logit_bias": {1: 2.0}}, "logit_bias"),
+    ({"bad_words": ["x"]}, "bad_words"), ({"ignore_eos": "yes"}, "ignore_eos"),
+])
+def test_bad_sampling_params_name_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        SamplingParams(**kwargs)
+
+
+def test_sampling_params_shapes():
+    assert SamplingParams(stop="###").stop == ["###"]
+    p = SamplingParams(temperature=0.7, max_tokens=100, seed=42)
+    q = p.clone()
+    q.stop.append("x")
+    assert p.stop == [] and q.max_tokens == 100
+
+
+def test_gpu_only_arguments_warn_once_each_and_unknown_ones_are_type_errors(model_dir, capsys):
+    llm = LLM(model=model_dir, gpu_memory_utilization=0.9, enforce_eager=True, swap_space=4,
+              kv_cache_memory="64MiB")
+    err = capsys.readouterr().err
+    for name in ("gpu_memory_utilization", "enforce_eager", "swap_space"):
+        assert sum(name in line for line in err.splitlines()) == 1, err
+    assert llm.generate("Hi", SamplingParams(max_tokens=1), use_tqdm=False)[0].outputs[0].token_ids
+    with pytest.raises(TypeError, match="no_such_argument"):
+        LLM(model=model_dir, no_such_argument=1)
+
+
+def test_bad_engine_arguments(model_dir, tmp_path):
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / "nowhere")):
+        LLM(model=str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match="dtype"):
+        LLM(model=model_dir, dtype="float16")
+    with pytest.raises(ValueError, match="tensor_parallel_size"):
+        LLM(model=model_dir, tensor_parallel_size=2)
+    with pytest.raises(ValueError, match="max_model_len"):
+        LLM(model=model_dir, max_model_len=10**9)
+    with pytest.raises(ValueError, match="kv_cache_memory"):
+        LLM(model=model_dir, kv_cache_memory="lots")
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        LLM(model=model_dir, max_num_seqs=0)
+
+
+def test_bad_prompts_name_the_prompt(llm):
+    p = SamplingParams(max_tokens=2)
+    with pytest.raises(ValueError, match="prompt 1"):
+        llm.generate(["fine", 42], p, use_tqdm=False)
+    with pytest.raises(ValueError, match="prompt 0.*vocabulary"):
+        llm.generate({"prompt_token_ids": [1, 10**7]}, p, use_tqdm=False)
+    with pytest.raises(ValueError, match="prompt 0.*empty"):
+        llm.generate({"prompt_token_ids": []}, p, use_tqdm=False)
+    with pytest.raises(ValueError, match="same"):
+        llm.generate(["a", "b"], [p], use_tqdm=False)
+    with pytest.raises(ValueError, match="prompt 0.*context length"):
+        llm.generate({"prompt_token_ids": [5] * 50000}, p, use_tqdm=False)
+    with pytest.raises(ValueError, match="messages"):
+        llm.chat([{"content": "no role"}], p, use_tqdm=False)
+    with pytest.raises(ValueError, match="logprobs"):
+        llm.generate("x", SamplingParams(logprobs=21), use_tqdm=False)  # max_logprobs 20
+
+
+def test_outputs_have_vllms_shapes(llm):
+    params = SamplingParams(temperature=0.8, seed=7, max_tokens=5, n=2, logprobs=2, prompt_logprobs=1,
+                            ignore_eos=True)
+    [out] = llm.generate("The capital of France is", params, use_tqdm=False)
+    assert isinstance(out, RequestOutput) and out.finished and out.prompt == "The capital of France is"
+    assert out.prompt_token_ids == llm.get_tokenizer().encode("The capital of France is")
+    assert out.prompt_logprobs[0] is None and len(out.prompt_logprobs) == len(out.prompt_token_ids)
+    for pos, entry in zip(out.prompt_token_ids[1:], out.prompt_logprobs[1:]):
+        assert pos in entry and len(entry) <= 2
+    assert [c.index for c in out.outputs] == [0, 1]
+    for c in out.outputs:
+        assert len(c.token_ids) == 5 and c.finish_reason == "length" and c.stop_reason is None
+        assert len(c.logprobs) == 5
+        total = 0.0
+        for token, entry in zip(c.token_ids, c.logprobs):
+            assert token in entry and 1 <= len(entry) <= 3
+            lp = entry[token]
+            assert isinstance(lp, Logprob) and lp.rank >= 1 and lp.decoded_token == llm.get_tokenizer().decode([token])
+            total += lp.logprob
+        assert c.cumulative_logprob == pytest.approx(total, rel=1e-6)
+    assert out.seed == 7
+    [plain] = llm.generate("x", SamplingParams(max_tokens=2), use_tqdm=False)
+    assert plain.outputs[0].logprobs is None and plain.outputs[0].cumulative_logprob is None
+    assert plain.prompt_logprobs is None
+
+
+def test_token_prompts_and_text_prompts_agree(llm):
+    tok = llm.get_tokenizer()
+    params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+    by_text = llm.generate(["Hello there"], params, use_tqdm=False)[0]
+    by_ids = llm.generate([{"prompt_token_ids": tok.encode("Hello there")}], params, use_tqdm=False)[0]
+    assert by_ids.prompt is None and by_ids.outputs[0].token_ids == by_text.outputs[0].token_ids
+    assert by_text.outputs[0].text == tok.decode(by_text.outputs[0].token_ids, skip_special_tokens=True)
+
+
+def test_stop_strings_and_reasons(llm):
+    params = SamplingParams(temperature=0, max_tokens=30, ignore_eos=True)
+    text = llm.generate("Once upon", params, use_tqdm=False)[0].outputs[0].text
+    stop = text[4:7]
+    out = llm.generate("Once upon", SamplingParams(temperature=0, max_tokens=30, ignore_eos=True, stop=stop),
+                       use_tqdm=False)[0].outputs[0]
+    assert out.text == text[:text.find(stop)] and out.finish_reason == "stop" and out.stop_reason == stop
+
+
+def test_chat_and_tokenizer(llm):
+    tok = llm.get_tokenizer()
+    messages = [{"role": "user", "content": "Hi!"}]
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=False)
+    assert text.startswith("<|im_start|>user\nHi!<|im_end|>") and "<think>\n\n</think>" in text
+    ids = tok.apply_chat_template(messages, add_generation_prompt=True, enable_thinking=False)
+    assert ids == tok.encode(text, add_special_tokens=False)
+    params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+    [chat] = llm.chat(messages, params, use_tqdm=False, chat_template_kwargs={"enable_thinking": False})
+    assert chat.prompt == text and chat.prompt_token_ids == ids
+    [same] = llm.generate({"prompt_token_ids": ids}, params, use_tqdm=False)
+    assert same.outputs[0].token_ids == chat.outputs[0].token_ids
+    two = llm.chat([messages, messages + [{"role": "assistant", "content": "Hello"}, {"role": "user", "content": "?"}]],
+                   params, use_tqdm=False)
+    assert len(two) == 2 and two[0].outputs[0].token_ids == llm.chat(messages, params, use_tqdm=False)[0].outputs[0].token_ids
+
+
+def test_python_and_cli_give_the_same_bits(llm, model_dir):
+    """The package's `ditto` command and LLM.generate run the same engine: same tokens, same text."""
+    prompts = ["The future of AI is", "Machine learning enables"]
+    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
+    args = [ditto_command(), "generate", "--model", model_dir, "--max-tokens", "8", "--ignore-eos", "--json"]
+    for p in prompts:
+        args += ["--prompt", p]
+    lines = subprocess.run(args, check=True, capture_output=True, text=True, timeout=600).stdout.splitlines()
+    for out, line in zip(outs, lines):
+        cli = json.loads(line)
+        assert cli["token_ids"] == out.outputs[0].token_ids and cli["text"] == out.outputs[0].text
+
+
+def test_use_tqdm_prints_vllms_bar(llm, capsys):
+    llm.generate(["a", "b", "c"], SamplingParams(max_tokens=3), use_tqdm=True)
+    err = capsys.readouterr().err
+    assert "Processed prompts" in err and "3/3" in err and "toks/s" in err, err

@@ -1,0 +1,82 @@
+#include "engine/chat_messages.h"
+
+#include <set>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "core/json_input.h"
+
+namespace ditto {
+
+using Json = nlohmann::ordered_json;
+
+Json normalize_chat_messages(const Json& messages) {
+  if (!messages.is_array() || messages.empty())
+    throw_invalid_field("messages", "field 'messages' must be a non-empty array of messages");
+  Json out = Json::array();
+  static const std::set<std::string> roles = {"system", "developer", "user", "assistant", "tool", "function"};
+  for (size_t i = 0; i < messages.size(); ++i) {
+    Json m = messages[i];
+    const std::string name = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw_invalid_field("messages", "field '" + name + "' must be an object");
+    if (!m.contains("role") || !m["role"].is_string())
+      throw_invalid_field("messages", "field '" + name + ".role' must be a string");
+    if (!roles.contains(m["role"].get<std::string>()))
+      throw_invalid_field("messages", "field '" + name +
+                                          ".role' must be one of system, developer, user, assistant, "
+                                          "tool, function, got " +
+                                          json_excerpt(m["role"]));
+    // content: a string, null (→ ""), or text parts (joined with newlines, as vLLM does for
+    // text-only models).
+    if (!m.contains("content") || m["content"].is_null()) {
+      m["content"] = "";
+    } else if (m["content"].is_array()) {
+      std::string text;
+      for (size_t k = 0; k < m["content"].size(); ++k) {
+        const Json& part = m["content"][k];
+        const std::string where = name + ".content[" + std::to_string(k) + "]";
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+            !part["text"].is_string())
+          throw_invalid_field("messages", "field '" + where +
+                                              "' must be {\"type\": \"text\", \"text\": ...}: this model "
+                                              "takes text only, got " +
+                                              json_excerpt(part));
+        text += (k > 0 ? "\n" : "") + part["text"].get<std::string>();
+      }
+      m["content"] = text;
+    } else if (!m["content"].is_string()) {
+      throw_invalid_field("messages", "field '" + name +
+                                          ".content' must be a string, an array of text parts or null, got " +
+                                          json_excerpt(m["content"]));
+    }
+    // tool_calls: OpenAI's {id, type, function: {name, arguments: JSON text}}; the arguments go to
+    // the template as an object when they parse (Hugging Face templates expect a mapping).
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      if (!m["tool_calls"].is_array())
+        throw_invalid_field("messages", "field '" + name + ".tool_calls' must be an array");
+      for (size_t k = 0; k < m["tool_calls"].size(); ++k) {
+        Json& call = m["tool_calls"][k];
+        const std::string where = name + ".tool_calls[" + std::to_string(k) + "]";
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
+            !call["function"].contains("name") || !call["function"]["name"].is_string())
+          throw_invalid_field("messages", "field '" + where +
+                                              "' must be {\"type\": \"function\", \"function\": "
+                                              "{\"name\": ..., \"arguments\": ...}}, got " +
+                                              json_excerpt(call));
+        Json& args = call["function"]["arguments"];
+        if (args.is_null()) args = Json::object();
+        if (args.is_string()) {
+          Json parsed = Json::parse(args.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+          if (parsed.is_object()) args = std::move(parsed);
+        }
+      }
+    } else {
+      m.erase("tool_calls");
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace ditto
