@@ -44,8 +44,8 @@ test: build
 	@$(MAKE) --no-print-directory test-python
 
 # The Python package (`pip install .`) in $(VENV), and its tests run there with its `ditto` on PATH.
-python-package: deps
-	@scripts/install-python-package.sh $(abspath $(VENV))
+python-package: build
+	@scripts/install-python-package.sh $(abspath $(VENV)) $(abspath $(BUILD_DIR))
 
 test-python: python-package
 	@PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests
