@@ -41,3 +41,23 @@ def llm(model_dir):
 def _no_batch_invariant_env(monkeypatch):
     for name in ("VLLM_BATCH_INVARIANT", "DITTO_BATCH_INVARIANT"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def qwen3_8b_hf_home(tmp_path_factory) -> pathlib.Path:
+    """A Hugging Face cache (HF_HOME) holding a generated Qwen3-8B-configured model, 2 layers,
+    under the id Qwen/Qwen3-8B (refs/main names its snapshot), as the examples and the README's
+    snippets name it."""
+    home = tmp_path_factory.mktemp("hf")
+    repo = home / "hub" / "models--Qwen--Qwen3-8B"
+    revision = "0" * 40
+    make_model(repo / "snapshots" / revision, preset="qwen3-8b", layers=2)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(revision)
+    return home
+
+
+def env_with_hf_home(hf_home: pathlib.Path) -> dict:
+    env = dict(os.environ, HF_HOME=str(hf_home))
+    env.pop("HF_HUB_CACHE", None)
+    return env

@@ -14,32 +14,20 @@ import time
 
 import pytest
 
-from conftest import REPO, ditto_command, make_model
+from conftest import REPO, ditto_command, env_with_hf_home
 
 EXAMPLES = REPO / "examples"
 PORT = 8000  # the client example's base_url, as written
 
 
 @pytest.fixture(scope="module")
-def hf_home(tmp_path_factory) -> pathlib.Path:
-    home = tmp_path_factory.mktemp("hf")
-    repo = home / "hub" / "models--Qwen--Qwen3-8B"
-    revision = "0" * 40
-    make_model(repo / "snapshots" / revision, preset="qwen3-8b", layers=2)
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(revision)
-    return home
-
-
-def env_for(hf_home: pathlib.Path) -> dict:
-    env = dict(os.environ, HF_HOME=str(hf_home))
-    env.pop("HF_HUB_CACHE", None)
-    return env
+def hf_home(qwen3_8b_hf_home) -> pathlib.Path:
+    return qwen3_8b_hf_home
 
 
 def run_example(name: str, hf_home: pathlib.Path) -> str:
     proc = subprocess.run([sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=900,
-                          env=env_for(hf_home))
+                          env=env_with_hf_home(hf_home))
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -84,7 +72,7 @@ def test_openai_client_example_alone_and_under_load(hf_home):
     with socket.socket() as s:
         if s.connect_ex(("127.0.0.1", PORT)) == 0:
             pytest.fail(f"port {PORT} is in use; the client example's base_url needs it free")
-    env = dict(env_for(hf_home), VLLM_BATCH_INVARIANT="1")
+    env = dict(env_with_hf_home(hf_home), VLLM_BATCH_INVARIANT="1")
     server = subprocess.Popen([ditto_command(), "serve", "Qwen/Qwen3-8B", "--port", str(PORT),
                                "--kv-cache-memory", "1GiB"], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
