@@ -6,6 +6,7 @@ and under load from other clients."""
 import os
 import pathlib
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -112,3 +113,11 @@ def test_openai_client_example_alone_and_under_load(hf_home):
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def test_rl_example_finds_no_logprob_that_differs(hf_home):
+    out = subprocess.run([sys.executable, str(EXAMPLES / "rl_logprobs.py"), "Qwen/Qwen3-8B"], capture_output=True,
+                         text=True, timeout=900, env=env_with_hf_home(hf_home))
+    assert out.returncode == 0, out.stdout + out.stderr
+    m = re.fullmatch(r"(\d+) sampled tokens re-scored, 0 logprobs differ", out.stdout.strip())
+    assert m and int(m.group(1)) >= 100, out.stdout
