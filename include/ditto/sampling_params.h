@@ -34,7 +34,7 @@ struct SamplingParams {
   bool ignore_eos = false;                // keep going past EOS
   bool include_stop_str_in_output = false;
   int64_t max_tokens = 16;                 // ≥ 1 (vLLM's default)
-  int64_t min_tokens = 0;                  // [0, max_tokens]: EOS and stop_token_ids masked before this
+  int64_t min_tokens = 0;                  // [0, max_tokens]: no EOS, stop_token_ids or stop string before this
   std::optional<int64_t> logprobs;         // ≥ 0: return the sampled token's and this many top logprobs
   std::optional<int64_t> prompt_logprobs;  // ≥ 0: the same for every prompt token after the first
   bool skip_special_tokens = true;         // in the detokenized text

@@ -7,8 +7,11 @@ Each output is the same bits whatever else is in the batch (docs/INVARIANCE.md).
 """
 from __future__ import annotations
 
+import numbers
+import os
 import re
 import sys
+import threading
 import time
 from typing import Any, Optional, Sequence, Union
 
@@ -62,7 +65,8 @@ class LLM:
     model: a directory (config.json, safetensors, tokenizer.json) or a Hugging Face cache id such
     as "Qwen/Qwen3-8B" (found under $HF_HUB_CACHE or $HF_HOME/hub; nothing is downloaded).
     seed: requests without a seed get one derived from it (the k-th request's: SplitMix64 of
-    seed + k), so a script gives the same text every run. max_model_len: the context (prompt +
+    seed + k), so a script gives the same text every run; None: drawn from the OS.
+    One LLM runs one generate() or chat() at a time; calls from other threads wait their turn. max_model_len: the context (prompt +
     output) in tokens, default the model's. max_num_seqs, max_num_batched_tokens, block_size,
     enable_prefix_caching, max_logprobs: the engine's, as in vLLM. ditto's own: kv_cache_memory (bytes or
     "2GiB"), threads (default: $DITTO_NUM_THREADS or every core).
@@ -82,9 +86,11 @@ class LLM:
                 raise TypeError(f"LLM.__init__() got an unexpected keyword argument '{name}'")
             print(f"ditto: LLM argument {name}={kwargs[name]!r} has no effect on ditto (a CPU engine); ignored",
                   file=sys.stderr)
+        if isinstance(model, os.PathLike):
+            model = os.fspath(model)
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be a directory or a Hugging Face id, got {model!r}")
-        if tokenizer is not None and tokenizer != model:
+        if tokenizer is not None and os.path.normpath(os.fspath(tokenizer)) != os.path.normpath(model):
             raise ValueError(f"tokenizer={tokenizer!r}: ditto reads the tokenizer from the model ({model!r}); "
                              "a separate tokenizer is not supported")
         if dtype not in ("auto", "bfloat16", "bf16"):
@@ -95,8 +101,10 @@ class LLM:
             raise ValueError("skip_tokenizer_init=True is not supported (give token-id prompts instead)")
         if tensor_parallel_size != 1:
             raise ValueError(f"tensor_parallel_size={tensor_parallel_size}: ditto runs one process (1) for now")
-        if not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 1 << 64):
+            raise ValueError(f"seed must be None or an integer in [0, 2^64 - 1], got {seed!r}")
+        if isinstance(max_logprobs, bool) or not isinstance(max_logprobs, int) or max_logprobs < 0:
+            raise ValueError(f"max_logprobs must be a non-negative integer, got {max_logprobs!r}")
         args = _ditto.EngineArgs()
         args.model = model
         args.threads = 0 if threads is None else _positive("threads", threads)
@@ -108,6 +116,7 @@ class LLM:
         args.max_model_len = 0 if max_model_len is None else _positive("max_model_len", max_model_len)
         args.max_logprobs = max_logprobs
         self._engine = _ditto.Engine(args)
+        self._lock = threading.Lock()  # one generate at a time: calls from other threads wait
         self._seed = seed
         self._next_request = 0
         self._tokenizer = Tokenizer(self._engine)
@@ -161,26 +170,32 @@ class LLM:
             sampling_params = SamplingParams()
         if isinstance(sampling_params, SamplingParams):
             params = [sampling_params] * len(engine_prompts)
-        else:
+        elif isinstance(sampling_params, (list, tuple)):
             params = list(sampling_params)
             if len(params) != len(engine_prompts):
                 raise ValueError("The lengths of prompts and sampling_params must be the same.")
             for p in params:
                 if not isinstance(p, SamplingParams):
                     raise ValueError(f"sampling_params must be SamplingParams, got {type(p).__name__}")
+        else:
+            raise ValueError("sampling_params must be a SamplingParams or a list of them, got "
+                             f"{type(sampling_params).__name__}")
         for p in params:
             if p.output_kind == RequestOutputKind.DELTA:
                 raise ValueError("output_kind DELTA is for streaming; LLM.generate returns whole outputs")
-        first = self._next_request
-        self._next_request += len(engine_prompts)
-        ids = [str(first + i) for i in range(len(engine_prompts))]
-        engine_params = [p._to_engine(default_seed=_splitmix64(self._seed + first + i)) for i, p in enumerate(params)]
-        bar = _ProgressBar(len(engine_prompts)) if use_tqdm else None
-        try:
-            outs = self._engine.generate(engine_prompts, engine_params, ids, bar.update if bar else None)
-        finally:
-            if bar:
-                bar.close()
+        with self._lock:
+            first = self._next_request
+            self._next_request += len(engine_prompts)
+            ids = [str(first + i) for i in range(len(engine_prompts))]
+            engine_params = [p._to_engine(default_seed=None if self._seed is None else
+                                          _splitmix64(self._seed + first + i)) for i, p in enumerate(params)]
+            rest = [p.max_tokens is None for p in params]
+            bar = _ProgressBar(len(engine_prompts)) if use_tqdm else None
+            try:
+                outs = self._engine.generate(engine_prompts, engine_params, ids, rest, bar.update if bar else None)
+            finally:
+                if bar:
+                    bar.close()
         decoded: dict[int, str] = {}
 
         def decode(token_id: int) -> str:
@@ -199,18 +214,38 @@ def _positive(name: str, value: Any) -> int:
     return value
 
 
+_PROMPT_KEYS = {"prompt", "prompt_token_ids"}
+
+
 def _prompt(i: int, p: PromptType) -> "_ditto.Prompt":
     """Prompt i as the engine's. Raises ValueError naming it."""
     e = _ditto.Prompt()
-    if isinstance(p, str):
-        e.text = p
+    if isinstance(p, dict):
+        unknown = set(p) - _PROMPT_KEYS
+        if unknown:
+            raise ValueError(f"prompt {i}: {', '.join(sorted(unknown))} not supported (ditto takes text models' "
+                             "'prompt' or 'prompt_token_ids')")
+    if isinstance(p, str) or (isinstance(p, dict) and "prompt" in p and "prompt_token_ids" not in p):
+        text = p if isinstance(p, str) else p["prompt"]
+        if not isinstance(text, str):
+            raise ValueError(f"prompt {i}: 'prompt' must be a string, got {type(text).__name__}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(f"prompt {i}: not valid Unicode text ({err.reason} at {err.start})") from None
+        e.text = text
     elif isinstance(p, dict) and "prompt_token_ids" in p:
         ids = p["prompt_token_ids"]
-        if not isinstance(ids, Sequence) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+        if hasattr(ids, "tolist"):  # a numpy array
+            ids = ids.tolist()
+        if not isinstance(ids, (list, tuple)) or not all(
+                isinstance(t, numbers.Integral) and not isinstance(t, bool) for t in ids):
             raise ValueError(f"prompt {i}: prompt_token_ids must be a list of integers")
-        e.token_ids = list(ids)
-    elif isinstance(p, dict) and isinstance(p.get("prompt"), str):
-        e.text = p["prompt"]
+        ids = [int(t) for t in ids]
+        for t in ids:
+            if not -(1 << 31) <= t < 1 << 31:
+                raise ValueError(f"prompt {i}: prompt token {t} is outside the vocabulary")
+        e.token_ids = ids
     else:
         raise ValueError(f"prompt {i}: expected a string, {{'prompt': str}} or {{'prompt_token_ids': [int, ...]}}, "
                          f"got {type(p).__name__}")

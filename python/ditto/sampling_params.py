@@ -86,10 +86,25 @@ class SamplingParams:
             self.stop = [self.stop]
         elif self.stop is None:
             self.stop = []
+        elif isinstance(self.stop, (tuple, list)):
+            self.stop = list(self.stop)
         if self.stop_token_ids is None:
             self.stop_token_ids = []
+        elif isinstance(self.stop_token_ids, (tuple, list)):
+            self.stop_token_ids = list(self.stop_token_ids)
+        else:
+            raise ValueError(f"stop_token_ids must be a list of token ids, got {self.stop_token_ids!r}")
+        if self.seed == -1:  # vLLM's "no seed"
+            self.seed = None
+        if self.logprobs is True:  # vLLM: True means 1
+            self.logprobs = 1
+        for name in ("logprobs", "prompt_logprobs"):
+            if getattr(self, name) == -1:
+                raise ValueError(f"{name}=-1 (the whole vocabulary) is not supported; give a count up to the LLM's "
+                                 "max_logprobs")
         for name, default in _UNSUPPORTED.items():
-            if getattr(self, name) != default:
+            value = getattr(self, name)
+            if value != default and not (isinstance(value, (list, tuple, dict)) and not value):
                 raise ValueError(f"{name} is not supported by ditto (leave it at {default!r})")
         if self.best_of is not None and self.best_of != self.n:
             raise ValueError(f"best_of must equal n (ditto returns every choice), got best_of={self.best_of}, n={self.n}")
@@ -118,14 +133,14 @@ class SamplingParams:
         p.min_p = _float("min_p", self.min_p)
         seed = self.seed if self.seed is not None else default_seed
         if seed is not None:
-            seed = _int("seed", seed)
-            if seed < 0:
-                raise ValueError(f"seed must be at least 0, got {seed}")
-            p.seed = seed & ((1 << 64) - 1)
+            seed = _int("seed", seed, bits=None)
+            if not 0 <= seed < 1 << 64:
+                raise ValueError(f"seed must be in [0, 2^64 - 1] (or -1 / None for none), got {seed}")
+            p.seed = seed
         if not isinstance(self.stop, list) or not all(isinstance(s, str) for s in self.stop):
             raise ValueError(f"stop must be a string or a list of strings, got {self.stop!r}")
         p.stop = self.stop
-        p.stop_token_ids = [_int("stop_token_ids", t) for t in self.stop_token_ids]
+        p.stop_token_ids = [_int("stop_token_ids", t, bits=32) for t in self.stop_token_ids]
         p.ignore_eos = _bool("ignore_eos", self.ignore_eos)
         p.include_stop_str_in_output = _bool("include_stop_str_in_output", self.include_stop_str_in_output)
         p.max_tokens = _UNBOUNDED if self.max_tokens is None else _int("max_tokens", self.max_tokens)
@@ -138,10 +153,15 @@ class SamplingParams:
         return p
 
 
-def _int(name: str, value: Any) -> int:
+def _int(name: str, value: Any, bits: Optional[int] = 64) -> int:
+    """value as an int that fits a signed `bits`-bit integer (None: any size). Raises ValueError
+    naming `name`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer, got {value!r}")
-    return int(value)
+    value = int(value)
+    if bits is not None and not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise ValueError(f"{name} is out of range, got {value}")
+    return value
 
 
 def _float(name: str, value: Any) -> float:

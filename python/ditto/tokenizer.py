@@ -29,13 +29,38 @@ class Tokenizer:
         ids = self._engine.eos_token_ids
         return ids[0] if ids else None
 
+    @property
+    def eos_token(self) -> Optional[str]:
+        eos = self.eos_token_id
+        return None if eos is None else self._engine.id_to_token(eos)
+
+    @property
+    def bos_token_id(self) -> Optional[int]:
+        return self._engine.bos_token_id
+
+    def __call__(self, text: Union[str, list[str]], add_special_tokens: bool = True) -> dict:
+        """{"input_ids": ids} (a list of them for a list of texts), as a transformers tokenizer."""
+        if isinstance(text, list):
+            return {"input_ids": [self.encode(t, add_special_tokens) for t in text]}
+        return {"input_ids": self.encode(text, add_special_tokens)}
+
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, got {type(text).__name__}")
         return self._engine.encode(text, add_special_tokens)
 
-    def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str:
+    def decode(self, token_ids: Union[int, list[int]], skip_special_tokens: bool = False) -> str:
+        if isinstance(token_ids, int):
+            token_ids = [token_ids]
         return self._engine.decode(list(token_ids), skip_special_tokens)
+
+    def batch_decode(self, sequences: list[list[int]], skip_special_tokens: bool = False) -> list[str]:
+        return [self.decode(ids, skip_special_tokens) for ids in sequences]
+
+    def convert_tokens_to_ids(self, tokens: Union[str, list[str]]) -> Union[Optional[int], list[Optional[int]]]:
+        if isinstance(tokens, str):
+            return self._engine.token_to_id(tokens)
+        return [self._engine.token_to_id(t) for t in tokens]
 
     def convert_ids_to_tokens(self, ids: Union[int, list[int]]) -> Union[Optional[str], list[Optional[str]]]:
         if isinstance(ids, int):

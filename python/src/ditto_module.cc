@@ -74,8 +74,14 @@ class PyEngine {
   // an exception from `on_step` aborts the batch and is raised here; `on_step(done, total,
   // prompt_tokens, output_tokens)` reports progress. A refused prompt stops the batch before any
   // step and raises its error (ValueError: "prompt I: why").
+  // rest_of_context[i]: prompt i's max_tokens is what the context and the KV cache leave
+  // (max_tokens=None), else it is cut to the context (vLLM's offline rule).
   std::vector<RequestOutput> generate(const std::vector<PyPrompt>& prompts, const std::vector<SamplingParams>& params,
-                                      const std::vector<std::string>& request_ids, const py::object& on_step) {
+                                      const std::vector<std::string>& request_ids,
+                                      const std::vector<bool>& rest_of_context, const py::object& on_step) {
+    std::vector<MaxTokensRule> rules;
+    for (bool rest : rest_of_context)
+      rules.push_back(rest ? MaxTokensRule::kRestOfContext : MaxTokensRule::kClipToContext);
     std::vector<PromptInput> inputs;
     inputs.reserve(prompts.size());
     for (const PyPrompt& p : prompts) inputs.push_back(p.to_input());
@@ -99,7 +105,7 @@ class PyEngine {
     std::vector<GenerateResult> results;
     {
       py::gil_scoped_release release;
-      results = llm_.generate(inputs, params, /*progress=*/false, on_result, nullptr, {}, step, request_ids);
+      results = llm_.generate(inputs, params, /*progress=*/false, on_result, nullptr, rules, step, request_ids);
     }
     if (raised) throw std::move(*raised);
     if (refused) throw_invalid_argument(*refused);
@@ -120,6 +126,8 @@ class PyEngine {
     return llm_.input_processor().encode(p.to_input());
   }
   std::optional<std::string> id_to_token(int32_t id) const { return llm_.tokenizer().id_to_token(id); }
+  std::optional<int32_t> token_to_id(const std::string& token) const { return llm_.tokenizer().token_to_id(token); }
+  std::optional<int32_t> bos_token_id() const { return llm_.tokenizer().bos_token_id(); }
 
   bool has_tokenizer() const { return llm_.has_tokenizer(); }
   int64_t vocab_size() const { return llm_.model().config().vocab_size; }
@@ -226,11 +234,13 @@ PYBIND11_MODULE(_ditto, m) {
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<const EngineArgs&>(), py::arg("args"))
       .def("generate", &PyEngine::generate, py::arg("prompts"), py::arg("params"), py::arg("request_ids"),
-           py::arg("on_step") = py::none())
+           py::arg("rest_of_context"), py::arg("on_step") = py::none())
       .def("encode", &PyEngine::encode, py::arg("text"), py::arg("add_special_tokens") = true)
       .def("decode", &PyEngine::decode, py::arg("ids"), py::arg("skip_special_tokens") = true)
       .def("render_chat", &PyEngine::render_chat, py::arg("prompt"))
       .def("id_to_token", &PyEngine::id_to_token, py::arg("id"))
+      .def("token_to_id", &PyEngine::token_to_id, py::arg("token"))
+      .def_property_readonly("bos_token_id", &PyEngine::bos_token_id)
       .def_property_readonly("has_tokenizer", &PyEngine::has_tokenizer)
       .def_property_readonly("vocab_size", &PyEngine::vocab_size)
       .def_property_readonly("max_model_len", &PyEngine::max_model_len)

@@ -54,7 +54,7 @@ def test_names_and_defaults_are_vllms():
     ({"min_tokens": 5, "max_tokens": 2}, "min_tokens"), ({"presence_penalty": 3.0}, "presence_penalty"),
     ({"frequency_penalty": -2.5}, "frequency_penalty"), ({"repetition_penalty": 0.0}, "repetition_penalty"),
     ({"logprobs": -1}, "logprobs"), ({"prompt_logprobs": -3}, "prompt_logprobs"), ({"stop": [""]}, "stop"),
-    ({"temperature": "hot"}, "temperature"), ({"seed": -1}, "seed"), ({"n": 1.5}, "n"),
+    ({"temperature": "hot"}, "temperature"), ({"seed": -2}, "seed"), ({"n": 1.5}, "n"),
     ({"stop": 5}, "stop"), ({"best_of": 3}, "best_of"), ({"logit_bias": {1: 2.0}}, "logit_bias"),
     ({"bad_words": ["x"]}, "bad_words"), ({"ignore_eos": "yes"}, "ignore_eos"),
 ])
@@ -193,3 +193,86 @@ def test_use_tqdm_prints_vllms_bar(llm, capsys):
     llm.generate(["a", "b", "c"], SamplingParams(max_tokens=3), use_tqdm=True)
     err = capsys.readouterr().err
     assert "Processed prompts" in err and "3/3" in err and "toks/s" in err, err
+
+
+def test_one_llm_from_two_threads_serializes_its_calls(llm):
+    import threading
+    params = SamplingParams(max_tokens=24, seed=3, ignore_eos=True)
+    ref = [o.outputs[0].token_ids for o in llm.generate(["one", "two", "three"], params, use_tqdm=False)]
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(3):
+                results.append([o.outputs[0].token_ids
+                                for o in llm.generate(["one", "two", "three"], params, use_tqdm=False)])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 6 and all(r == ref for r in results)
+
+
+def test_max_tokens_none_takes_what_the_context_and_the_cache_leave(model_dir):
+    small = LLM(model=model_dir, kv_cache_memory="256KiB")  # 32 tokens of KV cache, a 40960-token context
+    out = small.generate("hi", SamplingParams(max_tokens=None, ignore_eos=True), use_tqdm=False)[0]
+    assert len(out.prompt_token_ids) + len(out.outputs[0].token_ids) == 32 and out.outputs[0].finish_reason == "length"
+    ctx = LLM(model=model_dir, kv_cache_memory="64MiB", max_model_len=20)
+    out = ctx.generate("hi", SamplingParams(max_tokens=None, ignore_eos=True), use_tqdm=False)[0]
+    assert len(out.prompt_token_ids) + len(out.outputs[0].token_ids) == 20
+
+
+def test_stop_strings_wait_for_min_tokens(llm):
+    text = llm.generate("Hello world", SamplingParams(max_tokens=20, temperature=0, ignore_eos=True),
+                        use_tqdm=False)[0].outputs[0]
+    stop = text.text[1:4]
+    out = llm.generate("Hello world", SamplingParams(max_tokens=20, temperature=0, ignore_eos=True, stop=[stop],
+                                                     min_tokens=10), use_tqdm=False)[0].outputs[0]
+    assert len(out.token_ids) >= 10 and out.token_ids[:10] == text.token_ids[:10]
+
+
+def test_vllm_values_and_python_types_are_taken(llm, model_dir):
+    import pathlib
+    import numpy as np
+    assert SamplingParams(seed=-1).seed is None and SamplingParams(logprobs=True).logprobs == 1
+    assert SamplingParams(stop=("a", "b")).stop == ["a", "b"]
+    SamplingParams(logit_bias={}, bad_words=[], allowed_token_ids=[])
+    with pytest.raises(ValueError, match="seed"):
+        SamplingParams(seed=2**64)
+    with pytest.raises(ValueError, match="max_tokens"):
+        SamplingParams(max_tokens=2**63)
+    with pytest.raises(ValueError, match="stop_token_ids"):
+        SamplingParams(stop_token_ids=5)
+    with pytest.raises(ValueError, match="stop_token_ids"):
+        SamplingParams(stop_token_ids=[2**40])
+    with pytest.raises(ValueError, match="logprobs=-1"):
+        SamplingParams(logprobs=-1)
+    params = SamplingParams(temperature=0, max_tokens=3, ignore_eos=True)
+    ids = llm.get_tokenizer().encode("Hello")
+    a = llm.generate({"prompt_token_ids": np.array(ids)}, params, use_tqdm=False)[0].outputs[0].token_ids
+    b = llm.generate({"prompt_token_ids": [np.int64(t) for t in ids]}, params, use_tqdm=False)[0].outputs[0].token_ids
+    assert a == b == llm.generate({"prompt_token_ids": ids}, params, use_tqdm=False)[0].outputs[0].token_ids
+    with pytest.raises(ValueError, match="prompt 0.*outside the vocabulary"):
+        llm.generate({"prompt_token_ids": [1, 2**40]}, params, use_tqdm=False)
+    with pytest.raises(ValueError, match="prompt 0.*Unicode"):
+        llm.generate("a\ud800b", params, use_tqdm=False)
+    with pytest.raises(ValueError, match="prompt 0.*multi_modal_data"):
+        llm.generate({"prompt": "hi", "multi_modal_data": {"image": None}}, params, use_tqdm=False)
+    with pytest.raises(ValueError, match="sampling_params.*dict"):
+        llm.generate(["a"], {"max_tokens": 3}, use_tqdm=False)
+    with pytest.raises(ValueError, match="max_logprobs"):
+        LLM(model=model_dir, max_logprobs=None)
+    LLM(model=pathlib.Path(model_dir), tokenizer=model_dir + "/", seed=None, kv_cache_memory="16MiB")
+
+
+def test_tokenizer_has_the_common_transformers_methods(llm):
+    tok = llm.get_tokenizer()
+    ids = tok.encode("Hello world")
+    assert tok("Hello world")["input_ids"] == ids and tok(["a", "b"])["input_ids"] == [tok.encode("a"), tok.encode("b")]
+    assert tok.decode(ids[0]) == tok.decode([ids[0]]) and tok.batch_decode([ids, ids]) == [tok.decode(ids)] * 2
+    assert tok.convert_tokens_to_ids(tok.convert_ids_to_tokens(ids)) == ids
+    assert tok.eos_token == "<|im_end|>" and tok.convert_tokens_to_ids(tok.eos_token) == tok.eos_token_id

@@ -178,15 +178,18 @@ void Engine::process_row(Sequence& seq, const float* logits) {
   if (auto& d = req.detok[static_cast<size_t>(seq.choice)]) {
     const size_t before = out.text.size();
     out.text += d->add(token);
-    // Stop strings on the text, earliest match first; only new text can complete one.
+    // Stop strings on the text, earliest match first; only new text can complete one. Not before
+    // min_tokens tokens (vLLM's rule, as for EOS and stop_token_ids).
     size_t best = std::string::npos;
     const std::string* which = nullptr;
-    for (const std::string& stop : p.stop) {
-      const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
-      const size_t at = out.text.find(stop, from);
-      if (at != std::string::npos && at < best) {
-        best = at;
-        which = &stop;
+    if (seq.num_output_tokens() > p.min_tokens) {
+      for (const std::string& stop : p.stop) {
+        const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
+        const size_t at = out.text.find(stop, from);
+        if (at != std::string::npos && at < best) {
+          best = at;
+          which = &stop;
+        }
       }
     }
     if (which != nullptr) {

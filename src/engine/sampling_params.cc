@@ -21,8 +21,10 @@ template <typename T>
 
 void SamplingParams::validate(int64_t vocab_size, int64_t max_logprobs) const {
   const int64_t top_n = std::min(vocab_size, max_logprobs);
-  const std::string top_n_rule = top_n < vocab_size ? "in [0, " + std::to_string(top_n) + "] (max_logprobs)"
-                                                    : "in [0, vocab size " + std::to_string(vocab_size) + "]";
+  // vocab_size and max_logprobs are INT64_MAX when unknown (a check before the model is known).
+  const std::string top_n_rule = top_n == INT64_MAX   ? "at least 0"
+                                 : top_n < vocab_size ? "in [0, " + std::to_string(top_n) + "] (max_logprobs)"
+                                                      : "in [0, vocab size " + std::to_string(vocab_size) + "]";
   if (n < 1 || n > kMaxN) bad("n", "in [1, " + std::to_string(kMaxN) + "]", n);
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) bad("presence_penalty", "in [-2, 2]", presence_penalty);
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
@@ -48,9 +50,11 @@ void SamplingParams::validate(int64_t vocab_size, int64_t max_logprobs) const {
     if (stop[i].empty()) throw_invalid_field("stop", "stop[" + std::to_string(i) + "] is an empty string");
   for (size_t i = 0; i < stop_token_ids.size(); ++i)
     if (stop_token_ids[i] < 0 || stop_token_ids[i] >= vocab_size)
-      throw_invalid_field("stop_token_ids", "stop_token_ids[" + std::to_string(i) +
-                                                "] = " + std::to_string(stop_token_ids[i]) +
-                                                " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+      throw_invalid_field(
+          "stop_token_ids",
+          "stop_token_ids[" + std::to_string(i) + "] = " + std::to_string(stop_token_ids[i]) +
+              (vocab_size == INT64_MAX ? " must be at least 0"
+                                       : " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")"));
 }
 
 }  // namespace ditto
