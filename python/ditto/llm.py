@@ -7,6 +7,7 @@ Each output is the same bits whatever else is in the batch (docs/INVARIANCE.md).
 """
 from __future__ import annotations
 
+import json
 import numbers
 import os
 import re
@@ -28,8 +29,17 @@ _IGNORED_ARGS = frozenset({
     "enable_chunked_prefill", "disable_log_stats", "revision", "tokenizer_revision", "tokenizer_mode",
     "trust_remote_code", "download_dir", "load_format", "distributed_executor_backend", "hf_token",
     "pipeline_parallel_size", "max_cpu_loras", "enable_lora", "mm_processor_kwargs", "override_pooler_config",
-    "async_scheduling", "worker_cls", "seed_everything",
+    "async_scheduling", "worker_cls", "seed_everything", "served_model_name", "task", "runner", "enable_sleep_mode",
+    "data_parallel_size", "limit_mm_per_prompt", "max_loras", "num_gpu_blocks_override", "model_impl",
+    "config_format", "enable_expert_parallel", "preemption_mode", "max_num_partial_prefills", "speculative_config",
 })
+# vLLM arguments that would change the outputs, which ditto cannot honour: refused unless unset.
+_REFUSED_ARGS = frozenset({"hf_overrides", "rope_scaling", "logits_processors", "chat_template"})
+
+# generation_config.json keys that become default sampling parameters (vLLM's
+# ModelConfig.get_diff_sampling_param), max_new_tokens as max_tokens.
+_GENERATION_CONFIG_KEYS = {"repetition_penalty": "repetition_penalty", "temperature": "temperature",
+                           "top_k": "top_k", "top_p": "top_p", "min_p": "min_p", "max_new_tokens": "max_tokens"}
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?\s*$")
 _UNITS = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -62,6 +72,9 @@ def _splitmix64(x: int) -> int:
 class LLM:
     """A model loaded for offline generation, with vLLM's constructor arguments.
 
+    generation_config: "auto" (the model's generation_config.json gives the default sampling
+    parameters, get_default_sampling_params) or "vllm" (SamplingParams() as it is);
+    override_generation_config: keys that win over both.
     model: a directory (config.json, safetensors, tokenizer.json) or a Hugging Face cache id such
     as "Qwen/Qwen3-8B" (found under $HF_HUB_CACHE or $HF_HOME/hub; nothing is downloaded).
     seed: requests without a seed get one derived from it (the k-th request's: SplitMix64 of
@@ -80,11 +93,16 @@ class LLM:
                  tensor_parallel_size: int = 1, max_model_len: Optional[int] = None, max_num_seqs: int = 256,
                  max_num_batched_tokens: int = 2048, enable_prefix_caching: bool = True, block_size: int = 16,
                  max_logprobs: int = 20, quantization: Optional[str] = None, skip_tokenizer_init: bool = False,
+                 generation_config: str = "auto", override_generation_config: Optional[dict] = None,
                  kv_cache_memory: Union[int, str] = "2GiB", threads: Optional[int] = None, **kwargs: Any) -> None:
-        for name in kwargs:
+        for name, value in kwargs.items():
+            if name in _REFUSED_ARGS:
+                if value:
+                    raise ValueError(f"{name}={value!r} is not supported by ditto")
+                continue
             if name not in _IGNORED_ARGS:
                 raise TypeError(f"LLM.__init__() got an unexpected keyword argument '{name}'")
-            print(f"ditto: LLM argument {name}={kwargs[name]!r} has no effect on ditto (a CPU engine); ignored",
+            print(f"ditto: LLM argument {name}={value!r} has no effect on ditto (a CPU engine); ignored",
                   file=sys.stderr)
         if isinstance(model, os.PathLike):
             model = os.fspath(model)
@@ -116,10 +134,24 @@ class LLM:
         args.max_model_len = 0 if max_model_len is None else _positive("max_model_len", max_model_len)
         args.max_logprobs = max_logprobs
         self._engine = _ditto.Engine(args)
+        self._default_sampling = _default_sampling(generation_config, self._engine.model_dir,
+                                                   override_generation_config)
         self._lock = threading.Lock()  # one generate at a time: calls from other threads wait
         self._seed = seed
         self._next_request = 0
         self._tokenizer = Tokenizer(self._engine)
+
+    def get_default_sampling_params(self) -> SamplingParams:
+        """The SamplingParams generate() and chat() use when given none: with generation_config
+        "auto" (the default), SamplingParams() with the model's generation_config.json values for
+        temperature, top_p, top_k, min_p, repetition_penalty and max_new_tokens (as max_tokens);
+        with "vllm", SamplingParams() as it is. override_generation_config's keys win."""
+        return SamplingParams(**self._default_sampling)
+
+    def reset_prefix_cache(self) -> bool:
+        """vLLM's; every generate() call starts from an empty prefix cache here, so there is nothing
+        to reset. Returns True."""
+        return True
 
     def get_tokenizer(self) -> Tokenizer:
         """The model's tokenizer (encode, decode, apply_chat_template)."""
@@ -167,7 +199,7 @@ class LLM:
 
     def _run(self, engine_prompts: list, sampling_params, use_tqdm: bool) -> list[RequestOutput]:
         if sampling_params is None:
-            sampling_params = SamplingParams()
+            sampling_params = self.get_default_sampling_params()
         if isinstance(sampling_params, SamplingParams):
             params = [sampling_params] * len(engine_prompts)
         elif isinstance(sampling_params, (list, tuple)):
@@ -206,6 +238,29 @@ class LLM:
         return [from_engine(o, prompt_is_text=pr.token_ids is None, want_logprobs=p.logprobs is not None,
                             want_prompt_logprobs=p.prompt_logprobs is not None, decode=decode)
                 for o, pr, p in zip(outs, engine_prompts, params)]
+
+
+def _default_sampling(generation_config: str, model_dir: str, overrides: Optional[dict]) -> dict:
+    """The keyword arguments of the default SamplingParams. Raises ValueError naming what is wrong."""
+    if generation_config not in ("auto", "vllm"):
+        raise ValueError(f"generation_config must be 'auto' or 'vllm', got {generation_config!r}")
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ValueError("override_generation_config must be a dict")
+    values: dict = {}
+    path = os.path.join(model_dir, "generation_config.json")
+    if generation_config == "auto" and os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                config = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{path}: {e}") from None
+        values = {_GENERATION_CONFIG_KEYS[k]: v for k, v in config.items() if k in _GENERATION_CONFIG_KEYS}
+    for k, v in (overrides or {}).items():
+        if k not in _GENERATION_CONFIG_KEYS:
+            raise ValueError(f"override_generation_config: {k!r} is not one of {', '.join(_GENERATION_CONFIG_KEYS)}")
+        values[_GENERATION_CONFIG_KEYS[k]] = v
+    SamplingParams(**values)  # a bad value names its field now, not at the first generate()
+    return values
 
 
 def _positive(name: str, value: Any) -> int:

@@ -276,3 +276,23 @@ def test_tokenizer_has_the_common_transformers_methods(llm):
     assert tok.decode(ids[0]) == tok.decode([ids[0]]) and tok.batch_decode([ids, ids]) == [tok.decode(ids)] * 2
     assert tok.convert_tokens_to_ids(tok.convert_ids_to_tokens(ids)) == ids
     assert tok.eos_token == "<|im_end|>" and tok.convert_tokens_to_ids(tok.eos_token) == tok.eos_token_id
+
+
+def test_default_sampling_params_come_from_generation_config(llm, model_dir, capsys):
+    d = llm.get_default_sampling_params()  # the generator writes Qwen3's generation_config.json
+    assert (d.temperature, d.top_p, d.top_k, d.max_tokens) == (0.6, 0.95, 20, 16)
+    assert LLM(model=model_dir, generation_config="vllm", kv_cache_memory="16MiB").get_default_sampling_params() \
+        == SamplingParams()
+    o = LLM(model=model_dir, override_generation_config={"temperature": 0.0, "max_new_tokens": 3},
+            kv_cache_memory="16MiB")
+    assert (o.get_default_sampling_params().temperature, o.get_default_sampling_params().max_tokens) == (0.0, 3)
+    out = o.generate("Hello", use_tqdm=False)[0].outputs[0]  # greedy, 3 tokens: the defaults apply
+    greedy = o.generate("Hello", SamplingParams(temperature=0.0, max_tokens=3), use_tqdm=False)[0].outputs[0]
+    assert out.token_ids == greedy.token_ids
+    with pytest.raises(ValueError, match="temperature"):
+        LLM(model=model_dir, override_generation_config={"temperature": -1}, kv_cache_memory="16MiB")
+    LLM(model=model_dir, served_model_name="x", task="generate", kv_cache_memory="16MiB")
+    assert "served_model_name" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="hf_overrides"):
+        LLM(model=model_dir, hf_overrides={"num_hidden_layers": 1})
+    assert llm.reset_prefix_cache() is True
