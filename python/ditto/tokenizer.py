@@ -4,6 +4,7 @@ transformers' chat templates)."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Optional, Union
 
 from ditto import _ditto
@@ -16,6 +17,61 @@ class Tokenizer:
 
     def __init__(self, engine: "_ditto.Engine") -> None:
         self._engine = engine
+        self._vocab: Optional[dict[str, int]] = None
+        self._config: Optional[dict] = None
+
+    def _tokenizer_config(self) -> dict:
+        """tokenizer_config.json of the model ({} when it has none)."""
+        if self._config is None:
+            path = os.path.join(self._engine.model_dir, "tokenizer_config.json")
+            try:
+                with open(path, encoding="utf-8") as f:
+                    self._config = json.load(f)
+            except FileNotFoundError:
+                self._config = {}
+            except (OSError, ValueError) as e:
+                raise ValueError(f"{path}: {e}") from None
+        return self._config
+
+    @property
+    def name_or_path(self) -> str:
+        """The model directory the tokenizer was loaded from."""
+        return self._engine.model_dir
+
+    @property
+    def chat_template(self) -> Optional[str]:
+        """tokenizer_config.json's chat_template (or chat_template.jinja's), None without one."""
+        template = self._tokenizer_config().get("chat_template")
+        path = os.path.join(self._engine.model_dir, "chat_template.jinja")
+        if template is None and os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                template = f.read()
+        return template if isinstance(template, str) else None
+
+    @property
+    def pad_token(self) -> Optional[str]:
+        token = self._tokenizer_config().get("pad_token")
+        return token.get("content") if isinstance(token, dict) else token
+
+    @property
+    def pad_token_id(self) -> Optional[int]:
+        token = self.pad_token
+        return None if token is None else self._engine.token_to_id(token)
+
+    def get_vocab(self) -> dict[str, int]:
+        """{token: id} for every id the tokenizer names (added tokens included)."""
+        if self._vocab is None:
+            vocab = {}
+            for i in range(self._engine.vocab_size):
+                token = self._engine.id_to_token(i)
+                if token is not None:
+                    vocab[token] = i
+            self._vocab = vocab
+        return dict(self._vocab)
+
+    def tokenize(self, text: str, add_special_tokens: bool = False) -> list[str]:
+        """The tokens of `text` as strings (transformers' tokenize: no special tokens added)."""
+        return self.convert_ids_to_tokens(self.encode(text, add_special_tokens))
 
     @property
     def vocab_size(self) -> int:

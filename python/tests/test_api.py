@@ -276,6 +276,11 @@ def test_tokenizer_has_the_common_transformers_methods(llm):
     assert tok.decode(ids[0]) == tok.decode([ids[0]]) and tok.batch_decode([ids, ids]) == [tok.decode(ids)] * 2
     assert tok.convert_tokens_to_ids(tok.convert_ids_to_tokens(ids)) == ids
     assert tok.eos_token == "<|im_end|>" and tok.convert_tokens_to_ids(tok.eos_token) == tok.eos_token_id
+    assert tok.pad_token == "<|endoftext|>" and tok.pad_token_id == tok.convert_tokens_to_ids("<|endoftext|>")
+    assert tok.tokenize("Hello world") == tok.convert_ids_to_tokens(ids) and tok.name_or_path
+    vocab = tok.get_vocab()
+    assert vocab["<|im_end|>"] == tok.eos_token_id and all(vocab[t] == i for t, i in zip(tok.tokenize("Hello"), ids))
+    assert "<|im_start|>" in tok.chat_template
 
 
 def test_default_sampling_params_come_from_generation_config(llm, model_dir, capsys):
