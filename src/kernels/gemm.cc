@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/cpu_features.h"
+#include "kernels/quant_gemm.h"
 #include "kernels/simd.h"
 
 namespace ditto {
@@ -256,6 +257,7 @@ void gemm_simd(const Shapes& shapes, const float* x, int64_t m, int64_t ldx, con
 
 void gemm(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy, ThreadPool* pool) {
   if (m <= 0 || w.n == 0) return;
+  if (w.quant != QuantType::kNone) return quant_gemm(x, m, ldx, w, y, ldy, pool);
 #if defined(__x86_64__)
   switch (active_isa()) {
     case Isa::kAvx512: return gemm_simd<Avx512K>(kAvx512Shapes, x, m, ldx, w, y, ldy, pool);

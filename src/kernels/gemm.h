@@ -3,6 +3,8 @@
 // Reduction order: each output is one float32 fma chain over k in increasing order starting from
 // +0.0 (acc = fma(x[m,k], W[n,k], acc)), with W's element converted exactly to float32; work is
 // split over m and n only, so every output is the same bits whatever the batch, thread or ISA.
+// A quantized weight (w.quant != kNone) runs kernels/quant_gemm.h instead: blocks of x quantized to
+// int8 per row, exact int32 block sums, one float32 fma chain over blocks in ascending order.
 #pragma once
 
 #include <cstdint>

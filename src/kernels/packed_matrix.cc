@@ -5,15 +5,50 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/quant_gemm.h"
 
 namespace ditto {
 
+int64_t PackedMatrix::panel_bytes() const {
+  if (quant != QuantType::kNone) return k / quant_format(quant).block_size * quant_panel_block_bytes(quant);
+  return k * kPanelWidth * static_cast<int64_t>(dtype_size(dtype));
+}
+
+int64_t PackedMatrix::weight_bytes() const {
+  if (quant != QuantType::kNone) return n * quant_row_bytes(quant, k);
+  return n * k * static_cast<int64_t>(dtype_size(dtype));
+}
+
+namespace {
+
+// The GGML block `block` of row `row` of a quantized matrix, dequantized to float32 into out.
+void dequantize_packed_block(const PackedMatrix& w, int64_t row, int64_t block, float* out) {
+  const QuantFormat& f = quant_format(w.quant);
+  const uint8_t* pb = w.data.data() + (row / kPanelWidth) * w.panel_bytes() + block * quant_panel_block_bytes(w.quant);
+  uint8_t bytes[256];
+  unpack_quant_panel_block(w.quant, pb, static_cast<int>(row % kPanelWidth), bytes);
+  dequantize_row_f32(w.quant, bytes, f.block_size, out);
+}
+
+}  // namespace
+
 float PackedMatrix::at(int64_t row, int64_t col) const {
+  if (quant != QuantType::kNone) {
+    const int64_t bs = quant_format(quant).block_size;
+    float values[256];
+    dequantize_packed_block(*this, row, col / bs, values);
+    return values[col % bs];
+  }
   const int64_t index = ((row / kPanelWidth) * k + col) * kPanelWidth + row % kPanelWidth;
   return load_as_f32(data.data(), dtype, static_cast<size_t>(index));
 }
 
 void PackedMatrix::row_to_f32(int64_t row, float* out) const {
+  if (quant != QuantType::kNone) {
+    const int64_t bs = quant_format(quant).block_size;
+    for (int64_t b = 0; b < k / bs; ++b) dequantize_packed_block(*this, row, b, out + b * bs);
+    return;
+  }
   const int64_t lane = row % kPanelWidth;
   const int64_t base = (row / kPanelWidth) * k * kPanelWidth + lane;
   for (int64_t col = 0; col < k; ++col)
@@ -42,6 +77,33 @@ void pack_panel(std::span<const MatrixSource> parts, int64_t p, int64_t k, uint8
   }
 }
 
+// Panel `p` of quantized parts: each panel block from the 16 rows' GGML blocks.
+void pack_quant_panel(std::span<const MatrixSource> parts, int64_t p, QuantType quant, int64_t k, uint8_t* dst) {
+  const uint8_t* rows[kPanelWidth] = {};
+  const int64_t row_bytes = quant_row_bytes(quant, k);
+  int64_t row = p * kPanelWidth;
+  size_t part = 0;
+  int64_t part_row0 = 0;
+  for (int lane = 0; lane < kPanelWidth; ++lane, ++row) {
+    while (part < parts.size() && row >= part_row0 + parts[part].n) part_row0 += parts[part++].n;
+    if (part == parts.size()) break;
+    rows[lane] = static_cast<const uint8_t*>(parts[part].data) + (row - part_row0) * row_bytes;
+  }
+  const QuantFormat& f = quant_format(quant);
+  const int64_t pb_bytes = quant_panel_block_bytes(quant);
+  for (int64_t b = 0; b < k / f.block_size; ++b) {
+    const uint8_t* src[kPanelWidth];
+    for (int lane = 0; lane < kPanelWidth; ++lane)
+      src[lane] = rows[lane] == nullptr ? nullptr : rows[lane] + b * f.block_bytes;
+    pack_quant_panel_block(quant, src, dst + b * pb_bytes);
+  }
+}
+
+std::string part_label(const MatrixSource& p) {
+  return "k=" + std::to_string(p.k) + " " +
+         (p.quant != QuantType::kNone ? std::string(quant_format(p.quant).name) : std::string(dtype_name(p.dtype)));
+}
+
 }  // namespace
 
 PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool, const RowsPackedFn& on_rows_packed) {
@@ -49,19 +111,24 @@ PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool, 
   PackedMatrix out;
   out.k = parts[0].k;
   out.dtype = parts[0].dtype;
-  for (const MatrixSource& p : parts) {
-    if (p.k != out.k || p.dtype != out.dtype)
-      throw_invalid_argument("pack_matrix: parts differ in k (" + std::to_string(p.k) + " vs " + std::to_string(out.k) +
-                             ") or dtype");
+  out.quant = parts[0].quant;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const MatrixSource& p = parts[i];
+    if (p.k != out.k || p.quant != out.quant || (out.quant == QuantType::kNone && p.dtype != out.dtype))
+      throw_invalid_argument("pack_matrix: part " + std::to_string(i) + " (" + part_label(p) +
+                             ") differs from part 0 (" + part_label(parts[0]) + ") in k, dtype or quant type");
     out.n += p.n;
   }
+  if (out.quant != QuantType::kNone) quant_row_bytes(out.quant, out.k);  // throws unless k is whole blocks
   const size_t es = dtype_size(out.dtype);
-  const size_t panel_bytes = static_cast<size_t>(out.k * kPanelWidth) * es;
+  const auto panel_bytes = static_cast<size_t>(out.panel_bytes());
   out.data.assign(static_cast<size_t>(out.num_panels()) * panel_bytes, 0);
   auto run = [&](size_t begin, size_t end) {
     for (size_t p = begin; p < end; ++p) {
       uint8_t* dst = out.data.data() + p * panel_bytes;
-      if (es == 2) {
+      if (out.quant != QuantType::kNone) {
+        pack_quant_panel(parts, static_cast<int64_t>(p), out.quant, out.k, dst);
+      } else if (es == 2) {
         pack_panel<2>(parts, static_cast<int64_t>(p), out.k, dst);
       } else {
         pack_panel<4>(parts, static_cast<int64_t>(p), out.k, dst);
@@ -69,7 +136,8 @@ PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool, 
     }
   };
   // Chunks of ~16 MiB of packed data: small enough to bound the mapped pages alive at once.
-  const auto panels_per_chunk = static_cast<int64_t>(std::max<size_t>(1, (size_t{16} << 20) / panel_bytes));
+  const auto panels_per_chunk =
+      static_cast<int64_t>(std::max<size_t>(1, (size_t{16} << 20) / std::max<size_t>(panel_bytes, 1)));
   for (int64_t c0 = 0; c0 < out.num_panels(); c0 += panels_per_chunk) {
     const int64_t c1 = std::min(out.num_panels(), c0 + panels_per_chunk);
     const auto chunk = [&](size_t b, size_t e) { run(static_cast<size_t>(c0) + b, static_cast<size_t>(c0) + e); };

@@ -2,6 +2,8 @@
 // data[panel][kk][lane] = W[panel·16 + lane, kk], rows past n zero-filled. The GEMM reads one
 // contiguous 16-wide vector of weights per k step (lanes over n) and broadcasts x[m, k].
 // Weights keep their stored dtype (bf16, f16 or f32): packing copies bits, never rounds.
+// Quantized weights (quant != kNone, GGML block formats) are regrouped into panels of 16 rows as
+// kernels/quant_gemm.h describes, keeping every stored byte and adding none.
 #pragma once
 
 #include <cstdint>
@@ -12,36 +14,48 @@
 #include "core/dtype.h"
 #include "core/huge_page_allocator.h"
 #include "core/thread_pool.h"
+#include "kernels/quant.h"
 
 namespace ditto {
 
 inline constexpr int64_t kPanelWidth = 16;
 
-// One source matrix to pack: rows [n, k] row-major in `dtype`, possibly unaligned (mmap).
+// One source matrix to pack: rows [n, k] row-major in `dtype`, possibly unaligned (mmap). With
+// quant != kNone, data is n rows of GGML blocks (quant_row_bytes(quant, k) bytes each) and dtype
+// is ignored.
 struct MatrixSource {
-  const void* data;  // [n, k] dtype
+  const void* data;  // [n, k] dtype, or [n, quant_row_bytes(quant, k)] bytes
   DType dtype;
   int64_t n;
   int64_t k;
+  QuantType quant = QuantType::kNone;
 };
 
 struct PackedMatrix {
-  int64_t n = 0;  // output features (rows of W)
-  int64_t k = 0;  // input features (columns of W)
-  DType dtype = DType::kBF16;
-  std::vector<uint8_t, HugePageAllocator<uint8_t>> data;  // [ceil(n/16), k, 16] dtype
+  int64_t n = 0;                                          // output features (rows of W)
+  int64_t k = 0;                                          // input features (columns of W)
+  DType dtype = DType::kBF16;                             // meaningful when quant is kNone
+  QuantType quant = QuantType::kNone;                     // GGML block format, or kNone for dtype
+  std::vector<uint8_t, HugePageAllocator<uint8_t>> data;  // [ceil(n/16), k, 16] dtype, or quantized panels
 
   int64_t num_panels() const { return (n + kPanelWidth - 1) / kPanelWidth; }
-  // Element W[row, col] as float32 (exact). Used by the embedding lookup on tied weights.
+  // Bytes of one packed panel (16 rows, all k).
+  int64_t panel_bytes() const;
+  // Bytes of the weights as the checkpoint stores them: n·k·dtype_size, or n·quant_row_bytes(quant, k).
+  // The decode roofline's numerator (padding rows of the last panel excluded).
+  int64_t weight_bytes() const;
+  // Element W[row, col] as float32: exact for float dtypes; dequantize_row_f32's value for quantized
+  // ones. Used by the embedding lookup on tied weights.
   float at(int64_t row, int64_t col) const;
-  // Row `row` of W into out[k] float32.
+  // Row `row` of W into out[k] float32 (as at()).
   void row_to_f32(int64_t row, float* out) const;
 };
 
-// Packs the row-wise concatenation of `parts` (all with the same k and dtype) into one matrix,
-// e.g. q_proj, k_proj, v_proj into one QKV weight. Concatenation along n leaves every output's
-// reduction unchanged, so fused and separate projections give identical bits.
-// Throws Error(kInvalidArgument) if the parts disagree on k or dtype. pool may be null.
+// Packs the row-wise concatenation of `parts` (all with the same k and dtype, or the same k and
+// quant type) into one matrix, e.g. q_proj, k_proj, v_proj into one QKV weight. Concatenation
+// along n leaves every output's reduction unchanged, so fused and separate projections give
+// identical bits. Throws Error(kInvalidArgument) if the parts disagree on k, dtype or quant type
+// (naming both), or if a quantized part's k is not a multiple of its block size. pool may be null.
 // Packing runs in chunks of rows; after each chunk `on_rows_packed(part, row_begin, row_end)` (if
 // set) is told which source rows of which part will not be read again, so a caller packing from
 // a memory map can drop those pages and keep peak memory near the packed size.

@@ -1,0 +1,378 @@
+#include "kernels/quant_gemm.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/quant_gemm_internal.h"
+
+namespace ditto {
+
+// ---- Packing: GGML blocks <-> panel blocks ---------------------------------------------------------
+
+namespace {
+
+// Q6_K: where value e (0..255) of a GGML block keeps its low 4 bits (ql byte, nibble shift) and its
+// top 2 bits (qh byte, bit).
+struct Q6Bits {
+  uint8_t ql, shift, qh, hbit;
+};
+constexpr std::array<Q6Bits, 256> make_q6_bits() {
+  std::array<Q6Bits, 256> t{};
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, part = (e % 128) / 32, l = e % 32;
+    t[e] = {static_cast<uint8_t>(64 * h + l + 32 * (part & 1)), static_cast<uint8_t>(part < 2 ? 0 : 4),
+            static_cast<uint8_t>(32 * h + l), static_cast<uint8_t>(2 * part)};
+  }
+  return t;
+}
+constexpr std::array<Q6Bits, 256> kQ6Bits = make_q6_bits();
+
+// The 4-bit value i (0..31) of a Q4_0/Q4_1 block's qs.
+inline int q4_value(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 15 : qs[i - 16] >> 4; }
+
+// Offset in a nibble panel area of the byte holding value i's nibble of lane L (value i of a run
+// of octets: octet i / 8 holds values 8o..8o+3 in low and 8o+4..8o+7 in high nibbles), and its shift.
+inline int nib_offset(int i, int lane) { return 64 * (i / 8) + 4 * lane + i % 4; }
+inline int nib_shift(int i) { return (i % 8) < 4 ? 0 : 4; }
+
+}  // namespace
+
+int64_t quant_panel_block_bytes(QuantType type) { return kPanelWidth * quant_format(type).block_bytes; }
+
+void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth], uint8_t* dst) {
+  using namespace quant_layout;
+  for (int lane = 0; lane < kPanelWidth; ++lane) {
+    const uint8_t* b = src[lane];
+    if (b == nullptr) continue;
+    switch (type) {
+      case QuantType::kQ8_0:
+        std::memcpy(dst + 2 * lane, b, 2);
+        for (int i = 0; i < 32; ++i) dst[kQ8W + 64 * (i / 4) + 4 * lane + i % 4] = b[2 + i] ^ 0x80;
+        break;
+      case QuantType::kQ4_0:
+      case QuantType::kQ4_1: {
+        const int qs_off = type == QuantType::kQ4_0 ? 2 : 4;
+        const int nib = type == QuantType::kQ4_0 ? kQ40Nib : kQ41Nib;
+        std::memcpy(dst + 2 * lane, b, 2);
+        if (type == QuantType::kQ4_1) std::memcpy(dst + kQ41M + 2 * lane, b + 2, 2);
+        for (int i = 0; i < 32; ++i)
+          dst[nib + nib_offset(i, lane)] |= static_cast<uint8_t>(q4_value(b + qs_off, i) << nib_shift(i));
+        break;
+      }
+      case QuantType::kQ4_K:
+        std::memcpy(dst + 2 * lane, b, 2);
+        std::memcpy(dst + kQ4KDmin + 2 * lane, b + 2, 2);
+        for (int s = 0; s < 12; ++s) dst[kQ4KScales + 16 * s + lane] = b[4 + s];
+        for (int i = 0; i < 256; ++i) {
+          const int j = i / 32,
+                    v = j % 2 == 0 ? b[16 + 32 * (j / 2) + i % 32] & 15 : b[16 + 32 * (j / 2) + i % 32] >> 4;
+          dst[kQ4KNib + nib_offset(i, lane)] |= static_cast<uint8_t>(v << nib_shift(i));
+        }
+        break;
+      case QuantType::kQ6_K:
+        std::memcpy(dst + 2 * lane, b + 208, 2);
+        for (int s = 0; s < 16; ++s) dst[kQ6KScales + 16 * s + lane] = b[192 + s];
+        for (int e = 0; e < 256; ++e) {
+          const Q6Bits& p = kQ6Bits[e];
+          const int lo = (b[p.ql] >> p.shift) & 15, hi = (b[128 + p.qh] >> p.hbit) & 3;
+          uint8_t* sub = dst + kQ6KSub + kQ6KSubBytes * (e / 16);
+          const int u = e % 16;
+          sub[nib_offset(u, lane)] |= static_cast<uint8_t>(lo << nib_shift(u));
+          sub[kQ6KHi + 4 * lane + u % 4] |= static_cast<uint8_t>(hi << (2 * (u / 4)));
+        }
+        break;
+      case QuantType::kNone: DITTO_CHECK(false) << "pack_quant_panel_block: not quantized";
+    }
+  }
+}
+
+void unpack_quant_panel_block(QuantType type, const uint8_t* pb, int lane, uint8_t* b) {
+  using namespace quant_layout;
+  std::memset(b, 0, static_cast<size_t>(quant_format(type).block_bytes));
+  switch (type) {
+    case QuantType::kQ8_0:
+      std::memcpy(b, pb + 2 * lane, 2);
+      for (int i = 0; i < 32; ++i) b[2 + i] = pb[kQ8W + 64 * (i / 4) + 4 * lane + i % 4] ^ 0x80;
+      return;
+    case QuantType::kQ4_0:
+    case QuantType::kQ4_1: {
+      const int qs_off = type == QuantType::kQ4_0 ? 2 : 4;
+      const int nib = type == QuantType::kQ4_0 ? kQ40Nib : kQ41Nib;
+      std::memcpy(b, pb + 2 * lane, 2);
+      if (type == QuantType::kQ4_1) std::memcpy(b + 2, pb + kQ41M + 2 * lane, 2);
+      for (int i = 0; i < 32; ++i) {
+        const int v = (pb[nib + nib_offset(i, lane)] >> nib_shift(i)) & 15;
+        b[qs_off + i % 16] |= static_cast<uint8_t>(i < 16 ? v : v << 4);
+      }
+      return;
+    }
+    case QuantType::kQ4_K:
+      std::memcpy(b, pb + 2 * lane, 2);
+      std::memcpy(b + 2, pb + kQ4KDmin + 2 * lane, 2);
+      for (int s = 0; s < 12; ++s) b[4 + s] = pb[kQ4KScales + 16 * s + lane];
+      for (int i = 0; i < 256; ++i) {
+        const int v = (pb[kQ4KNib + nib_offset(i, lane)] >> nib_shift(i)) & 15, j = i / 32;
+        b[16 + 32 * (j / 2) + i % 32] |= static_cast<uint8_t>(j % 2 == 0 ? v : v << 4);
+      }
+      return;
+    case QuantType::kQ6_K:
+      std::memcpy(b + 208, pb + 2 * lane, 2);
+      for (int s = 0; s < 16; ++s) b[192 + s] = pb[kQ6KScales + 16 * s + lane];
+      for (int e = 0; e < 256; ++e) {
+        const uint8_t* sub = pb + kQ6KSub + kQ6KSubBytes * (e / 16);
+        const int u = e % 16;
+        const int lo = (sub[nib_offset(u, lane)] >> nib_shift(u)) & 15;
+        const int hi = (sub[kQ6KHi + 4 * lane + u % 4] >> (2 * (u / 4))) & 3;
+        const Q6Bits& p = kQ6Bits[e];
+        b[p.ql] |= static_cast<uint8_t>(lo << p.shift);
+        b[128 + p.qh] |= static_cast<uint8_t>(hi << p.hbit);
+      }
+      return;
+    case QuantType::kNone: break;
+  }
+  DITTO_CHECK(false) << "unpack_quant_panel_block: not quantized";
+}
+
+// ---- Activation quantization (shared by every path) ----------------------------------------------
+
+ActLayout act_layout(QuantType weight, int64_t k) {
+  ActLayout a;
+  a.k_blocks = weight == QuantType::kQ4_K || weight == QuantType::kQ6_K;
+  a.block = a.k_blocks ? 256 : 32;
+  a.nb = k / a.block;
+  a.k = k;
+  a.d_offset = k;
+  a.s_offset = a.d_offset + 4 * a.nb;
+  a.sum_offset = a.s_offset + 4 * a.nb;
+  const int64_t sums = a.k_blocks ? 16 * a.nb : a.nb;
+  a.row_bytes = (a.sum_offset + 4 * sums + 63) / 64 * 64;
+  return a;
+}
+
+bool quantize_activation_row(const ActLayout& a, const float* x, uint8_t* row) {
+  auto* q = reinterpret_cast<int8_t*>(row);
+  auto* d = reinterpret_cast<float*>(row + a.d_offset);
+  auto* s = reinterpret_cast<float*>(row + a.s_offset);
+  auto* sums = reinterpret_cast<int32_t*>(row + a.sum_offset);
+  for (int64_t i = 0; i < a.k; ++i) {
+    if (!(std::fabs(x[i]) <= FLT_MAX)) {  // NaN or ±inf: the row's outputs become the canonical NaN
+      std::memset(row, 0, static_cast<size_t>(a.row_bytes));
+      return false;
+    }
+  }
+  for (int64_t b = 0; b < a.nb; ++b) {
+    const float* xb = x + b * a.block;
+    int8_t* qb = q + b * a.block;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < a.block; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    float db = amax / 127.0f;
+    // d below FLT_MIN (amax < 127·2^-126): 1/d could overflow to inf, so the block quantizes to zero.
+    const bool zero = !(db >= FLT_MIN);
+    if (zero) db = 0.0f;
+    const float id = zero ? 0.0f : 1.0f / db;
+    int32_t sum16[16] = {};
+    int32_t total = 0;
+    for (int64_t i = 0; i < a.block; ++i) {
+      // |x·id| ≤ 127·(1 + 2^-22): rne by the 1.5·2^23 trick, exact for |v| < 2^22.
+      const float v = xb[i] * id;
+      const float r = (v + 12582912.0f) - 12582912.0f;
+      const int qi = std::clamp(static_cast<int>(r), -127, 127);
+      qb[i] = static_cast<int8_t>(qi);
+      sum16[i / 16] += qi;
+      total += qi;
+    }
+    d[b] = db;
+    if (a.k_blocks) {
+      for (int j = 0; j < 16; ++j) sums[16 * b + j] = sum16[j];
+      s[b] = 0.0f;
+    } else {
+      sums[b] = total;
+      s[b] = db * static_cast<float>(total);
+    }
+  }
+  return true;
+}
+
+namespace {
+
+constexpr uint32_t kCanonicalNan = 0x7FC00000u;
+
+// ---- Portable path: the definition ---------------------------------------------------------------
+
+// One panel block decoded for all 16 lanes into the integers the canonical formulas use.
+struct DecodedBlock {
+  float d[kPanelWidth];          // f16 d
+  float m[kPanelWidth];          // f16 m (Q4_1) or dmin (Q4_K)
+  int16_t v[kPanelWidth][256];   // Q8_0 w; Q4_0 q − 8; Q4_1, Q4_K q; Q6_K q − 32
+  int16_t sc[kPanelWidth][16];   // Q4_K [8] 0..63; Q6_K [16] −128..127
+  int16_t mins[kPanelWidth][8];  // Q4_K
+};
+
+void decode_panel_block(QuantType type, const uint8_t* pb, DecodedBlock* out) {
+  using namespace quant_layout;
+  uint16_t h[kPanelWidth];
+  std::memcpy(h, pb, sizeof(h));
+  for (int l = 0; l < kPanelWidth; ++l) out->d[l] = f16_to_f32(h[l]);
+  const auto nib = [](const uint8_t* area, int i, int lane) {
+    return (area[nib_offset(i, lane)] >> nib_shift(i)) & 15;
+  };
+  for (int l = 0; l < kPanelWidth; ++l) {
+    switch (type) {
+      case QuantType::kQ8_0:
+        for (int i = 0; i < 32; ++i) out->v[l][i] = static_cast<int16_t>(pb[kQ8W + 64 * (i / 4) + 4 * l + i % 4] - 128);
+        break;
+      case QuantType::kQ4_0:
+        for (int i = 0; i < 32; ++i) out->v[l][i] = static_cast<int16_t>(nib(pb + kQ40Nib, i, l) - 8);
+        break;
+      case QuantType::kQ4_1:
+        for (int i = 0; i < 32; ++i) out->v[l][i] = static_cast<int16_t>(nib(pb + kQ41Nib, i, l));
+        break;
+      case QuantType::kQ4_K: {
+        uint8_t s[12];
+        for (int b = 0; b < 12; ++b) s[b] = pb[kQ4KScales + 16 * b + l];
+        for (int j = 0; j < 8; ++j) {
+          int sc, mn;
+          q4_k_scale_min(s, j, &sc, &mn);
+          out->sc[l][j] = static_cast<int16_t>(sc);
+          out->mins[l][j] = static_cast<int16_t>(mn);
+        }
+        for (int i = 0; i < 256; ++i) out->v[l][i] = static_cast<int16_t>(nib(pb + kQ4KNib, i, l));
+        break;
+      }
+      case QuantType::kQ6_K:
+        for (int j = 0; j < 16; ++j) out->sc[l][j] = static_cast<int8_t>(pb[kQ6KScales + 16 * j + l]);
+        for (int e = 0; e < 256; ++e) {
+          const uint8_t* sub = pb + kQ6KSub + kQ6KSubBytes * (e / 16);
+          const int u = e % 16;
+          const int hi = (sub[kQ6KHi + 4 * l + u % 4] >> (2 * (u / 4))) & 3;
+          out->v[l][e] = static_cast<int16_t>((nib(sub, u, l) | (hi << 4)) - 32);
+        }
+        break;
+      case QuantType::kNone: break;
+    }
+  }
+  if (type == QuantType::kQ4_1 || type == QuantType::kQ4_K) {
+    std::memcpy(h, pb + (type == QuantType::kQ4_1 ? kQ41M : kQ4KDmin), sizeof(h));
+    for (int l = 0; l < kPanelWidth; ++l) out->m[l] = f16_to_f32(h[l]);
+  }
+}
+
+// acc = the canonical steps of one weight block against one activation block (docs/NUMERICS.md).
+inline float block_step(QuantType type, const DecodedBlock& w, int l, const int8_t* q, float dx, float s,
+                        const int32_t* sums, float acc) {
+  switch (type) {
+    case QuantType::kQ8_0:
+    case QuantType::kQ4_0:
+    case QuantType::kQ4_1: {
+      int32_t isum = 0;
+      for (int i = 0; i < 32; ++i) isum += w.v[l][i] * q[i];
+      acc = std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
+      if (type == QuantType::kQ4_1) acc = std::fma(w.m[l], s, acc);
+      return acc;
+    }
+    case QuantType::kQ4_K: {
+      int32_t isum = 0, msum = 0;
+      for (int j = 0; j < 8; ++j) {
+        int32_t inner = 0;
+        for (int i = 32 * j; i < 32 * j + 32; ++i) inner += w.v[l][i] * q[i];
+        isum += w.sc[l][j] * inner;
+        msum += w.mins[l][j] * (sums[2 * j] + sums[2 * j + 1]);
+      }
+      acc = std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
+      return std::fma(-(w.m[l] * dx), static_cast<float>(msum), acc);
+    }
+    case QuantType::kQ6_K: {
+      int32_t isum = 0;
+      for (int j = 0; j < 16; ++j) {
+        int32_t inner = 0;
+        for (int i = 16 * j; i < 16 * j + 16; ++i) inner += w.v[l][i] * q[i];
+        isum += w.sc[l][j] * inner;
+      }
+      return std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
+    }
+    case QuantType::kNone: break;
+  }
+  return acc;
+}
+
+void gemm_portable(const ActLayout& a, const uint8_t* act, int64_t m, const PackedMatrix& w, float* y, int64_t ldy,
+                   ThreadPool* pool) {
+  const int64_t panel_bytes = w.panel_bytes();
+  const int64_t pb_bytes = quant_panel_block_bytes(w.quant);
+  auto run = [&](size_t begin, size_t end) {
+    DecodedBlock blk;
+    std::vector<float> acc(static_cast<size_t>(m * kPanelWidth));
+    for (size_t p = begin; p < end; ++p) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      const uint8_t* panel = w.data.data() + static_cast<int64_t>(p) * panel_bytes;
+      for (int64_t b = 0; b < a.nb; ++b) {
+        decode_panel_block(w.quant, panel + b * pb_bytes, &blk);
+        for (int64_t r = 0; r < m; ++r) {
+          const uint8_t* row = act + r * a.row_bytes;
+          const int8_t* q = reinterpret_cast<const int8_t*>(row) + b * a.block;
+          const float dx = reinterpret_cast<const float*>(row + a.d_offset)[b];
+          const float s = reinterpret_cast<const float*>(row + a.s_offset)[b];
+          const int32_t* sums = reinterpret_cast<const int32_t*>(row + a.sum_offset) + (a.k_blocks ? 16 * b : b);
+          for (int l = 0; l < kPanelWidth; ++l)
+            acc[r * kPanelWidth + l] = block_step(w.quant, blk, l, q, dx, s, sums, acc[r * kPanelWidth + l]);
+        }
+      }
+      const int64_t n0 = static_cast<int64_t>(p) * kPanelWidth;
+      const int64_t width = std::min<int64_t>(kPanelWidth, w.n - n0);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t l = 0; l < width; ++l) {
+          const float v = acc[r * kPanelWidth + l];
+          y[r * ldy + n0 + l] = std::isnan(v) ? std::bit_cast<float>(kCanonicalNan) : v;
+        }
+    }
+  };
+  if (pool == nullptr) {
+    run(0, static_cast<size_t>(w.num_panels()));
+  } else {
+    pool->parallel_for_dynamic(static_cast<size_t>(w.num_panels()), 1, run);
+  }
+}
+
+}  // namespace
+
+void quant_gemm(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy,
+                ThreadPool* pool) {
+  DITTO_CHECK(w.quant != QuantType::kNone);
+  if (m <= 0 || w.n == 0) return;
+  const ActLayout a = act_layout(w.quant, w.k);
+  // The quantized activations live in a per-thread scratch reused across calls (decode calls gemm
+  // hundreds of times per token).
+  thread_local std::vector<uint8_t> scratch;
+  thread_local std::vector<uint8_t> finite;
+  scratch.resize(static_cast<size_t>(m * a.row_bytes));
+  finite.assign(static_cast<size_t>(m), 1);
+  uint8_t* act = scratch.data();
+  uint8_t* row_finite = finite.data();
+  const auto quantize_rows = [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r)
+      row_finite[r] =
+          quantize_activation_row(a, x + static_cast<int64_t>(r) * ldx, act + static_cast<int64_t>(r) * a.row_bytes);
+  };
+  if (pool == nullptr || m < 8) {
+    quantize_rows(0, static_cast<size_t>(m));
+  } else {
+    pool->parallel_for(static_cast<size_t>(m), quantize_rows);
+  }
+  bool simd_done = false;
+#if defined(__x86_64__)
+  simd_done = quant_gemm_simd(a, act, m, w, y, ldy, pool);
+#endif
+  if (!simd_done) gemm_portable(a, act, m, w, y, ldy, pool);
+  for (int64_t r = 0; r < m; ++r)
+    if (!row_finite[r]) std::fill(y + r * ldy, y + r * ldy + w.n, std::bit_cast<float>(kCanonicalNan));
+}
+
+}  // namespace ditto

@@ -1,0 +1,53 @@
+// Internals shared by the quantized GEMM's portable path (quant_gemm.cc) and its x86 paths
+// (quant_gemm_x86.cc): byte offsets of the panel-block layout (quant_gemm.h), the per-row
+// quantized-activation scratch, and the x86 entry point. Not part of the kernel API.
+#pragma once
+
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "kernels/packed_matrix.h"
+#include "kernels/quant.h"
+
+namespace ditto {
+
+// Offsets (bytes) inside one panel block; every f16 array is [16] lanes at offset 0 (d) unless named.
+namespace quant_layout {
+inline constexpr int kQ8W = 32;           // Q8_0: u8 w[8][16][4] (q + 128)
+inline constexpr int kQ40Nib = 32;        // Q4_0: nibbles[4][16][4]
+inline constexpr int kQ41M = 32;          // Q4_1: f16 m[16]
+inline constexpr int kQ41Nib = 64;        // Q4_1: nibbles[4][16][4]
+inline constexpr int kQ4KDmin = 32;       // Q4_K: f16 dmin[16]
+inline constexpr int kQ4KScales = 64;     // Q4_K: u8 scales[12][16]
+inline constexpr int kQ4KNib = 256;       // Q4_K: nibbles[32][16][4]
+inline constexpr int kQ6KScales = 32;     // Q6_K: i8 scales[16][16]
+inline constexpr int kQ6KSub = 288;       // Q6_K: first of 16 sub-blocks
+inline constexpr int kQ6KSubBytes = 192;  // Q6_K: nibbles[2][16][4], then hi[16][4]
+inline constexpr int kQ6KHi = 128;        // Q6_K: hi plane inside a sub-block
+}  // namespace quant_layout
+
+// One quantized activation row in the scratch: int8 q[k]; f32 d[nb]; f32 s[nb] (d·Σq of the block;
+// 32-blocks only); int32 sums[nb] (Σq of each 32-block) or [nb][16] (Σq of each 16 values of a
+// 256-block). Rows are row_bytes apart (a multiple of 64).
+struct ActLayout {
+  bool k_blocks = false;  // 256-value blocks (Q4_K, Q6_K weights) rather than 32
+  int64_t block = 32;
+  int64_t nb = 0;  // blocks per row
+  int64_t k = 0;
+  int64_t d_offset = 0, s_offset = 0, sum_offset = 0, row_bytes = 0;
+};
+
+ActLayout act_layout(QuantType weight, int64_t k);
+
+// Quantizes x[k] into `row` (ActLayout) by the canonical rule; false (and a zeroed row) if x holds
+// a non-finite value.
+bool quantize_activation_row(const ActLayout& a, const float* x, uint8_t* row);
+
+#if defined(__x86_64__)
+// Runs the active ISA's kernel (avx2, avx512 with or without VNNI) over all panels; false if the
+// active ISA is the portable one. Outputs NaN as the canonical NaN, like the portable path.
+bool quant_gemm_simd(const ActLayout& a, const uint8_t* act, int64_t m, const PackedMatrix& w, float* y, int64_t ldy,
+                     ThreadPool* pool);
+#endif
+
+}  // namespace ditto
