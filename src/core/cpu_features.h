@@ -39,6 +39,28 @@ Isa parse_isa(std::string_view text, std::string_view what);
 // One line for --version and logs, e.g. "isa avx512 (cpu supports avx512; avx512_bf16 present)".
 std::string isa_description();
 
+// Whether this CPU (and OS) has AVX512-VNNI (vpdpbusd), which the avx512 path's quantized GEMM uses
+// for its u8×s8 block dot products when allowed.
+bool cpu_has_avx512_vnni();
+
+// Whether the avx512 path's quantized GEMM uses VNNI now: cpu_has_avx512_vnni(), unless switched off
+// by $DITTO_AVX512_VNNI=0 (read at first call) or set_avx512_vnni_allowed(false). With and without
+// VNNI the integer sums are exact, so the bits are the same; tests run both variants on one CPU.
+bool avx512_vnni_enabled();
+void set_avx512_vnni_allowed(bool allowed);
+
+// Restores the previous VNNI permission on scope exit.
+class ScopedAvx512Vnni {
+ public:
+  explicit ScopedAvx512Vnni(bool allowed) : previous_(avx512_vnni_enabled()) { set_avx512_vnni_allowed(allowed); }
+  ~ScopedAvx512Vnni() { set_avx512_vnni_allowed(previous_); }
+  ScopedAvx512Vnni(const ScopedAvx512Vnni&) = delete;
+  ScopedAvx512Vnni& operator=(const ScopedAvx512Vnni&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Restores the previous path on scope exit.
 class ScopedIsa {
  public:

@@ -20,6 +20,7 @@
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
 #include "kernels/kernel_test_util.h"
+#include "kernels/quant.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/softmax.h"
@@ -137,6 +138,146 @@ TEST(IsaParityTest, GemmNearOverflowAndSubnormalProducts) {
         return y;
       },
       /*nan_payloads_free=*/true);
+}
+
+// ---- Quantized GEMM: avx2, avx512 with VNNI (vpdpbusd) and avx512 without (vpmaddwd) ---------------
+
+struct QuantPath {
+  Isa isa;
+  bool vnni;
+  const char* name;
+};
+
+std::vector<QuantPath> quant_paths() {
+  std::vector<QuantPath> out;
+  if (cpu_supports(Isa::kAvx2)) out.push_back({Isa::kAvx2, false, "avx2"});
+  if (cpu_supports(Isa::kAvx512)) {
+    if (cpu_has_avx512_vnni()) out.push_back({Isa::kAvx512, true, "avx512+vnni"});
+    out.push_back({Isa::kAvx512, false, "avx512 without vnni"});
+  }
+  return out;
+}
+
+// Outputs are compared as bits, NaN included: every path writes NaN as the canonical 0x7FC00000.
+void expect_quant_paths_equal(const std::string& what, const std::function<std::vector<float>()>& compute) {
+  std::vector<float> want;
+  {
+    ScopedIsa s(Isa::kScalar);
+    want = compute();
+  }
+  for (const QuantPath& path : quant_paths()) {
+    ScopedIsa s(path.isa);
+    ScopedAvx512Vnni v(path.vnni);
+    ASSERT_EQ(avx512_vnni_enabled(), path.vnni);
+    EXPECT_TRUE(BitsEqual(want, compute())) << what << " on " << path.name;
+  }
+}
+
+constexpr QuantType kQuantTypes[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ4_K,
+                                     QuantType::kQ6_K};
+
+// f16 bits of a scale drawn to hit the edges: ordinary, tiny normal, subnormal, zero, near the f16
+// maximum, ±inf, NaN.
+uint16_t adversarial_f16(Rng& rng) {
+  switch (rng.next() % 12) {
+    case 0: return static_cast<uint16_t>(rng.next() & 0x83ff);  // subnormal or ±0
+    case 1: return 0x0400;                                      // smallest normal
+    case 2: return 0x7bff;                                      // 65504
+    case 3: return rng.next() % 2 ? 0x7c00 : 0xfc00;            // ±inf
+    case 4: return 0x7e00;                                      // NaN
+    case 5: return static_cast<uint16_t>(rng.next());           // any bits
+    default: return f32_to_f16(rng.normal() * 0.01f);
+  }
+}
+
+// n rows of GGML blocks: `mode` 0 = ordinary scales, 1 = adversarial scales, 2 = every integer field
+// at an extreme (Q8_0 −128/127, nibbles 0/15, Q6_K 0/63, 6-bit scales 63, int8 scales −128/127),
+// 3 = all zero bytes.
+std::vector<uint8_t> quant_rows(Rng& rng, QuantType t, int64_t n, int64_t k, int mode) {
+  const QuantFormat& f = quant_format(t);
+  std::vector<uint8_t> bytes(static_cast<size_t>(n * quant_row_bytes(t, k)));
+  if (mode == 3) return bytes;
+  for (uint8_t& v : bytes) v = static_cast<uint8_t>(rng.next());
+  for (int64_t b = 0; b < n * (k / f.block_size); ++b) {
+    uint8_t* blk = bytes.data() + b * f.block_bytes;
+    if (mode == 2) {
+      const uint8_t hi = rng.next() % 2 ? 0xff : 0x00;
+      std::fill(blk, blk + f.block_bytes, hi);
+      if (t == QuantType::kQ8_0)
+        for (int i = 0; i < 32; ++i) blk[2 + i] = rng.next() % 2 ? 0x80 : 0x7f;  // −128 / 127
+      if (t == QuantType::kQ6_K)
+        for (int i = 0; i < 16; ++i) blk[192 + i] = rng.next() % 2 ? 0x80 : 0x7f;
+    }
+    uint16_t d = mode == 1 ? adversarial_f16(rng) : f32_to_f16(rng.normal() * 0.01f);
+    uint16_t m = mode == 1 ? adversarial_f16(rng) : f32_to_f16(rng.normal() * 0.01f);
+    if (mode == 2) d = m = rng.next() % 2 ? 0x7bff : 0xfbff;
+    const int d_at = t == QuantType::kQ6_K ? 208 : 0;
+    std::memcpy(blk + d_at, &d, 2);
+    if (t == QuantType::kQ4_1 || t == QuantType::kQ4_K) std::memcpy(blk + 2, &m, 2);
+  }
+  return bytes;
+}
+
+// Activations: ordinary values with outliers, blocks whose amax makes x·(1/d) land on .5 ties
+// (amax = 127·2^e, x = (j + 1/2)·2^e), tiny blocks (d below FLT_MIN: quantized to zero), blocks of
+// huge values, all-zero blocks, and occasionally a non-finite value.
+std::vector<float> quant_activations(Rng& rng, int64_t m, int64_t ld, int64_t k, int64_t block, bool non_finite) {
+  std::vector<float> x(static_cast<size_t>(m * ld), 0.0f);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t b = 0; b < k / block; ++b) {
+      float* xb = x.data() + r * ld + b * block;
+      const uint64_t kind = rng.next() % 8;
+      const float e = std::ldexp(1.0f, static_cast<int>(rng.uniform_int(-20, 20)));
+      for (int64_t i = 0; i < block; ++i) {
+        switch (kind) {
+          case 0: xb[i] = (static_cast<float>(rng.uniform_int(-127, 126)) + 0.5f) * e; break;
+          case 1: xb[i] = rng.normal() * 1e-38f; break;
+          case 2: xb[i] = rng.normal() * 1e37f; break;
+          case 3: xb[i] = 0.0f; break;
+          default: xb[i] = rng.next() % 40 == 0 ? rng.normal() * 50.0f : rng.normal(); break;
+        }
+      }
+      if (kind == 0) xb[rng.uniform_int(0, block - 1)] = (rng.next() % 2 ? 127.0f : -127.0f) * e;
+    }
+    if (non_finite && rng.next() % 3 == 0) {
+      const float bad[] = {NAN, INFINITY, -INFINITY};
+      x[static_cast<size_t>(r * ld + rng.uniform_int(0, k - 1))] = bad[rng.next() % 3];
+    }
+  }
+  return x;
+}
+
+TEST(IsaParityTest, QuantizedGemm) {
+  if (quant_paths().empty()) GTEST_SKIP() << "no vector path on this CPU";
+  Rng rng(110);
+  ThreadPool pool(2);
+  for (QuantType t : kQuantTypes) {
+    const int64_t bs = quant_format(t).block_size;
+    for (int64_t blocks : {1, 2, 3, 17}) {
+      const int64_t k = blocks * bs;
+      for (int64_t n : {1, 7, 16, 31, 33, 129}) {
+        for (int mode = 0; mode < 4; ++mode) {
+          const std::vector<uint8_t> bytes = quant_rows(rng, t, n, k, mode);
+          const MatrixSource src{bytes.data(), DType::kF32, n, k, t};
+          const PackedMatrix p = pack_matrix({&src, 1});
+          for (int64_t m : {1, 2, 4, 5, 7, 13, 70}) {
+            if (blocks == 17 && m > 7 && n > 33) continue;  // keeps the portable path's time in check
+            const int64_t ldx = k + 1, ldy = n + 3;
+            const std::vector<float> x = quant_activations(rng, m, ldx, k, bs, mode == 1);
+            expect_quant_paths_equal(std::string("quantized gemm ") + quant_format(t).name.data() + " mode " +
+                                         std::to_string(mode) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                                         " k=" + std::to_string(k),
+                                     [&] {
+                                       std::vector<float> y(static_cast<size_t>(m * ldy), -1.0f);
+                                       gemm(x.data(), m, ldx, p, y.data(), ldy, m % 2 ? &pool : nullptr);
+                                       return y;
+                                     });
+            if (::testing::Test::HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(IsaParityTest, RmsNorm) {

@@ -1,9 +1,535 @@
+// The quantized GEMM's x86 paths: AVX-512 with VNNI (vpdpbusd), AVX-512 without it (vpmaddwd), and
+// AVX2 (vpmaddwd on 8-lane halves). One generic micro-kernel (qkernel below) is written once over an
+// "Ops" class per path; a kernel function with the path's target attribute and `flatten` inlines the
+// whole body, so each path's code is compiled for its own instruction set only (no VNNI instruction
+// outside the VNNI kernels: vpdpbusd is emitted by inline asm there, never by the compiler).
+//
+// Lanes are outputs: a 512-bit integer register holds 16 int32 block sums, one per row of a panel;
+// each 32-bit lane's 4 bytes are 4 consecutive weights of that row (the panel layout of
+// quant_gemm.h), multiplied by the same 4 activation bytes broadcast to every lane. Every sum is
+// exact in int32 whatever instruction forms it (bounds in docs/NUMERICS.md), so every path yields
+// the integers of the portable path, and the float32 steps per block are the same IEEE operations
+// lane by lane: the bits are the portable path's.
+//
+// Signed weights with the unsigned×signed vpdpbusd: a Q8_0 weight is stored as w + 128 (u8), a Q4_0
+// nibble is q (= w + 8), a Q6_K value is q (= w + 32); the offset times Σq of the activations is
+// subtracted exactly by starting the block's sum at −offset·Σq. vpmaddwd multiplies the zero-extended
+// u8 weights by the sign-extended int8 activations as int16 pairs: |255·127·2| < 2^31, no overflow,
+// and neither instruction saturates (vpmaddubsw and vpdpbusds, which do, are never used).
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "core/cpu_features.h"
+#include "kernels/quant_gemm.h"
 #include "kernels/quant_gemm_internal.h"
+#include "kernels/simd.h"
+
+#if defined(__x86_64__)
+
+// The generic body is compiled in the default target and only ever inlined into the kernels; GCC
+// notes the (never materialised) vector-argument ABI of its calls.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace ditto {
+namespace {
 
-bool quant_gemm_simd(const ActLayout&, const uint8_t*, int64_t, const PackedMatrix&, float*, int64_t, ThreadPool*) {
+#define DITTO_AVX512_OPS DITTO_AVX512 static inline
+#define DITTO_AVX2_OPS DITTO_AVX2 static inline
+
+// ---- AVX-512: 16 lanes in one register ----------------------------------------------------------
+
+template <bool kVnni>
+struct Avx512Ops {
+  using I = __m512i;  // 16 int32 lanes (or 64 bytes of weights)
+  using F = __m512;   // 16 float32 lanes
+  struct X {          // 4 activation bytes broadcast (VNNI), or as two int16 pairs (vpmaddwd)
+    __m512i a, b;
+  };
+
+  DITTO_AVX512_OPS I zero() { return _mm512_setzero_si512(); }
+  DITTO_AVX512_OPS I set1(int32_t v) { return _mm512_set1_epi32(v); }
+  DITTO_AVX512_OPS I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  DITTO_AVX512_OPS I and_(I a, I b) { return _mm512_and_si512(a, b); }
+  DITTO_AVX512_OPS I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  DITTO_AVX512_OPS I add(I a, I b) { return _mm512_add_epi32(a, b); }
+  DITTO_AVX512_OPS I mullo(I a, I b) { return _mm512_mullo_epi32(a, b); }
+  DITTO_AVX512_OPS I madd16(I a, I b) { return _mm512_madd_epi16(a, b); }
+  DITTO_AVX512_OPS I bytes(uint8_t v) { return _mm512_set1_epi8(static_cast<char>(v)); }
+  template <int N>
+  DITTO_AVX512_OPS I srli16(I a) {
+    return _mm512_srli_epi16(a, N);
+  }
+  template <int N>
+  DITTO_AVX512_OPS I slli16(I a) {
+    return _mm512_slli_epi16(a, N);
+  }
+  DITTO_AVX512_OPS I u8_to_i32(__m128i s) { return _mm512_cvtepu8_epi32(s); }
+  DITTO_AVX512_OPS I i8_to_i32(__m128i s) { return _mm512_cvtepi8_epi32(s); }
+  // Lane L: int16 pair (a[L], b[L]) zero-extended from two rows of 16 bytes.
+  DITTO_AVX512_OPS I u8_pairs(__m128i a, __m128i b) {
+    const __m256i ab = _mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b));
+    return _mm512_cvtepu8_epi16(ab);
+  }
+
+  DITTO_AVX512_OPS X xop(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    const __m512i bc = _mm512_set1_epi32(v);
+    if constexpr (kVnni) return {bc, bc};
+    return {_mm512_srai_epi16(_mm512_slli_epi16(bc, 8), 8), _mm512_srai_epi16(bc, 8)};
+  }
+  // acc + Σ_{j<4} w.byte[4L+j] (u8) · x.byte[j] (s8) per lane L, exactly.
+  DITTO_AVX512_OPS I dot(I acc, I w, const X& x) {
+    if constexpr (kVnni) {
+      asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(x.a));
+      return acc;
+    } else {
+      const I even = _mm512_and_si512(w, _mm512_set1_epi16(0x00ff));
+      const I odd = _mm512_srli_epi16(w, 8);
+      return _mm512_add_epi32(acc, _mm512_add_epi32(_mm512_madd_epi16(even, x.a), _mm512_madd_epi16(odd, x.b)));
+    }
+  }
+
+  DITTO_AVX512_OPS F f16(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  DITTO_AVX512_OPS F fzero() { return _mm512_setzero_ps(); }
+  DITTO_AVX512_OPS F fset1(float v) { return _mm512_set1_ps(v); }
+  DITTO_AVX512_OPS F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  DITTO_AVX512_OPS F neg(F a) {
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)));
+  }
+  DITTO_AVX512_OPS F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  DITTO_AVX512_OPS F to_float(I a) { return _mm512_cvtepi32_ps(a); }
+  // The first `lanes` lanes of v to y, NaN as the canonical quiet NaN.
+  DITTO_AVX512_OPS void store(float* y, F v, int64_t lanes) {
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    v = _mm512_mask_blend_ps(nan, v, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+    _mm512_mask_storeu_ps(y, simd::first_lanes_x16(lanes), v);
+  }
+};
+
+// ---- AVX2: 16 lanes as two 8-lane registers (lanes 0–7, 8–15) ------------------------------------
+
+struct Avx2Ops {
+  struct I {
+    __m256i lo, hi;
+  };
+  struct F {
+    __m256 lo, hi;
+  };
+  struct X {
+    __m256i a, b;
+  };
+
+  DITTO_AVX2_OPS I zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
+  DITTO_AVX2_OPS I set1(int32_t v) { return {_mm256_set1_epi32(v), _mm256_set1_epi32(v)}; }
+  DITTO_AVX2_OPS I load(const uint8_t* p) {
+    const auto* q = reinterpret_cast<const __m256i*>(p);
+    return {_mm256_loadu_si256(q), _mm256_loadu_si256(q + 1)};
+  }
+  DITTO_AVX2_OPS I and_(I a, I b) { return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)}; }
+  DITTO_AVX2_OPS I or_(I a, I b) { return {_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)}; }
+  DITTO_AVX2_OPS I add(I a, I b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
+  DITTO_AVX2_OPS I mullo(I a, I b) { return {_mm256_mullo_epi32(a.lo, b.lo), _mm256_mullo_epi32(a.hi, b.hi)}; }
+  DITTO_AVX2_OPS I madd16(I a, I b) { return {_mm256_madd_epi16(a.lo, b.lo), _mm256_madd_epi16(a.hi, b.hi)}; }
+  DITTO_AVX2_OPS I bytes(uint8_t v) { return set1(static_cast<int32_t>(0x01010101u * v)); }
+  template <int N>
+  DITTO_AVX2_OPS I srli16(I a) {
+    return {_mm256_srli_epi16(a.lo, N), _mm256_srli_epi16(a.hi, N)};
+  }
+  template <int N>
+  DITTO_AVX2_OPS I slli16(I a) {
+    return {_mm256_slli_epi16(a.lo, N), _mm256_slli_epi16(a.hi, N)};
+  }
+  DITTO_AVX2_OPS I u8_to_i32(__m128i s) {
+    return {_mm256_cvtepu8_epi32(s), _mm256_cvtepu8_epi32(_mm_srli_si128(s, 8))};
+  }
+  DITTO_AVX2_OPS I i8_to_i32(__m128i s) {
+    return {_mm256_cvtepi8_epi32(s), _mm256_cvtepi8_epi32(_mm_srli_si128(s, 8))};
+  }
+  DITTO_AVX2_OPS I u8_pairs(__m128i a, __m128i b) {
+    return {_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b))};
+  }
+
+  DITTO_AVX2_OPS X xop(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    const __m256i bc = _mm256_set1_epi32(v);
+    return {_mm256_srai_epi16(_mm256_slli_epi16(bc, 8), 8), _mm256_srai_epi16(bc, 8)};
+  }
+  DITTO_AVX2_OPS __m256i dot8(__m256i acc, __m256i w, const X& x) {
+    const __m256i even = _mm256_and_si256(w, _mm256_set1_epi16(0x00ff));
+    const __m256i odd = _mm256_srli_epi16(w, 8);
+    return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(even, x.a), _mm256_madd_epi16(odd, x.b)));
+  }
+  DITTO_AVX2_OPS I dot(I acc, I w, const X& x) { return {dot8(acc.lo, w.lo, x), dot8(acc.hi, w.hi, x)}; }
+
+  DITTO_AVX2_OPS F f16(const uint8_t* p) {
+    const auto* q = reinterpret_cast<const __m128i*>(p);
+    return {_mm256_cvtph_ps(_mm_loadu_si128(q)), _mm256_cvtph_ps(_mm_loadu_si128(q + 1))};
+  }
+  DITTO_AVX2_OPS F fzero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  DITTO_AVX2_OPS F fset1(float v) { return {_mm256_set1_ps(v), _mm256_set1_ps(v)}; }
+  DITTO_AVX2_OPS F mul(F a, F b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+  DITTO_AVX2_OPS F neg(F a) {
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN));
+    return {_mm256_xor_ps(a.lo, sign), _mm256_xor_ps(a.hi, sign)};
+  }
+  DITTO_AVX2_OPS F fma(F a, F b, F c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+  DITTO_AVX2_OPS F to_float(I a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
+  DITTO_AVX2_OPS __m256 canonical8(__m256 v) {
+    return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  }
+  DITTO_AVX2_OPS void store(float* y, F v, int64_t lanes) {
+    alignas(32) float buf[16];
+    _mm256_store_ps(buf, canonical8(v.lo));
+    _mm256_store_ps(buf + 8, canonical8(v.hi));
+    std::memcpy(y, buf, sizeof(float) * static_cast<size_t>(lanes));
+  }
+};
+
+// ---- The micro-kernel ---------------------------------------------------------------------------
+
+// Arguments of one micro-kernel call: MR rows of quantized activations × NP consecutive panels.
+struct QTile {
+  const ActLayout* a;
+  const uint8_t* act;    // first of MR rows, a->row_bytes apart
+  const uint8_t* panel;  // first of NP panels, panel_bytes apart
+  int64_t panel_bytes;
+  int64_t pb_bytes;  // one panel block
+  float* y;          // [MR, NP·16], row stride ldy
+  int64_t ldy;
+  int64_t valid;  // outputs of these panels that exist
+};
+
+// Loads 16 bytes (one per lane) at p.
+inline __m128i lane_bytes(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+// Q4_K: the 6-bit scale (sc) and min (m) of sub-block j for the 16 lanes, from the transposed 12
+// scale bytes s[12][16] (q4_k_scale_min lane-wise; 16-bit shifts whose bits crossing into the
+// neighbouring byte are masked off).
+inline void q4k_scales(const uint8_t* s, __m128i sc[8], __m128i m[8]) {
+  __m128i b[12];
+  for (int i = 0; i < 12; ++i) b[i] = lane_bytes(s + 16 * i);
+  const __m128i low6 = _mm_set1_epi8(63), low4 = _mm_set1_epi8(15), top2 = _mm_set1_epi8(0x30);
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = _mm_and_si128(b[j], low6);
+    m[j] = _mm_and_si128(b[j + 4], low6);
+    sc[j + 4] = _mm_or_si128(_mm_and_si128(b[j + 8], low4), _mm_and_si128(_mm_srli_epi16(b[j], 2), top2));
+    m[j + 4] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(b[j + 8], 4), low4),
+                            _mm_and_si128(_mm_srli_epi16(b[j + 4], 2), top2));
+  }
+}
+
+template <class O, QuantType T, int MR, int NP>
+inline void qkernel(const QTile& t) {
+  using namespace quant_layout;
+  using I = typename O::I;
+  using F = typename O::F;
+  const ActLayout& a = *t.a;
+  F acc[MR][NP];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) acc[r][p] = O::fzero();
+  const I nib_mask = O::bytes(0x0f);
+  for (int64_t b = 0; b < a.nb; ++b) {
+    const uint8_t* pb[NP];
+    for (int p = 0; p < NP; ++p) pb[p] = t.panel + p * t.panel_bytes + b * t.pb_bytes;
+    const int8_t* q[MR];
+    float dx[MR];
+    const int32_t* sums[MR];
+    for (int r = 0; r < MR; ++r) {
+      const uint8_t* row = t.act + r * a.row_bytes;
+      q[r] = reinterpret_cast<const int8_t*>(row) + b * a.block;
+      dx[r] = reinterpret_cast<const float*>(row + a.d_offset)[b];
+      sums[r] = reinterpret_cast<const int32_t*>(row + a.sum_offset) + (a.k_blocks ? 16 * b : b);
+    }
+    I isum[MR][NP];
+    if constexpr (T == QuantType::kQ8_0 || T == QuantType::kQ4_0 || T == QuantType::kQ4_1) {
+      // Start from −offset·Σq (exact), then the u8×s8 sums of 4 values at a time.
+      for (int r = 0; r < MR; ++r) {
+        const int32_t offset = T == QuantType::kQ8_0 ? 128 : T == QuantType::kQ4_0 ? 8 : 0;
+        const I start = O::set1(-offset * sums[r][0]);
+        for (int p = 0; p < NP; ++p) isum[r][p] = start;
+      }
+      if constexpr (T == QuantType::kQ8_0) {
+        for (int g = 0; g < 8; ++g) {
+          I w[NP];
+          for (int p = 0; p < NP; ++p) w[p] = O::load(pb[p] + kQ8W + 64 * g);
+          for (int r = 0; r < MR; ++r) {
+            const auto x = O::xop(q[r] + 4 * g);
+            for (int p = 0; p < NP; ++p) isum[r][p] = O::dot(isum[r][p], w[p], x);
+          }
+        }
+      } else {
+        const int nib = T == QuantType::kQ4_0 ? kQ40Nib : kQ41Nib;
+        for (int o = 0; o < 4; ++o) {
+          I lo[NP], hi[NP];
+          for (int p = 0; p < NP; ++p) {
+            const I v = O::load(pb[p] + nib + 64 * o);
+            lo[p] = O::and_(v, nib_mask);
+            hi[p] = O::and_(O::template srli16<4>(v), nib_mask);
+          }
+          for (int r = 0; r < MR; ++r) {
+            const auto xl = O::xop(q[r] + 8 * o);
+            const auto xh = O::xop(q[r] + 8 * o + 4);
+            for (int p = 0; p < NP; ++p) isum[r][p] = O::dot(O::dot(isum[r][p], lo[p], xl), hi[p], xh);
+          }
+        }
+      }
+      F dw[NP], mw[NP];
+      for (int p = 0; p < NP; ++p) {
+        dw[p] = O::f16(pb[p]);
+        if constexpr (T == QuantType::kQ4_1) mw[p] = O::f16(pb[p] + kQ41M);
+      }
+      for (int r = 0; r < MR; ++r) {
+        const F dxv = O::fset1(dx[r]);
+        for (int p = 0; p < NP; ++p) {
+          acc[r][p] = O::fma(O::mul(dw[p], dxv), O::to_float(isum[r][p]), acc[r][p]);
+          if constexpr (T == QuantType::kQ4_1) {
+            const float s = reinterpret_cast<const float*>(t.act + r * a.row_bytes + a.s_offset)[b];
+            acc[r][p] = O::fma(mw[p], O::fset1(s), acc[r][p]);
+          }
+        }
+      }
+    } else if constexpr (T == QuantType::kQ4_K) {
+      __m128i sc[NP][8], mn[NP][8];
+      for (int p = 0; p < NP; ++p) q4k_scales(pb[p] + kQ4KScales, sc[p], mn[p]);
+      for (int r = 0; r < MR; ++r)
+        for (int p = 0; p < NP; ++p) isum[r][p] = O::zero();
+      for (int j = 0; j < 8; ++j) {
+        I inner[MR][NP];
+        for (int r = 0; r < MR; ++r)
+          for (int p = 0; p < NP; ++p) inner[r][p] = O::zero();
+        for (int o = 4 * j; o < 4 * j + 4; ++o) {
+          I lo[NP], hi[NP];
+          for (int p = 0; p < NP; ++p) {
+            const I v = O::load(pb[p] + kQ4KNib + 64 * o);
+            lo[p] = O::and_(v, nib_mask);
+            hi[p] = O::and_(O::template srli16<4>(v), nib_mask);
+          }
+          for (int r = 0; r < MR; ++r) {
+            const auto xl = O::xop(q[r] + 8 * o);
+            const auto xh = O::xop(q[r] + 8 * o + 4);
+            for (int p = 0; p < NP; ++p) inner[r][p] = O::dot(O::dot(inner[r][p], lo[p], xl), hi[p], xh);
+          }
+        }
+        for (int p = 0; p < NP; ++p) {
+          const I scale = O::u8_to_i32(sc[p][j]);
+          for (int r = 0; r < MR; ++r) isum[r][p] = O::add(isum[r][p], O::mullo(inner[r][p], scale));
+        }
+      }
+      // msum = Σ_j m_j·Σ_{sub-block j} q as int16 pairs (m_j ≤ 63, |Σq| ≤ 32·127 fit int16).
+      I msum[MR][NP];
+      for (int r = 0; r < MR; ++r)
+        for (int p = 0; p < NP; ++p) msum[r][p] = O::zero();
+      for (int u = 0; u < 4; ++u) {
+        I mp[NP];
+        for (int p = 0; p < NP; ++p) mp[p] = O::u8_pairs(mn[p][2 * u], mn[p][2 * u + 1]);
+        for (int r = 0; r < MR; ++r) {
+          const int32_t s0 = sums[r][4 * u] + sums[r][4 * u + 1], s1 = sums[r][4 * u + 2] + sums[r][4 * u + 3];
+          const I pair =
+              O::set1(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xffffu) | (static_cast<uint32_t>(s1) << 16)));
+          for (int p = 0; p < NP; ++p) msum[r][p] = O::add(msum[r][p], O::madd16(mp[p], pair));
+        }
+      }
+      F dw[NP], dm[NP];
+      for (int p = 0; p < NP; ++p) {
+        dw[p] = O::f16(pb[p]);
+        dm[p] = O::f16(pb[p] + kQ4KDmin);
+      }
+      for (int r = 0; r < MR; ++r) {
+        const F dxv = O::fset1(dx[r]);
+        for (int p = 0; p < NP; ++p) {
+          acc[r][p] = O::fma(O::mul(dw[p], dxv), O::to_float(isum[r][p]), acc[r][p]);
+          acc[r][p] = O::fma(O::neg(O::mul(dm[p], dxv)), O::to_float(msum[r][p]), acc[r][p]);
+        }
+      }
+    } else if constexpr (T == QuantType::kQ6_K) {
+      for (int r = 0; r < MR; ++r)
+        for (int p = 0; p < NP; ++p) isum[r][p] = O::zero();
+      const I low4 = nib_mask, top2 = O::bytes(0x30);
+      for (int s = 0; s < 16; ++s) {
+        I inner[MR][NP];
+        for (int r = 0; r < MR; ++r) {
+          const I start = O::set1(-32 * sums[r][s]);
+          for (int p = 0; p < NP; ++p) inner[r][p] = start;
+        }
+        I w[4][NP];
+        for (int p = 0; p < NP; ++p) {
+          const uint8_t* sub = pb[p] + kQ6KSub + kQ6KSubBytes * s;
+          const I n0 = O::load(sub), n1 = O::load(sub + 64), h = O::load(sub + kQ6KHi);
+          w[0][p] = O::or_(O::and_(n0, low4), O::and_(O::template slli16<4>(h), top2));
+          w[1][p] = O::or_(O::and_(O::template srli16<4>(n0), low4), O::and_(O::template slli16<2>(h), top2));
+          w[2][p] = O::or_(O::and_(n1, low4), O::and_(h, top2));
+          w[3][p] = O::or_(O::and_(O::template srli16<4>(n1), low4), O::and_(O::template srli16<2>(h), top2));
+        }
+        for (int r = 0; r < MR; ++r) {
+          for (int g = 0; g < 4; ++g) {
+            const auto x = O::xop(q[r] + 16 * s + 4 * g);
+            for (int p = 0; p < NP; ++p) inner[r][p] = O::dot(inner[r][p], w[g][p], x);
+          }
+        }
+        for (int p = 0; p < NP; ++p) {
+          const I scale = O::i8_to_i32(lane_bytes(pb[p] + kQ6KScales + 16 * s));
+          for (int r = 0; r < MR; ++r) isum[r][p] = O::add(isum[r][p], O::mullo(inner[r][p], scale));
+        }
+      }
+      F dw[NP];
+      for (int p = 0; p < NP; ++p) dw[p] = O::f16(pb[p]);
+      for (int r = 0; r < MR; ++r) {
+        const F dxv = O::fset1(dx[r]);
+        for (int p = 0; p < NP; ++p) acc[r][p] = O::fma(O::mul(dw[p], dxv), O::to_float(isum[r][p]), acc[r][p]);
+      }
+    }
+  }
+  for (int p = 0; p < NP; ++p) {
+    const int64_t lanes = std::min<int64_t>(kPanelWidth, t.valid - p * kPanelWidth);
+    for (int r = 0; r < MR; ++r) O::store(t.y + r * t.ldy + p * kPanelWidth, acc[r][p], lanes);
+  }
+}
+
+// The kernels proper: one per path, each with its instruction set, the generic body flattened in.
+template <QuantType T, int MR, int NP>
+DITTO_AVX512 __attribute__((flatten)) void kernel_avx512_vnni(const QTile& t) {
+  qkernel<Avx512Ops<true>, T, MR, NP>(t);
+}
+template <QuantType T, int MR, int NP>
+DITTO_AVX512 __attribute__((flatten)) void kernel_avx512(const QTile& t) {
+  qkernel<Avx512Ops<false>, T, MR, NP>(t);
+}
+template <QuantType T, int MR, int NP>
+DITTO_AVX2 __attribute__((flatten)) void kernel_avx2(const QTile& t) {
+  qkernel<Avx2Ops, T, MR, NP>(t);
+}
+
+using KernelFn = void (*)(const QTile&);
+
+// Tile shapes of a path: rows × panels for one row (decode) and for several (prefill); the last
+// partial panel group runs one panel at a time, the last rows with fewer rows.
+constexpr int kMaxRows = 4;
+struct Shapes {
+  int rows;            // prefill rows per tile
+  int panels;          // prefill panels per tile
+  int panels_one_row;  // decode panels per tile
+};
+constexpr Shapes kAvx512Shapes{4, 2, 4};
+constexpr Shapes kAvx2Shapes{2, 1, 2};
+
+enum class Path { kAvx512Vnni, kAvx512, kAvx2 };
+
+template <Path P, QuantType T, int MR, int NP>
+constexpr KernelFn kernel_fn() {
+  if constexpr (P == Path::kAvx512Vnni) return &kernel_avx512_vnni<T, MR, NP>;
+  if constexpr (P == Path::kAvx512) return &kernel_avx512<T, MR, NP>;
+  return &kernel_avx2<T, MR, NP>;
+}
+
+// Kernels of one path and type: [rows − 1] for `panels` panels, and for one panel.
+struct KernelSet {
+  KernelFn group[kMaxRows];
+  KernelFn single[kMaxRows];
+  KernelFn decode_group;  // 1 row × panels_one_row
+};
+
+template <Path P, QuantType T, int NP, int NP1>
+constexpr KernelSet make_set() {
+  KernelSet s{};
+  s.group[0] = kernel_fn<P, T, 1, NP>();
+  s.single[0] = kernel_fn<P, T, 1, 1>();
+  s.group[1] = kernel_fn<P, T, 2, NP>();
+  s.single[1] = kernel_fn<P, T, 2, 1>();
+  if constexpr (P != Path::kAvx2) {
+    s.group[2] = kernel_fn<P, T, 3, NP>();
+    s.group[3] = kernel_fn<P, T, 4, NP>();
+    s.single[2] = kernel_fn<P, T, 3, 1>();
+    s.single[3] = kernel_fn<P, T, 4, 1>();
+  }
+  s.decode_group = kernel_fn<P, T, 1, NP1>();
+  return s;
+}
+
+template <Path P>
+const KernelSet& kernel_set(QuantType t) {
+  constexpr int NP = P == Path::kAvx2 ? kAvx2Shapes.panels : kAvx512Shapes.panels;
+  constexpr int NP1 = P == Path::kAvx2 ? kAvx2Shapes.panels_one_row : kAvx512Shapes.panels_one_row;
+  static constexpr KernelSet kQ8_0 = make_set<P, QuantType::kQ8_0, NP, NP1>();
+  static constexpr KernelSet kQ4_0 = make_set<P, QuantType::kQ4_0, NP, NP1>();
+  static constexpr KernelSet kQ4_1 = make_set<P, QuantType::kQ4_1, NP, NP1>();
+  static constexpr KernelSet kQ4_K = make_set<P, QuantType::kQ4_K, NP, NP1>();
+  static constexpr KernelSet kQ6_K = make_set<P, QuantType::kQ6_K, NP, NP1>();
+  switch (t) {
+    case QuantType::kQ8_0: return kQ8_0;
+    case QuantType::kQ4_0: return kQ4_0;
+    case QuantType::kQ4_1: return kQ4_1;
+    case QuantType::kQ4_K: return kQ4_K;
+    default: return kQ6_K;
+  }
+}
+
+void run_path(const KernelSet& ks, const Shapes& shapes, const ActLayout& a, const uint8_t* act, int64_t m,
+              const PackedMatrix& w, float* y, int64_t ldy, ThreadPool* pool) {
+  const int64_t num_panels = w.num_panels();
+  const int group = m == 1 ? shapes.panels_one_row : shapes.panels;
+  const int64_t num_groups = (num_panels + group - 1) / group;
+  QTile base{};
+  base.a = &a;
+  base.panel_bytes = w.panel_bytes();
+  base.pb_bytes = quant_panel_block_bytes(w.quant);
+  base.ldy = ldy;
+  auto run = [&](size_t begin, size_t end) {
+    for (size_t g = begin; g < end; ++g) {
+      const int64_t p0 = static_cast<int64_t>(g) * group;
+      const int panels = static_cast<int>(std::min<int64_t>(group, num_panels - p0));
+      for (int64_t m0 = 0; m0 < m; m0 += shapes.rows) {
+        const int rows = static_cast<int>(std::min<int64_t>(shapes.rows, m - m0));
+        QTile t = base;
+        t.act = act + m0 * a.row_bytes;
+        if (panels == group) {
+          t.panel = w.data.data() + p0 * base.panel_bytes;
+          t.y = y + m0 * ldy + p0 * kPanelWidth;
+          t.valid = w.n - p0 * kPanelWidth;
+          (m == 1 ? ks.decode_group : ks.group[rows - 1])(t);
+          continue;
+        }
+        for (int64_t p = p0; p < p0 + panels; ++p) {
+          t.panel = w.data.data() + p * base.panel_bytes;
+          t.y = y + m0 * ldy + p * kPanelWidth;
+          t.valid = w.n - p * kPanelWidth;
+          ks.single[rows - 1](t);
+        }
+      }
+    }
+  };
+  if (pool == nullptr) {
+    run(0, static_cast<size_t>(num_groups));
+  } else {
+    // Chunks of about 256 KiB of weights (at least one group), handed out dynamically.
+    const auto group_bytes = static_cast<size_t>(group * base.panel_bytes);
+    const size_t grain = std::max<size_t>(1, (size_t{256} << 10) / std::max<size_t>(group_bytes, 1));
+    pool->parallel_for_dynamic(static_cast<size_t>(num_groups), grain, run);
+  }
+}
+
+}  // namespace
+
+bool quant_gemm_simd(const ActLayout& a, const uint8_t* act, int64_t m, const PackedMatrix& w, float* y, int64_t ldy,
+                     ThreadPool* pool) {
+  switch (active_isa()) {
+    case Isa::kAvx512:
+      if (avx512_vnni_enabled()) {
+        run_path(kernel_set<Path::kAvx512Vnni>(w.quant), kAvx512Shapes, a, act, m, w, y, ldy, pool);
+      } else {
+        run_path(kernel_set<Path::kAvx512>(w.quant), kAvx512Shapes, a, act, m, w, y, ldy, pool);
+      }
+      return true;
+    case Isa::kAvx2: run_path(kernel_set<Path::kAvx2>(w.quant), kAvx2Shapes, a, act, m, w, y, ldy, pool); return true;
+    case Isa::kScalar: break;
+  }
   return false;
 }
 
 }  // namespace ditto
+
+#endif  // __x86_64__
