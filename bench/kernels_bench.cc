@@ -1,6 +1,7 @@
 // Kernel speed as a fraction of the machine's limits, both measured in the same run.
 //
 //   kernels_bench [--threads N] [--json] [--models qwen3-0.6b,qwen3-8b] [--kernels gemv,gemm,attention]
+//                 [--quant q8_0,q4_k]
 //
 // Rows, one per kernel and shape (shapes from the test-model presets, i.e. the official configs):
 //   gemv       m = 1 (batch-1 decode) on each weight matrix of a decoder layer and the LM head:
@@ -13,6 +14,11 @@
 //              turn, so no weight is still in L3 when it is read again.
 //   gemm       m = 512 (a prefill step) on the same matrices: ratio = 2·m·n·k FLOP/s ÷ measured FMA
 //              peak of the active ISA, target ≥ 0.6.
+//   qgemv      gemv on quantized weights (GGML blocks of each --quant type, random integer fields and
+//              scales): ratio = weight bytes/s (as stored in the checkpoint: PackedMatrix::weight_bytes)
+//              ÷ measured read bandwidth, target ≥ 0.85.
+//   qgemm      gemm (m = 512) on the same quantized weights: ratio = 2·m·n·k FLOP/s ÷ the float32 FMA
+//              peak (the int8 dot products may beat it), no target.
 //   attention  decode attention of one query at position kAttentionContext − 1 over a bf16 paged
 //              KV cache (one layer's heads): ratio = K and V bytes/s ÷ read bandwidth, no target
 //              (it also pays exp and the softmax). Rotated over copies like small GEMVs.
@@ -27,8 +33,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -43,6 +51,7 @@
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
 #include "kernels/packed_matrix.h"
+#include "kernels/quant.h"
 #include "model/config.h"
 #include "model/test_model_generator.h"
 
@@ -128,6 +137,34 @@ PackedMatrix random_packed(const MatrixShape& s, uint64_t seed, ThreadPool* pool
   return pack_matrix(std::span<const MatrixSource>(&source, 1), pool);
 }
 
+// GGML rows with random integer fields and every block's f16 scales (and Q4_1 m / Q4_K dmin) set to
+// small normal values, packed as the model packs them.
+PackedMatrix random_quant_packed(const MatrixShape& s, QuantType t, uint64_t seed, ThreadPool* pool) {
+  const QuantFormat& f = quant_format(t);
+  std::vector<uint8_t> bytes(static_cast<size_t>(s.n * quant_row_bytes(t, s.k)));
+  uint64_t state = seed;
+  for (size_t i = 0; i < bytes.size(); i += 8) {
+    const uint64_t r = splitmix64(state);
+    std::memcpy(bytes.data() + i, &r, std::min<size_t>(8, bytes.size() - i));
+  }
+  const uint16_t scale = 0x2000;  // 2^-7
+  for (size_t b = 0; b < bytes.size(); b += static_cast<size_t>(f.block_bytes)) {
+    std::memcpy(bytes.data() + b + (t == QuantType::kQ6_K ? 208 : 0), &scale, 2);
+    if (t == QuantType::kQ4_1 || t == QuantType::kQ4_K) std::memcpy(bytes.data() + b + 2, &scale, 2);
+  }
+  const MatrixSource source{bytes.data(), DType::kF32, s.n, s.k, t};
+  return pack_matrix(std::span<const MatrixSource>(&source, 1), pool);
+}
+
+QuantType parse_quant(const std::string& name) {
+  for (QuantType t : {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ4_K, QuantType::kQ6_K}) {
+    std::string lower(quant_format(t).name);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (name == lower) return t;
+  }
+  throw_invalid_argument("--quant: unknown type '" + name + "'; choose from q8_0, q4_0, q4_1, q4_k, q6_k");
+}
+
 Row make_row(const char* kernel, const std::string& model, const std::string& shape, int64_t m, int64_t n, int64_t k,
              int copies) {
   Row r;
@@ -161,17 +198,22 @@ RunTimes judged_by(Meter& meter, double* limit, const std::function<void()>& row
 
 // GEMV and GEMM rows of one matrix. The weight is built once; the GEMV's extra copies only while
 // its row runs.
-void matrix_rows(const std::string& model, const MatrixShape& s, bool gemv, bool gemm_rows, ThreadPool* pool,
-                 Meters& meters, std::vector<Row>& rows) {
+// quant: kNone for the bf16 rows ("gemv", "gemm"), else the quantized rows ("qgemv", "qgemm") whose
+// shape names carry the type. Bytes per pass are the weights as stored (weight_bytes()).
+void matrix_rows(const std::string& model, const MatrixShape& s, bool gemv, bool gemm_rows, QuantType quant,
+                 ThreadPool* pool, Meters& meters, std::vector<Row>& rows) {
+  const bool quantized = quant != QuantType::kNone;
+  const std::string shape = quantized ? s.name + ":" + std::string(quant_format(quant).name) : s.name;
   std::vector<PackedMatrix> copies;
-  copies.push_back(random_packed(s, static_cast<uint64_t>(s.n * 31 + s.k), pool));
-  const auto bytes = static_cast<int64_t>(copies[0].data.size());
+  const auto seed = static_cast<uint64_t>(s.n * 31 + s.k);
+  copies.push_back(quantized ? random_quant_packed(s, quant, seed, pool) : random_packed(s, seed, pool));
+  const int64_t bytes = copies[0].weight_bytes();
   if (gemv) {
     const int num_copies = copies_for(bytes);
     while (static_cast<int>(copies.size()) < num_copies) copies.push_back(copies[0]);
     const std::vector<float> x = random_f32(s.k, 1);
     std::vector<float> y(static_cast<size_t>(s.n));
-    Row r = make_row("gemv", model, s.name, 1, s.n, s.k, num_copies);
+    Row r = make_row(quantized ? "qgemv" : "gemv", model, shape, 1, s.n, s.k, num_copies);
     r.times = judged_by(meters.bandwidth, &r.limit, [&] {
       for (const PackedMatrix& w : copies) gemm(x.data(), 1, s.k, w, y.data(), s.n, pool);
     });
@@ -184,14 +226,14 @@ void matrix_rows(const std::string& model, const MatrixShape& s, bool gemv, bool
   if (gemm_rows) {
     const std::vector<float> x = random_f32(kPrefillRows * s.k, 2);
     std::vector<float> y(static_cast<size_t>(kPrefillRows * s.n));
-    Row r = make_row("gemm", model, s.name, kPrefillRows, s.n, s.k, 1);
+    Row r = make_row(quantized ? "qgemm" : "gemm", model, shape, kPrefillRows, s.n, s.k, 1);
     r.bandwidth_bound = false;
     r.times =
         judged_by(meters.fma, &r.limit, [&] { gemm(x.data(), kPrefillRows, s.k, copies[0], y.data(), s.n, pool); });
     r.achieved = 2.0 * static_cast<double>(kPrefillRows) * static_cast<double>(s.n) * static_cast<double>(s.k) /
                  r.times.best_seconds;
     r.ratio = r.achieved / r.limit;
-    r.target = kGemmTarget;
+    if (!quantized) r.target = kGemmTarget;
     rows.push_back(r);
   }
 }
@@ -244,7 +286,7 @@ void print_row(const Row& r) {
   if (r.target)
     std::snprintf(verdict, sizeof verdict, "target %.2f %s", *r.target, r.ratio >= *r.target ? "met" : "NOT met");
   const char* unit = r.bandwidth_bound ? "GB/s" : "GFLOP/s";
-  std::printf("%-9s %-11s %-13s m=%-3lld n=%-6lld k=%-5lld x%-2d %8.2f %-7s of %8.2f %-14s = %5.3f  %s\n",
+  std::printf("%-9s %-11s %-18s m=%-3lld n=%-6lld k=%-5lld x%-2d %8.2f %-7s of %8.2f %-14s = %5.3f  %s\n",
               r.kernel.c_str(), r.model.c_str(), r.shape.c_str(), static_cast<long long>(r.m),
               static_cast<long long>(r.n), static_cast<long long>(r.k), r.copies, r.achieved / 1e9, unit, r.limit / 1e9,
               r.bandwidth_bound ? "read bandwidth" : "fma peak", r.ratio, verdict);
@@ -260,6 +302,7 @@ nlohmann::ordered_json row_json(const Row& r, int threads) {
       {"k", r.k},
       {"copies", r.copies},
       {"isa", std::string(isa_name(active_isa()))},
+      {"avx512_vnni", active_isa() == Isa::kAvx512 && avx512_vnni_enabled()},
       {"threads", threads},
       {"best_seconds", r.times.best_seconds},
       {"median_seconds", r.times.median_seconds},
@@ -284,11 +327,15 @@ int run(int argc, char** argv) {
   bool json = false;
   std::string models = "qwen3-0.6b,qwen3-8b";
   std::string kernels = "gemv,gemm,attention";
+  std::string quant_types = "q8_0,q4_k";
   app.add_option("--threads", threads, "Worker threads (default: $DITTO_NUM_THREADS or all cores)")
       ->check(CLI::Range(1, ThreadPool::kMaxThreads));
   app.add_flag("--json", json, "One JSON array of rows instead of the table");
   app.add_option("--models", models, "Comma-separated test-model presets whose shapes to run")->capture_default_str();
-  app.add_option("--kernels", kernels, "Comma-separated subset of gemv, gemm, attention")->capture_default_str();
+  app.add_option("--kernels", kernels, "Comma-separated subset of gemv, gemm, attention, qgemv, qgemm")
+      ->capture_default_str();
+  app.add_option("--quant", quant_types, "GGML types of the qgemv/qgemm rows (q8_0, q4_0, q4_1, q4_k, q6_k)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -298,8 +345,11 @@ int run(int argc, char** argv) {
   }
   const std::vector<std::string> kernel_list = split_list(kernels);
   for (const std::string& kname : kernel_list)
-    if (kname != "gemv" && kname != "gemm" && kname != "attention")
-      throw_invalid_argument("--kernels: unknown kernel '" + kname + "'; choose from gemv, gemm, attention");
+    if (kname != "gemv" && kname != "gemm" && kname != "attention" && kname != "qgemv" && kname != "qgemm")
+      throw_invalid_argument("--kernels: unknown kernel '" + kname +
+                             "'; choose from gemv, gemm, attention, qgemv, qgemm");
+  std::vector<QuantType> quants;
+  for (const std::string& q : split_list(quant_types)) quants.push_back(parse_quant(q));
   const auto wants = [&](const char* kname) {
     return std::find(kernel_list.begin(), kernel_list.end(), kname) != kernel_list.end();
   };
@@ -308,7 +358,10 @@ int run(int argc, char** argv) {
 
   ThreadPool pool(threads);
   Meters meters{ReadBandwidthMeter(&pool), FmaPeakMeter(&pool)};
-  if (!json) std::printf("isa %s, %d threads\n", std::string(isa_name(active_isa())).c_str(), threads);
+  if (!json)
+    std::printf("isa %s%s, %d threads\n", std::string(isa_name(active_isa())).c_str(),
+                active_isa() == Isa::kAvx512 && avx512_vnni_enabled() ? " (avx512_vnni for quantized weights)" : "",
+                threads);
   std::vector<Row> rows;
   const auto emit = [&](size_t from) {
     if (!json)
@@ -318,7 +371,10 @@ int run(int argc, char** argv) {
   for (const auto& [name, config] : configs) {
     for (const MatrixShape& s : matrix_shapes(config)) {
       const size_t from = rows.size();
-      matrix_rows(name, s, wants("gemv"), wants("gemm"), &pool, meters, rows);
+      if (wants("gemv") || wants("gemm"))
+        matrix_rows(name, s, wants("gemv"), wants("gemm"), QuantType::kNone, &pool, meters, rows);
+      if (wants("qgemv") || wants("qgemm"))
+        for (QuantType q : quants) matrix_rows(name, s, wants("qgemv"), wants("qgemm"), q, &pool, meters, rows);
       emit(from);
     }
     if (wants("attention")) {
