@@ -233,6 +233,10 @@ inline void qkernel(const QTile& t) {
   for (int r = 0; r < MR; ++r)
     for (int p = 0; p < NP; ++p) acc[r][p] = O::fzero();
   const I nib_mask = O::bytes(0x0f);
+  // With one row the dot-product chains are the critical path (a vpdpbusd waits for the previous
+  // one on the same accumulator): split each sum into two chains, added at the end (exact).
+  constexpr bool kSplit = MR == 1;
+  I part[MR][NP];
   for (int64_t b = 0; b < a.nb; ++b) {
     const uint8_t* pb[NP];
     for (int p = 0; p < NP; ++p) pb[p] = t.panel + p * t.panel_bytes + b * t.pb_bytes;
@@ -252,6 +256,8 @@ inline void qkernel(const QTile& t) {
         const int32_t offset = T == QuantType::kQ8_0 ? 128 : T == QuantType::kQ4_0 ? 8 : 0;
         const I start = O::set1(-offset * sums[r][0]);
         for (int p = 0; p < NP; ++p) isum[r][p] = start;
+        if constexpr (kSplit)
+          for (int p = 0; p < NP; ++p) part[r][p] = O::zero();
       }
       if constexpr (T == QuantType::kQ8_0) {
         for (int g = 0; g < 8; ++g) {
@@ -259,7 +265,13 @@ inline void qkernel(const QTile& t) {
           for (int p = 0; p < NP; ++p) w[p] = O::load(pb[p] + kQ8W + 64 * g);
           for (int r = 0; r < MR; ++r) {
             const auto x = O::xop(q[r] + 4 * g);
-            for (int p = 0; p < NP; ++p) isum[r][p] = O::dot(isum[r][p], w[p], x);
+            for (int p = 0; p < NP; ++p) {
+              if (kSplit && g % 2 == 1) {
+                part[r][p] = O::dot(part[r][p], w[p], x);
+              } else {
+                isum[r][p] = O::dot(isum[r][p], w[p], x);
+              }
+            }
           }
         }
       } else {
@@ -274,10 +286,20 @@ inline void qkernel(const QTile& t) {
           for (int r = 0; r < MR; ++r) {
             const auto xl = O::xop(q[r] + 8 * o);
             const auto xh = O::xop(q[r] + 8 * o + 4);
-            for (int p = 0; p < NP; ++p) isum[r][p] = O::dot(O::dot(isum[r][p], lo[p], xl), hi[p], xh);
+            for (int p = 0; p < NP; ++p) {
+              if constexpr (kSplit) {
+                isum[r][p] = O::dot(isum[r][p], lo[p], xl);
+                part[r][p] = O::dot(part[r][p], hi[p], xh);
+              } else {
+                isum[r][p] = O::dot(O::dot(isum[r][p], lo[p], xl), hi[p], xh);
+              }
+            }
           }
         }
       }
+      if constexpr (kSplit)
+        for (int r = 0; r < MR; ++r)
+          for (int p = 0; p < NP; ++p) isum[r][p] = O::add(isum[r][p], part[r][p]);
       F dw[NP], mw[NP];
       for (int p = 0; p < NP; ++p) {
         dw[p] = O::f16(pb[p]);
@@ -301,7 +323,7 @@ inline void qkernel(const QTile& t) {
       for (int j = 0; j < 8; ++j) {
         I inner[MR][NP];
         for (int r = 0; r < MR; ++r)
-          for (int p = 0; p < NP; ++p) inner[r][p] = O::zero();
+          for (int p = 0; p < NP; ++p) inner[r][p] = part[r][p] = O::zero();
         for (int o = 4 * j; o < 4 * j + 4; ++o) {
           I lo[NP], hi[NP];
           for (int p = 0; p < NP; ++p) {
@@ -312,9 +334,19 @@ inline void qkernel(const QTile& t) {
           for (int r = 0; r < MR; ++r) {
             const auto xl = O::xop(q[r] + 8 * o);
             const auto xh = O::xop(q[r] + 8 * o + 4);
-            for (int p = 0; p < NP; ++p) inner[r][p] = O::dot(O::dot(inner[r][p], lo[p], xl), hi[p], xh);
+            for (int p = 0; p < NP; ++p) {
+              if constexpr (kSplit) {
+                inner[r][p] = O::dot(inner[r][p], lo[p], xl);
+                part[r][p] = O::dot(part[r][p], hi[p], xh);
+              } else {
+                inner[r][p] = O::dot(O::dot(inner[r][p], lo[p], xl), hi[p], xh);
+              }
+            }
           }
         }
+        if constexpr (kSplit)
+          for (int r = 0; r < MR; ++r)
+            for (int p = 0; p < NP; ++p) inner[r][p] = O::add(inner[r][p], part[r][p]);
         for (int p = 0; p < NP; ++p) {
           const I scale = O::u8_to_i32(sc[p][j]);
           for (int r = 0; r < MR; ++r) isum[r][p] = O::add(isum[r][p], O::mullo(inner[r][p], scale));
@@ -355,6 +387,8 @@ inline void qkernel(const QTile& t) {
         for (int r = 0; r < MR; ++r) {
           const I start = O::set1(-32 * sums[r][s]);
           for (int p = 0; p < NP; ++p) inner[r][p] = start;
+          if constexpr (kSplit)
+            for (int p = 0; p < NP; ++p) part[r][p] = O::zero();
         }
         I w[4][NP];
         for (int p = 0; p < NP; ++p) {
@@ -368,9 +402,18 @@ inline void qkernel(const QTile& t) {
         for (int r = 0; r < MR; ++r) {
           for (int g = 0; g < 4; ++g) {
             const auto x = O::xop(q[r] + 16 * s + 4 * g);
-            for (int p = 0; p < NP; ++p) inner[r][p] = O::dot(inner[r][p], w[g][p], x);
+            for (int p = 0; p < NP; ++p) {
+              if (kSplit && g >= 2) {
+                part[r][p] = O::dot(part[r][p], w[g][p], x);
+              } else {
+                inner[r][p] = O::dot(inner[r][p], w[g][p], x);
+              }
+            }
           }
         }
+        if constexpr (kSplit)
+          for (int r = 0; r < MR; ++r)
+            for (int p = 0; p < NP; ++p) inner[r][p] = O::add(inner[r][p], part[r][p]);
         for (int p = 0; p < NP; ++p) {
           const I scale = O::i8_to_i32(lane_bytes(pb[p] + kQ6KScales + 16 * s));
           for (int r = 0; r < MR; ++r) isum[r][p] = O::add(isum[r][p], O::mullo(inner[r][p], scale));
