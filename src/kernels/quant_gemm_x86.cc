@@ -61,6 +61,10 @@ struct Avx512Ops {
     return _mm512_srli_epi16(a, N);
   }
   template <int N>
+  DITTO_AVX512_OPS I srai32(I a) {
+    return _mm512_srai_epi32(a, N);
+  }
+  template <int N>
   DITTO_AVX512_OPS I slli16(I a) {
     return _mm512_slli_epi16(a, N);
   }
@@ -138,6 +142,10 @@ struct Avx2Ops {
   template <int N>
   DITTO_AVX2_OPS I srli16(I a) {
     return {_mm256_srli_epi16(a.lo, N), _mm256_srli_epi16(a.hi, N)};
+  }
+  template <int N>
+  DITTO_AVX2_OPS I srai32(I a) {
+    return {_mm256_srai_epi32(a.lo, N), _mm256_srai_epi32(a.hi, N)};
   }
   template <int N>
   DITTO_AVX2_OPS I slli16(I a) {
@@ -234,8 +242,12 @@ inline void qkernel(const QTile& t) {
     for (int p = 0; p < NP; ++p) acc[r][p] = O::fzero();
   const I nib_mask = O::bytes(0x0f);
   // With one row the dot-product chains are the critical path (a vpdpbusd waits for the previous
-  // one on the same accumulator): split each sum into two chains, added at the end (exact).
+  // one on the same accumulator): split each sum into two chains, added at the end (exact). The
+  // second chain of a 4-bit type takes the high nibbles in place (16·q, masked by 0xF0, one
+  // operation less than shifting them down) and is divided by 16 at the end: exact, the sum being
+  // 16 times an integer (|16·15·127·32| < 2^20).
   constexpr bool kSplit = MR == 1;
+  const I high_mask = O::bytes(0xf0);
   I part[MR][NP];
   for (int64_t b = 0; b < a.nb; ++b) {
     const uint8_t* pb[NP];
@@ -262,7 +274,9 @@ inline void qkernel(const QTile& t) {
       if constexpr (T == QuantType::kQ8_0) {
         for (int g = 0; g < 8; ++g) {
           I w[NP];
-          for (int p = 0; p < NP; ++p) w[p] = O::load(pb[p] + kQ8W + 64 * g);
+          for (int p = 0; p < NP; ++p) {
+            w[p] = O::load(pb[p] + kQ8W + 64 * g);
+          }
           for (int r = 0; r < MR; ++r) {
             const auto x = O::xop(q[r] + 4 * g);
             for (int p = 0; p < NP; ++p) {
@@ -281,7 +295,7 @@ inline void qkernel(const QTile& t) {
           for (int p = 0; p < NP; ++p) {
             const I v = O::load(pb[p] + nib + 64 * o);
             lo[p] = O::and_(v, nib_mask);
-            hi[p] = O::and_(O::template srli16<4>(v), nib_mask);
+            hi[p] = kSplit ? O::and_(v, high_mask) : O::and_(O::template srli16<4>(v), nib_mask);
           }
           for (int r = 0; r < MR; ++r) {
             const auto xl = O::xop(q[r] + 8 * o);
@@ -299,7 +313,8 @@ inline void qkernel(const QTile& t) {
       }
       if constexpr (kSplit)
         for (int r = 0; r < MR; ++r)
-          for (int p = 0; p < NP; ++p) isum[r][p] = O::add(isum[r][p], part[r][p]);
+          for (int p = 0; p < NP; ++p)
+            isum[r][p] = O::add(isum[r][p], T == QuantType::kQ8_0 ? part[r][p] : O::template srai32<4>(part[r][p]));
       F dw[NP], mw[NP];
       for (int p = 0; p < NP; ++p) {
         dw[p] = O::f16(pb[p]);
@@ -329,7 +344,7 @@ inline void qkernel(const QTile& t) {
           for (int p = 0; p < NP; ++p) {
             const I v = O::load(pb[p] + kQ4KNib + 64 * o);
             lo[p] = O::and_(v, nib_mask);
-            hi[p] = O::and_(O::template srli16<4>(v), nib_mask);
+            hi[p] = kSplit ? O::and_(v, high_mask) : O::and_(O::template srli16<4>(v), nib_mask);
           }
           for (int r = 0; r < MR; ++r) {
             const auto xl = O::xop(q[r] + 8 * o);
@@ -346,7 +361,7 @@ inline void qkernel(const QTile& t) {
         }
         if constexpr (kSplit)
           for (int r = 0; r < MR; ++r)
-            for (int p = 0; p < NP; ++p) inner[r][p] = O::add(inner[r][p], part[r][p]);
+            for (int p = 0; p < NP; ++p) inner[r][p] = O::add(inner[r][p], O::template srai32<4>(part[r][p]));
         for (int p = 0; p < NP; ++p) {
           const I scale = O::u8_to_i32(sc[p][j]);
           for (int r = 0; r < MR; ++r) isum[r][p] = O::add(isum[r][p], O::mullo(inner[r][p], scale));
@@ -413,7 +428,7 @@ inline void qkernel(const QTile& t) {
         }
         if constexpr (kSplit)
           for (int r = 0; r < MR; ++r)
-            for (int p = 0; p < NP; ++p) inner[r][p] = O::add(inner[r][p], part[r][p]);
+            for (int p = 0; p < NP; ++p) inner[r][p] = O::add(inner[r][p], O::template srai32<4>(part[r][p]));
         for (int p = 0; p < NP; ++p) {
           const I scale = O::i8_to_i32(lane_bytes(pb[p] + kQ6KScales + 16 * s));
           for (int r = 0; r < MR; ++r) isum[r][p] = O::add(isum[r][p], O::mullo(inner[r][p], scale));
