@@ -428,7 +428,7 @@ inline void qkernel(const QTile& t) {
         }
         if constexpr (kSplit)
           for (int r = 0; r < MR; ++r)
-            for (int p = 0; p < NP; ++p) inner[r][p] = O::add(inner[r][p], O::template srai32<4>(part[r][p]));
+            for (int p = 0; p < NP; ++p) inner[r][p] = O::add(inner[r][p], part[r][p]);
         for (int p = 0; p < NP; ++p) {
           const I scale = O::i8_to_i32(lane_bytes(pb[p] + kQ6KScales + 16 * s));
           for (int r = 0; r < MR; ++r) isum[r][p] = O::add(isum[r][p], O::mullo(inner[r][p], scale));
