@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/json_file.h"
@@ -556,7 +558,7 @@ std::string json_string(const std::string& token, size_t index, const std::strin
     return json(token).dump();
   } catch (const json::type_error&) {
     throw_invalid_argument(source + ": tokenizer.ggml.tokens[" + std::to_string(index) +
-                           "] is not valid UTF-8 (a byte-level BPE token never is)");
+                           "] is not valid UTF-8 (byte-level BPE tokens always are)");
   }
 }
 
@@ -573,7 +575,7 @@ LlamaAttributes llama_attributes(const GgufVocab& v, const std::vector<std::stri
   for (size_t i = 0; i < v.token_types.size(); ++i) a.attrs[i] = attr_of_type(v.token_types[i]);
   std::unordered_map<std::string, int32_t> by_text;
   for (size_t i = 0; i < tokens.size(); ++i) by_text.emplace(tokens[i], static_cast<int32_t>(i));
-  auto find = [&](const char* text) {
+  auto id_of_text = [&](const char* text) {
     const auto it = by_text.find(text);
     return it == by_text.end() ? kNoToken : it->second;
   };
@@ -583,7 +585,7 @@ LlamaAttributes llama_attributes(const GgufVocab& v, const std::vector<std::stri
   for (const FimNames& fim : fim_names()) {
     if (ids[fim.name] != kNoToken) continue;
     for (const char* text : fim.texts) {
-      const int32_t id = find(text);
+      const int32_t id = id_of_text(text);
       if (id != kNoToken && (ids[fim.name] == kNoToken || id < ids[fim.name])) ids[fim.name] = id;
     }
     if (ids[fim.name] != kNoToken) a.attrs[ids[fim.name]] |= kAttrControl;
@@ -594,14 +596,14 @@ LlamaAttributes llama_attributes(const GgufVocab& v, const std::vector<std::stri
   // Every token named like an end of generation ends generation and is a control token (this covers
   // llama.cpp's EOT and EOM guesses, whose names are all in the list).
   for (const char* text : kEndOfGenerationNames) {
-    if (const int32_t id = find(text); id != kNoToken) {
+    if (const int32_t id = id_of_text(text); id != kNoToken) {
       a.eog.insert(id);
       a.attrs[id] |= kAttrControl;
     }
   }
   // gpt-oss's channel markers are always rendered.
   for (const char* text : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
-    if (const int32_t id = find(text); id != kNoToken) a.attrs[id] = kAttrUserDefined;
+    if (const int32_t id = id_of_text(text); id != kNoToken) a.attrs[id] = kAttrUserDefined;
   }
   for (const char* name : {"eos", "eot", "eom"}) {
     if (ids[name] != kNoToken) a.eog.insert(ids[name]);
@@ -609,17 +611,17 @@ LlamaAttributes llama_attributes(const GgufVocab& v, const std::vector<std::stri
   // With <|return|> and <|call|> (o200k_harmony) or <|calls|> and <|flush|> (solar-open), <|end|>
   // only ends a message; with <|tool_response> (Gemma 4), </s> is an ordinary token.
   auto eog_has = [&](const char* text) {
-    const int32_t id = find(text);
+    const int32_t id = id_of_text(text);
     return id != kNoToken && a.eog.count(id) > 0;
   };
   const bool has_call = eog_has("<|call|>") || eog_has("<|calls|>");
   if (eog_has("<|end|>") && ((eog_has("<|return|>") && has_call) || (has_call && eog_has("<|flush|>")))) {
-    a.eog.erase(find("<|end|>"));
-    a.attrs[find("<|end|>")] = kAttrUserDefined;
+    a.eog.erase(id_of_text("<|end|>"));
+    a.attrs[id_of_text("<|end|>")] = kAttrUserDefined;
   }
   if (eog_has("<|tool_response>") && eog_has("</s>")) {
-    a.eog.erase(find("</s>"));
-    a.attrs[find("</s>")] = kAttrNormal;
+    a.eog.erase(id_of_text("</s>"));
+    a.attrs[id_of_text("</s>")] = kAttrNormal;
   }
   return a;
 }
@@ -679,27 +681,26 @@ HfTokenizerFiles hf_tokenizer_from_gguf(const GgufVocab& v, const std::string& s
   }
   const LlamaAttributes attributes = llama_attributes(v, tokens, ids);
 
-  // Merges, by rank; a pair listed twice keeps its first rank.
+  // Merges, by rank; a pair listed twice keeps its first rank. The message is built only for an
+  // error: files hold ~10^5 merges.
   json merges = json::array();
-  std::set<std::pair<std::string, std::string>> seen;
+  std::unordered_set<std::string_view> seen;
   for (size_t i = 0; i < v.merges.size(); ++i) {
     const std::string& m = v.merges[i];
-    const std::string at = source + ": tokenizer.ggml.merges[" + std::to_string(i) + "] " +
-                           json(m).dump(-1, ' ', false, json::error_handler_t::replace);
+    auto quoted = [](const std::string& t) { return json(t).dump(-1, ' ', false, json::error_handler_t::replace); };
+    auto fail = [&](const std::string& what) {
+      throw_invalid_argument(source + ": tokenizer.ggml.merges[" + std::to_string(i) + "] " + quoted(m) + " " + what);
+    };
     const size_t space = m.find(' ', 1);
-    if (space == std::string::npos) throw_invalid_argument(at + " has no space between two tokens");
+    if (space == std::string::npos) fail("has no space between two tokens");
     std::string left = m.substr(0, space), right = m.substr(space + 1);
     for (const std::string* t : {&left, &right}) {
-      if (index_of.count(*t) == 0) {
-        throw_invalid_argument(at + " names " + json(*t).dump(-1, ' ', false, json::error_handler_t::replace) +
-                               ", which is not in tokenizer.ggml.tokens");
-      }
+      if (index_of.count(*t) == 0) fail("names " + quoted(*t) + ", which is not in tokenizer.ggml.tokens");
     }
     if (index_of.count(left + right) == 0) {
-      throw_invalid_argument(at + " makes " + json(left + right).dump(-1, ' ', false, json::error_handler_t::replace) +
-                             ", which is not in tokenizer.ggml.tokens");
+      fail("makes " + quoted(left + right) + ", which is not in tokenizer.ggml.tokens");
     }
-    if (seen.emplace(left, right).second) merges.push_back(json::array({std::move(left), std::move(right)}));
+    if (seen.insert(m).second) merges.push_back(json::array({std::move(left), std::move(right)}));
   }
 
   // add_bos / add_eos: llama.cpp's defaults, then the file's keys.
