@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -495,12 +496,18 @@ TEST(QuantGemmTest, MatchesTheCanonicalFormulasBitwise) {
         for (int64_t m : {1, 2, 5, 7}) {
           const int64_t ldx = k + 3, ldy = n + 2;
           const std::vector<float> x = activations(rng, m * ldx);
-          const std::vector<float> y = run_gemm(p, x.data(), m, ldx, m % 2 ? &pool : nullptr, ldy);
           const std::vector<float> want = contract_gemm(t, w, n, k, x.data(), m, ldx);
-          for (int64_t r = 0; r < m; ++r) {
-            ASSERT_TRUE(BitsEqual(want.data() + r * n, y.data() + r * ldy, n))
-                << label(t) << " n=" << n << " k=" << k << " m=" << m << " row " << r;
-            for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[r * ldy + j], -7.0f) << "wrote past n";
+          // On avx512 with VNNI, the variant without it too (DITTO_AVX512_VNNI=0).
+          for (bool vnni : {true, false}) {
+            if (!vnni && !avx512_vnni_enabled()) continue;
+            ScopedAvx512Vnni scoped(vnni);
+            const std::vector<float> y = run_gemm(p, x.data(), m, ldx, m % 2 ? &pool : nullptr, ldy);
+            for (int64_t r = 0; r < m; ++r) {
+              ASSERT_TRUE(BitsEqual(want.data() + r * n, y.data() + r * ldy, n))
+                  << label(t) << " n=" << n << " k=" << k << " m=" << m << " row " << r
+                  << (vnni ? "" : " without vnni");
+              for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[r * ldy + j], -7.0f) << "wrote past n";
+            }
           }
         }
       }
