@@ -231,6 +231,14 @@ inline void q4k_scales(const uint8_t* s, __m128i sc[8], __m128i m[8]) {
   }
 }
 
+// Decode reads each weight once from memory, and the arithmetic per byte (4-bit unpacking, scales)
+// is enough that the hardware prefetcher alone leaves loads and arithmetic poorly overlapped: with
+// one row, each panel block first asks for the lines kPrefetchBytes ahead (measured on Sapphire
+// Rapids: +15% on Q4_K from DRAM; 1024 did best of 1, 2, 4 and 8 KiB). Prefetching past the end of
+// the matrix is harmless.
+constexpr int64_t kPrefetchBytes = 1024;
+inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0); }
+
 template <class O, QuantType T, int MR, int NP>
 inline void qkernel(const QTile& t) {
   using namespace quant_layout;
@@ -252,6 +260,9 @@ inline void qkernel(const QTile& t) {
   for (int64_t b = 0; b < a.nb; ++b) {
     const uint8_t* pb[NP];
     for (int p = 0; p < NP; ++p) pb[p] = t.panel + p * t.panel_bytes + b * t.pb_bytes;
+    if constexpr (kSplit)
+      for (int p = 0; p < NP; ++p)
+        for (int64_t off = 0; off < t.pb_bytes; off += 64) prefetch(pb[p] + off);
     const int8_t* q[MR];
     float dx[MR];
     const int32_t* sums[MR];
