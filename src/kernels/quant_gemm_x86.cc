@@ -215,20 +215,18 @@ struct QTile {
 // Loads 16 bytes (one per lane) at p.
 inline __m128i lane_bytes(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 
-// Q4_K: the 6-bit scale (sc) and min (m) of sub-block j for the 16 lanes, from the transposed 12
-// scale bytes s[12][16] (q4_k_scale_min lane-wise; 16-bit shifts whose bits crossing into the
-// neighbouring byte are masked off).
-inline void q4k_scales(const uint8_t* s, __m128i sc[8], __m128i m[8]) {
-  __m128i b[12];
-  for (int i = 0; i < 12; ++i) b[i] = lane_bytes(s + 16 * i);
-  const __m128i low6 = _mm_set1_epi8(63), low4 = _mm_set1_epi8(15), top2 = _mm_set1_epi8(0x30);
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = _mm_and_si128(b[j], low6);
-    m[j] = _mm_and_si128(b[j + 4], low6);
-    sc[j + 4] = _mm_or_si128(_mm_and_si128(b[j + 8], low4), _mm_and_si128(_mm_srli_epi16(b[j], 2), top2));
-    m[j + 4] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(b[j + 8], 4), low4),
-                            _mm_and_si128(_mm_srli_epi16(b[j + 4], 2), top2));
-  }
+// Q4_K: the 6-bit scale and min of sub-block j for the 16 lanes, from the transposed 12 scale bytes
+// s[12][16] (q4_k_scale_min lane-wise; 16-bit shifts whose bits crossing into the neighbouring byte
+// are masked off). Decoded where used, from L1, rather than kept in 16 registers per panel.
+inline __m128i q4k_scale(const uint8_t* s, int j) {
+  if (j < 4) return _mm_and_si128(lane_bytes(s + 16 * j), _mm_set1_epi8(63));
+  return _mm_or_si128(_mm_and_si128(lane_bytes(s + 16 * (j + 4)), _mm_set1_epi8(15)),
+                      _mm_and_si128(_mm_srli_epi16(lane_bytes(s + 16 * (j - 4)), 2), _mm_set1_epi8(0x30)));
+}
+inline __m128i q4k_min(const uint8_t* s, int j) {
+  if (j < 4) return _mm_and_si128(lane_bytes(s + 16 * (j + 4)), _mm_set1_epi8(63));
+  return _mm_or_si128(_mm_and_si128(_mm_srli_epi16(lane_bytes(s + 16 * (j + 4)), 4), _mm_set1_epi8(15)),
+                      _mm_and_si128(_mm_srli_epi16(lane_bytes(s + 16 * j), 2), _mm_set1_epi8(0x30)));
 }
 
 // Decode reads each weight once from memory, and the arithmetic per byte (4-bit unpacking, scales)
@@ -342,8 +340,6 @@ inline void qkernel(const QTile& t) {
         }
       }
     } else if constexpr (T == QuantType::kQ4_K) {
-      __m128i sc[NP][8], mn[NP][8];
-      for (int p = 0; p < NP; ++p) q4k_scales(pb[p] + kQ4KScales, sc[p], mn[p]);
       for (int r = 0; r < MR; ++r)
         for (int p = 0; p < NP; ++p) isum[r][p] = O::zero();
       for (int j = 0; j < 8; ++j) {
@@ -374,7 +370,7 @@ inline void qkernel(const QTile& t) {
           for (int r = 0; r < MR; ++r)
             for (int p = 0; p < NP; ++p) inner[r][p] = O::add(inner[r][p], O::template srai32<4>(part[r][p]));
         for (int p = 0; p < NP; ++p) {
-          const I scale = O::u8_to_i32(sc[p][j]);
+          const I scale = O::u8_to_i32(q4k_scale(pb[p] + kQ4KScales, j));
           for (int r = 0; r < MR; ++r) isum[r][p] = O::add(isum[r][p], O::mullo(inner[r][p], scale));
         }
       }
@@ -384,7 +380,8 @@ inline void qkernel(const QTile& t) {
         for (int p = 0; p < NP; ++p) msum[r][p] = O::zero();
       for (int u = 0; u < 4; ++u) {
         I mp[NP];
-        for (int p = 0; p < NP; ++p) mp[p] = O::u8_pairs(mn[p][2 * u], mn[p][2 * u + 1]);
+        for (int p = 0; p < NP; ++p)
+          mp[p] = O::u8_pairs(q4k_min(pb[p] + kQ4KScales, 2 * u), q4k_min(pb[p] + kQ4KScales, 2 * u + 1));
         for (int r = 0; r < MR; ++r) {
           const int32_t s0 = sums[r][4 * u] + sums[r][4 * u + 1], s1 = sums[r][4 * u + 2] + sums[r][4 * u + 3];
           const I pair =
