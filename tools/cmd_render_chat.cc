@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/json_input.h"
+#include "engine/model_files.h"
 #include "model/hub.h"
 #include "tokenizer/chat_template.h"
 
@@ -52,7 +53,7 @@ std::string render_line(const ChatTemplate& tmpl, const std::string& line, const
 }
 
 void run_render_chat(const RenderChatOptions& o) {
-  const ChatTemplate tmpl = ChatTemplate::load(resolve_model_path(o.model));
+  const ChatTemplate tmpl = load_chat_template(resolve_model_path(o.model));
   std::ifstream file;
   std::istream* in = &std::cin;
   if (o.input != "-") {

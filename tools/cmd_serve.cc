@@ -78,6 +78,7 @@ void run_serve(ServeOptions o) {
   o.server.max_request_body_bytes = parse_size_bytes(o.max_request_body, "--max-request-body-bytes");
   if (o.server.served_model_name.empty()) o.server.served_model_name = o.model;
   validate_server_options(o.server);  // before the (long) model load
+  note_random_weights("ditto serve", o.model);
   LLMEngine llm(lo);
   o.server.model_path = resolve_model_path(o.model);
   o.server.version = DITTO_VERSION;

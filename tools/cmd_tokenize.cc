@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/json_input.h"
+#include "engine/model_files.h"
 #include "model/hub.h"
 #include "tokenizer/tokenizer.h"
 
@@ -94,7 +95,7 @@ std::vector<int32_t> parse_ids(const nlohmann::json& ids, const Tokenizer& token
 void run_tokenize(const TokenizeOptions& o) {
   if (o.text.has_value() == !o.input.empty())
     throw_invalid_argument("tokenize: give exactly one of --input and --text");
-  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::load(resolve_model_path(o.model));
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(resolve_model_path(o.model));
   std::string out;
   auto encode = [&](const std::string& text, const std::string& where) {
     std::vector<int32_t> ids;
@@ -122,7 +123,7 @@ void run_tokenize(const TokenizeOptions& o) {
 void run_detokenize(const DetokenizeOptions& o) {
   if (o.ids.has_value() == !o.input.empty())
     throw_invalid_argument("detokenize: give exactly one of --input and --ids");
-  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::load(resolve_model_path(o.model));
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(resolve_model_path(o.model));
   std::string out;
   auto decode = [&](const std::vector<int32_t>& ids) {
     nlohmann::json j{{"text", tokenizer->decode(ids, o.skip_special_tokens, o.clean_up_tokenization_spaces)}};

@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "model/gguf_model.h"
+#include "model/gguf_reader.h"
 #include "model/hub.h"
 
 namespace ditto {
@@ -31,6 +33,24 @@ LoadedModel load_model(const ModelOptions& o) {
   lm.model = CausalLM::load(dir, lm.pool.get());
   if (o.report_memory) report_load(dir, *lm.model);
   return lm;
+}
+
+void note_random_weights(const std::string& command, const std::string& model) {
+  std::string model_path;
+  bool random = false;
+  try {
+    model_path = resolve_model_path(model);
+    random = is_gguf_file(model_path) ? gguf_model_config(*GgufFile::open(model_path)).random_weights
+                                      : load_model_config(model_path + "/config.json").random_weights;
+  } catch (const Error&) {
+    return;  // the loader reports it
+  }
+  if (!random) return;
+  std::fprintf(stderr,
+               "%s: note: %s has seeded random weights (written by `ditto make-test-model`), not a trained model: "
+               "the text it writes is noise, and that is not a bug. For real text use a trained model, e.g. `make "
+               "run`'s SmolLM2-135M-Instruct GGUF.\n",
+               command.c_str(), model_path.c_str());
 }
 
 void report_load(const std::string& dir, const CausalLM& model) {

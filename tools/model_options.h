@@ -32,6 +32,11 @@ LoadedModel load_model(const ModelOptions& options);
 // Prints --report-memory's line: tensors, weight bytes, peak RSS and load seconds (stderr).
 void report_load(const std::string& dir, const CausalLM& model);
 
+// Prints to stderr that `model`'s weights are seeded random numbers when its files say so
+// (ModelConfig::random_weights), so that nobody takes its noise for a bug. `command`: "ditto serve".
+// `model` as --model takes it (directory, GGUF file or hub id); errors are left to the loader.
+void note_random_weights(const std::string& command, const std::string& model);
+
 // "1,2,3" -> {1, 2, 3}. Throws Error(kInvalidArgument) naming `flag` and the bad item.
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& flag);
 

@@ -12,7 +12,7 @@
 #include "core/memory_info.h"
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
-#include "model/generation_config.h"
+#include "engine/model_files.h"
 #include "model/hub.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -29,14 +29,14 @@ LLMEngine::LLMEngine(const EngineArgs& args) : args_(args) {
                 "kv_cache_memory (--kv-cache-memory) is " + format_gib(args.kv_cache_memory) + " but only " +
                     format_gib(*available) + " is available after loading the model (MemAvailable, /proc/meminfo)");
   try {
-    tokenizer_ = Tokenizer::load(model_dir_);
-    chat_template_ = std::make_unique<ChatTemplate>(ChatTemplate::load(model_dir_));
+    tokenizer_ = load_tokenizer(model_dir_);
+    chat_template_ = std::make_unique<ChatTemplate>(load_chat_template(model_dir_));
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kNotFound) throw;
   }
   // Stop at generation_config.json's eos_token_id (else config.json's) and the tokenizer's
   // eos_token, as vLLM does.
-  for (int64_t id : ditto::eos_token_ids(model_dir_, model_->config()))
+  for (int64_t id : model_eos_token_ids(model_dir_, model_->config()))
     eos_token_ids_.push_back(static_cast<int32_t>(id));
   if (tokenizer_)
     for (int32_t id : tokenizer_->eos_token_ids())
@@ -48,7 +48,7 @@ LLMEngine::LLMEngine(const EngineArgs& args) : args_(args) {
 LLMEngine::~LLMEngine() = default;
 
 const Tokenizer& LLMEngine::tokenizer() const {
-  if (tokenizer_ == nullptr) throw_not_found(model_dir_ + "/tokenizer.json: not found (the model has no tokenizer)");
+  if (tokenizer_ == nullptr) throw_not_found(model_dir_ + ": the model has no tokenizer (no tokenizer.json / tokenizer.ggml.tokens)");
   return *tokenizer_;
 }
 

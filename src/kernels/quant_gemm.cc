@@ -35,9 +35,6 @@ constexpr std::array<Q6Bits, 256> make_q6_bits() {
 }
 constexpr std::array<Q6Bits, 256> kQ6Bits = make_q6_bits();
 
-// The 4-bit value i (0..31) of a Q4_0/Q4_1 block's qs.
-inline int q4_value(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 15 : qs[i - 16] >> 4; }
-
 // Offset in a nibble panel area of the byte holding value i's nibble of lane L (value i of a run
 // of octets: octet i / 8 holds values 8o..8o+3 in low and 8o+4..8o+7 in high nibbles), and its shift.
 inline int nib_offset(int i, int lane) { return 64 * (i / 8) + 4 * lane + i % 4; }
@@ -48,45 +45,69 @@ inline int nib_shift(int i) { return (i % 8) < 4 ? 0 : 4; }
 int64_t quant_panel_block_bytes(QuantType type) { return kPanelWidth * quant_format(type).block_bytes; }
 
 void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth], uint8_t* dst) {
+  // Word at a time: four consecutive values of a row are one 32-bit lane of the panel block, and
+  // four consecutive GGML bytes hold four consecutive values' nibbles (or 2-bit fields) at one
+  // position. (Little-endian: byte j of a loaded word is the word's bits 8j..8j+7.)
+  static_assert(std::endian::native == std::endian::little);
   using namespace quant_layout;
+  const auto load32 = [](const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  };
+  const auto store32 = [](uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); };
+  // Byte j: low nibble from the nibble at `shift` of a's byte j, high nibble likewise from b.
+  const auto nibble_pair = [](uint32_t a, uint32_t b, int shift) {
+    return ((a >> shift) & 0x0f0f0f0fu) | (((b >> shift) & 0x0f0f0f0fu) << 4);
+  };
   for (int lane = 0; lane < kPanelWidth; ++lane) {
     const uint8_t* b = src[lane];
     if (b == nullptr) continue;
     switch (type) {
       case QuantType::kQ8_0:
         std::memcpy(dst + 2 * lane, b, 2);
-        for (int i = 0; i < 32; ++i) dst[kQ8W + 64 * (i / 4) + 4 * lane + i % 4] = b[2 + i] ^ 0x80;
+        for (int g = 0; g < 8; ++g) store32(dst + kQ8W + 64 * g + 4 * lane, load32(b + 2 + 4 * g) ^ 0x80808080u);
         break;
       case QuantType::kQ4_0:
       case QuantType::kQ4_1: {
-        const int qs_off = type == QuantType::kQ4_0 ? 2 : 4;
+        const uint8_t* qs = b + (type == QuantType::kQ4_0 ? 2 : 4);
         const int nib = type == QuantType::kQ4_0 ? kQ40Nib : kQ41Nib;
         std::memcpy(dst + 2 * lane, b, 2);
         if (type == QuantType::kQ4_1) std::memcpy(dst + kQ41M + 2 * lane, b + 2, 2);
-        for (int i = 0; i < 32; ++i)
-          dst[nib + nib_offset(i, lane)] |= static_cast<uint8_t>(q4_value(b + qs_off, i) << nib_shift(i));
+        // Octet o: values 8o..8o+7 are the nibbles of qs[8·(o%2) ...], low for o < 2, high for o ≥ 2.
+        for (int o = 0; o < 4; ++o) {
+          const uint8_t* base = qs + 8 * (o % 2);
+          store32(dst + nib + 64 * o + 4 * lane, nibble_pair(load32(base), load32(base + 4), 4 * (o / 2)));
+        }
         break;
       }
       case QuantType::kQ4_K:
         std::memcpy(dst + 2 * lane, b, 2);
         std::memcpy(dst + kQ4KDmin + 2 * lane, b + 2, 2);
         for (int s = 0; s < 12; ++s) dst[kQ4KScales + 16 * s + lane] = b[4 + s];
-        for (int i = 0; i < 256; ++i) {
-          const int j = i / 32,
-                    v = j % 2 == 0 ? b[16 + 32 * (j / 2) + i % 32] & 15 : b[16 + 32 * (j / 2) + i % 32] >> 4;
-          dst[kQ4KNib + nib_offset(i, lane)] |= static_cast<uint8_t>(v << nib_shift(i));
+        // Octet o: sub-block j = o/4 lives in qs[32·(j/2) ...], low nibbles for even j, high for odd.
+        for (int o = 0; o < 32; ++o) {
+          const int j = o / 4;
+          const uint8_t* base = b + 16 + 32 * (j / 2) + 8 * (o % 4);
+          store32(dst + kQ4KNib + 64 * o + 4 * lane, nibble_pair(load32(base), load32(base + 4), 4 * (j % 2)));
         }
         break;
       case QuantType::kQ6_K:
         std::memcpy(dst + 2 * lane, b + 208, 2);
         for (int s = 0; s < 16; ++s) dst[kQ6KScales + 16 * s + lane] = b[192 + s];
-        for (int e = 0; e < 256; ++e) {
-          const Q6Bits& p = kQ6Bits[e];
-          const int lo = (b[p.ql] >> p.shift) & 15, hi = (b[128 + p.qh] >> p.hbit) & 3;
-          uint8_t* sub = dst + kQ6KSub + kQ6KSubBytes * (e / 16);
-          const int u = e % 16;
-          sub[nib_offset(u, lane)] |= static_cast<uint8_t>(lo << nib_shift(u));
-          sub[kQ6KHi + 4 * lane + u % 4] |= static_cast<uint8_t>(hi << (2 * (u / 4)));
+        // Sub-block s: 16 consecutive values in one 32-value part t of half h, so their low bits are
+        // 16 consecutive ql bytes at one nibble and their top bits 16 consecutive qh bytes at bits 2t.
+        for (int s = 0; s < 16; ++s) {
+          const int h = s / 8, t = (s % 8) / 2, l0 = 16 * (s % 2);
+          const uint8_t* ql = b + 64 * h + 32 * (t & 1) + l0;
+          const uint8_t* qh = b + 128 + 32 * h + l0;
+          uint8_t* sub = dst + kQ6KSub + kQ6KSubBytes * s;
+          const int shift = t < 2 ? 0 : 4;
+          store32(sub + 4 * lane, nibble_pair(load32(ql), load32(ql + 4), shift));
+          store32(sub + 64 + 4 * lane, nibble_pair(load32(ql + 8), load32(ql + 12), shift));
+          uint32_t hi = 0;
+          for (int g = 0; g < 4; ++g) hi |= ((load32(qh + 4 * g) >> (2 * t)) & 0x03030303u) << (2 * g);
+          store32(sub + kQ6KHi + 4 * lane, hi);
         }
         break;
       case QuantType::kNone: DITTO_CHECK(false) << "pack_quant_panel_block: not quantized";

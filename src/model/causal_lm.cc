@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <span>
@@ -16,51 +17,147 @@
 #include "kernels/attention.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
+#include "kernels/quant.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/softmax.h"
+#include "model/gguf_model.h"
+#include "model/gguf_reader.h"
 #include "model/model_tensors.h"
 #include "model/rope_frequencies.h"
 #include "model/safetensors.h"
 
 namespace ditto {
+
+// The tensors of a checkpoint, as load() takes them: Hugging Face safetensors or a GGUF file.
+class CheckpointTensors {
+ public:
+  virtual ~CheckpointTensors() = default;
+  // A 1-D tensor (norm weight, bias) converted to float32; its mapped pages are released.
+  virtual std::vector<float> vector(const TensorDesc& t) const = 0;
+  // A 2-D tensor as a packing source in Hugging Face row order. When the rows must be reordered
+  // the source points into `copy`, which the caller keeps until packing is done.
+  virtual MatrixSource matrix(const TensorDesc& t, std::vector<uint8_t>& copy) const = 0;
+  // Drops rows [row_begin, row_end) of t's mapped pages (packed, not read again); release() all.
+  virtual void release_rows(const TensorDesc& t, int64_t row_begin, int64_t row_end) const = 0;
+  virtual void release(const TensorDesc& t) const = 0;
+};
+
 namespace {
 
-// A 1-D tensor (norm weight, bias) converted to float32; its mapped pages are released.
-std::vector<float> load_vector(const WeightStore& store, const std::string& name) {
-  const TensorInfo& t = store.get(name);
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  const size_t es = dtype_size(t.dtype);
-  for (size_t i = 0; i < v.size(); ++i) {
-    uint8_t bytes[4];
-    std::memcpy(bytes, t.data + i * es, es);  // mmap data need not be aligned
-    v[i] = load_as_f32(bytes, t.dtype, 0);
-  }
-  store.release(t);
-  return v;
-}
+class SafetensorsTensors final : public CheckpointTensors {
+ public:
+  explicit SafetensorsTensors(const WeightStore& store) : store_(store) {}
 
-// The row-wise concatenation of 2-D tensors `names`, packed; their mapped pages are released.
-PackedMatrix load_matrix(const WeightStore& store, const std::vector<std::string>& names, ThreadPool* pool) {
-  std::vector<MatrixSource> parts;
-  std::vector<const TensorInfo*> infos;
-  for (const std::string& name : names) {
-    const TensorInfo& t = store.get(name);
-    infos.push_back(&t);
-    if (!parts.empty() && t.dtype != parts[0].dtype)
-      throw_invalid_argument("tensor '" + name + "' has dtype " + std::string(dtype_name(t.dtype)) + " but '" +
-                             names[0] + "', fused with it, has " + std::string(dtype_name(parts[0].dtype)));
-    parts.push_back(MatrixSource{t.data, t.dtype, t.shape[0], t.shape[1]});
+  std::vector<float> vector(const TensorDesc& d) const override {
+    const TensorInfo& t = store_.get(d.name);
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    const size_t es = dtype_size(t.dtype);
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint8_t bytes[4];
+      std::memcpy(bytes, t.data + i * es, es);  // mmap data need not be aligned
+      v[i] = load_as_f32(bytes, t.dtype, 0);
+    }
+    store_.release(t);
+    return v;
   }
-  const auto release_rows = [&](size_t part, int64_t row_begin, int64_t row_end) {
-    const TensorInfo& t = *infos[part];
+  MatrixSource matrix(const TensorDesc& d, std::vector<uint8_t>& /*copy*/) const override {
+    const TensorInfo& t = store_.get(d.name);
+    return MatrixSource{t.data, t.dtype, t.shape[0], t.shape[1]};
+  }
+  void release_rows(const TensorDesc& d, int64_t row_begin, int64_t row_end) const override {
+    const TensorInfo& t = store_.get(d.name);
     const size_t row_bytes = static_cast<size_t>(t.shape[1]) * dtype_size(t.dtype);
     t.file->release(t.file_offset + static_cast<size_t>(row_begin) * row_bytes,
                     static_cast<size_t>(row_end - row_begin) * row_bytes);
-  };
-  PackedMatrix packed = pack_matrix(parts, pool, release_rows);
-  for (const TensorInfo* t : infos) store.release(*t);
-  return packed;
+  }
+  void release(const TensorDesc& d) const override { store_.release(store_.get(d.name)); }
+
+ private:
+  const WeightStore& store_;
+};
+
+QuantType quant_type_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::kQ8_0: return QuantType::kQ8_0;
+    case GgmlType::kQ4_0: return QuantType::kQ4_0;
+    case GgmlType::kQ4_1: return QuantType::kQ4_1;
+    case GgmlType::kQ4_K: return QuantType::kQ4_K;
+    case GgmlType::kQ6_K: return QuantType::kQ6_K;
+    default: return QuantType::kNone;
+  }
+}
+
+class GgufTensors final : public CheckpointTensors {
+ public:
+  GgufTensors(const GgufFile& g, const ModelConfig& c) : g_(g), c_(c) {}
+
+  std::vector<float> vector(const TensorDesc& d) const override {
+    const GgufWeight w = gguf_weight(g_, c_, d);
+    const DType dtype = dtype_of(w.type);
+    std::vector<float> v(static_cast<size_t>(w.cols));
+    const size_t es = dtype_size(dtype);
+    for (int64_t i = 0; i < w.cols; ++i) {
+      uint8_t bytes[4];
+      std::memcpy(bytes, w.data + static_cast<size_t>(i) * es, es);
+      const int64_t to = w.permute_head_dim > 0 ? llama_permuted_row(i, w.permute_head_dim) : i;
+      v[static_cast<size_t>(to)] = load_as_f32(bytes, dtype, 0);
+    }
+    release(d);
+    return v;
+  }
+  MatrixSource matrix(const TensorDesc& d, std::vector<uint8_t>& copy) const override {
+    const GgufWeight w = gguf_weight(g_, c_, d);
+    const QuantType quant = quant_type_of(w.type);
+    MatrixSource source{w.data, quant == QuantType::kNone ? dtype_of(w.type) : DType::kF32, w.rows, w.cols};
+    source.quant = quant;
+    if (w.permute_head_dim > 0) {  // back to Hugging Face's row order
+      copy.resize(static_cast<size_t>(w.rows) * w.row_bytes);
+      for (int64_t r = 0; r < w.rows; ++r)
+        std::memcpy(copy.data() + static_cast<size_t>(llama_permuted_row(r, w.permute_head_dim)) * w.row_bytes,
+                    w.data + static_cast<size_t>(r) * w.row_bytes, w.row_bytes);
+      source.data = copy.data();
+      release(d);
+    }
+    return source;
+  }
+  void release_rows(const TensorDesc& d, int64_t row_begin, int64_t row_end) const override {
+    const GgufWeight w = gguf_weight(g_, c_, d);
+    if (w.permute_head_dim > 0) return;  // packed from the copy; released already
+    const size_t begin = static_cast<size_t>(w.data - g_.file().data()) + static_cast<size_t>(row_begin) * w.row_bytes;
+    g_.release(begin, static_cast<size_t>(row_end - row_begin) * w.row_bytes);
+  }
+  void release(const TensorDesc& d) const override {
+    const GgufWeight w = gguf_weight(g_, c_, d);
+    g_.release(static_cast<size_t>(w.data - g_.file().data()), static_cast<size_t>(w.rows) * w.row_bytes);
+  }
+
+ private:
+  const GgufFile& g_;
+  const ModelConfig& c_;
+};
+
+// The row-wise concatenation of 2-D tensors `descs`, packed: one part per run of tensors of the
+// same type (LinearWeight). Their mapped pages are released as they are packed.
+LinearWeight load_matrix(const CheckpointTensors& tensors, const std::vector<TensorDesc>& descs, ThreadPool* pool) {
+  std::vector<MatrixSource> sources;
+  std::vector<std::vector<uint8_t>> copies(descs.size());
+  for (size_t i = 0; i < descs.size(); ++i) sources.push_back(tensors.matrix(descs[i], copies[i]));
+  LinearWeight w;
+  for (size_t begin = 0; begin < descs.size();) {
+    size_t end = begin + 1;
+    while (end < descs.size() && sources[end].quant == sources[begin].quant &&
+           (sources[end].quant != QuantType::kNone || sources[end].dtype == sources[begin].dtype))
+      ++end;
+    const auto release_rows = [&](size_t part, int64_t row_begin, int64_t row_end) {
+      tensors.release_rows(descs[begin + part], row_begin, row_end);
+    };
+    w.parts.push_back(
+        pack_matrix(std::span<const MatrixSource>(sources.data() + begin, end - begin), pool, release_rows));
+    for (size_t i = begin; i < end; ++i) tensors.release(descs[i]);
+    begin = end;
+  }
+  return w;
 }
 
 // y[r, :] += bias for rows × [n] with row stride ld.
@@ -84,57 +181,94 @@ void add_residual(float* h, const float* delta, size_t count) {
 
 }  // namespace
 
-std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_dir, ThreadPool* pool) {
+int64_t LinearWeight::n() const {
+  int64_t n = 0;
+  for (const PackedMatrix& p : parts) n += p.n;
+  return n;
+}
+
+int64_t LinearWeight::k() const { return parts.empty() ? 0 : parts[0].k; }
+
+int64_t LinearWeight::weight_bytes() const {
+  int64_t bytes = 0;
+  for (const PackedMatrix& p : parts) bytes += p.weight_bytes();
+  return bytes;
+}
+
+void linear(const float* x, int64_t m, int64_t ldx, const LinearWeight& w, float* y, int64_t ldy, ThreadPool* pool) {
+  int64_t column = 0;
+  for (const PackedMatrix& p : w.parts) {
+    gemm(x, m, ldx, p, y + column, ldy, pool);
+    column += p.n;
+  }
+}
+
+std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_path, ThreadPool* pool) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<CausalLM> m(new CausalLM());
   m->pool_ = pool;
-  m->config_ = load_model_config(model_dir + "/config.json");
-  const ModelConfig& c = m->config_;
-  const WeightStore store = WeightStore::open(model_dir);
-  validate_weights(c, store);
   // The packed weights are one anonymous copy (each tensor's mapped pages are released once it
   // is packed), so loading needs about the checkpoint's size. Refuse now, with the numbers, rather
   // than be killed for memory halfway.
-  if (const std::optional<int64_t> available = mem_available_bytes(); available && store.total_bytes() > *available)
-    throw Error(ErrorCode::kResourceExhausted, model_dir + ": the weights need " + format_gib(store.total_bytes()) +
-                                                   " of memory, but " + format_gib(*available) +
-                                                   " is available (MemAvailable, /proc/meminfo); free memory or use a "
-                                                   "machine with more");
-  m->load_stats_.num_tensors = static_cast<int64_t>(expected_tensors(c).size());
-  m->load_stats_.weight_bytes = store.total_bytes();
-  m->inv_freq_ = rope_inv_freq(c);
+  const auto check_memory = [&](int64_t bytes) {
+    if (const std::optional<int64_t> available = mem_available_bytes(); available && bytes > *available)
+      throw Error(ErrorCode::kResourceExhausted, model_path + ": the weights need " + format_gib(bytes) +
+                                                     " of memory, but " + format_gib(*available) +
+                                                     " is available (MemAvailable, /proc/meminfo); free memory or "
+                                                     "use a machine with more");
+  };
+  if (std::filesystem::is_regular_file(model_path)) {  // a GGUF file; open() says if it is not one
+    const std::unique_ptr<GgufFile> g = GgufFile::open(model_path);
+    m->config_ = gguf_model_config(*g);
+    validate_gguf_weights(*g, m->config_);
+    check_memory(g->total_tensor_bytes());
+    m->load_stats_.weight_bytes = g->total_tensor_bytes();
+    m->load_tensors(GgufTensors(*g, m->config_), pool);
+  } else {
+    m->config_ = load_model_config(model_path + "/config.json");
+    const WeightStore store = WeightStore::open(model_path);
+    validate_weights(m->config_, store);
+    check_memory(store.total_bytes());
+    m->load_stats_.weight_bytes = store.total_bytes();
+    m->load_tensors(SafetensorsTensors(store), pool);
+  }
+  m->load_stats_.num_tensors = static_cast<int64_t>(expected_tensors(m->config_).size());
+  m->inv_freq_ = rope_inv_freq(m->config_);
+  m->load_stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return m;
+}
 
+void CausalLM::load_tensors(const CheckpointTensors& tensors, ThreadPool* pool) {
+  const ModelConfig& c = config_;
   // Every tensor goes to its slot; tensors that share a slot (q, k, v; gate, up) are fused in the
   // order for_each_tensor visits them.
   struct Destination {
     WeightSlot slot;
     int64_t layer, expert;
-    std::vector<std::string> names;
+    std::vector<TensorDesc> descs;
   };
   std::vector<Destination> destinations;
   std::map<std::tuple<int64_t, int64_t, WeightSlot>, size_t> index;
   for_each_tensor(c, [&](const TensorDesc& t) {
     const auto [it, added] = index.try_emplace({t.layer, t.expert, t.slot}, destinations.size());
     if (added) destinations.push_back({t.slot, t.layer, t.expert, {}});
-    destinations[it->second].names.push_back(t.name);
+    destinations[it->second].descs.push_back(t);
   });
-  m->layers_.resize(static_cast<size_t>(c.num_hidden_layers));
+  layers_.resize(static_cast<size_t>(c.num_hidden_layers));
   for (const Destination& d : destinations) {
     if (is_matrix_slot(d.slot)) {
-      *m->matrix_slot(d.slot, d.layer, d.expert) = load_matrix(store, d.names, pool);
+      *matrix_slot(d.slot, d.layer, d.expert) = load_matrix(tensors, d.descs, pool);
     } else {
-      std::vector<float>& v = *m->vector_slot(d.slot, d.layer);
-      for (const std::string& name : d.names) {
-        const std::vector<float> part = load_vector(store, name);
+      std::vector<float>& v = *vector_slot(d.slot, d.layer);
+      for (const TensorDesc& t : d.descs) {
+        const std::vector<float> part = tensors.vector(t);
         v.insert(v.end(), part.begin(), part.end());
       }
     }
   }
-  m->load_stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return m;
 }
 
-PackedMatrix* CausalLM::matrix_slot(WeightSlot slot, int64_t layer, int64_t expert) {
+LinearWeight* CausalLM::matrix_slot(WeightSlot slot, int64_t layer, int64_t expert) {
   if (slot == WeightSlot::kEmbedTokens) return &embed_tokens_;
   if (slot == WeightSlot::kLmHead) return &lm_head_;
   DecoderLayerWeights& l = layers_[static_cast<size_t>(layer)];
@@ -172,7 +306,7 @@ std::vector<float>* CausalLM::vector_slot(WeightSlot slot, int64_t layer) {
 }
 
 int64_t CausalLM::decode_weight_bytes() const {
-  auto matrix = [](const PackedMatrix& w) { return w.n * w.k * static_cast<int64_t>(dtype_size(w.dtype)); };
+  auto matrix = [](const LinearWeight& w) { return w.weight_bytes(); };
   auto vec = [](const std::vector<float>& v) { return static_cast<int64_t>(v.size() * sizeof(float)); };
   int64_t bytes = vec(norm_) + matrix(config_.tie_word_embeddings ? embed_tokens_ : lm_head_);
   for (const DecoderLayerWeights& l : layers_) {
@@ -212,7 +346,7 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
   float* act = gate_up + rows * 2 * mi;          // [rows, mi] f32
   float* y = act + rows * mi;                    // [rows, hidden] f32 expert outputs
   // Routing: per token, its k experts (ascending id) and weights.
-  gemm(x, num_tokens, hidden, l.router, probs, num_experts, pool_);
+  linear(x, num_tokens, hidden, l.router, probs, num_experts, pool_);
   std::vector<int32_t> expert(static_cast<size_t>(rows));  // [num_tokens, k] ascending expert id
   std::vector<float> weight(static_cast<size_t>(rows));    // [num_tokens, k] matching weights
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
@@ -260,9 +394,9 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
     const int64_t m = begin[static_cast<size_t>(e) + 1] - r0;
     if (m == 0) continue;
     const ExpertWeights& w = l.experts[static_cast<size_t>(e)];
-    gemm(xg + r0 * hidden, m, hidden, w.gate_up_proj, gate_up + r0 * 2 * mi, 2 * mi, pool_);
+    linear(xg + r0 * hidden, m, hidden, w.gate_up_proj, gate_up + r0 * 2 * mi, 2 * mi, pool_);
     silu_mul(gate_up + r0 * 2 * mi, m, mi, 2 * mi, act + r0 * mi, mi);
-    gemm(act + r0 * mi, m, mi, w.down_proj, y + r0 * hidden, hidden, pool_);
+    linear(act + r0 * mi, m, mi, w.down_proj, y + r0 * hidden, hidden, pool_);
   }
 
   // Combine: Σ over the token's experts in ascending id of weight · output, from +0.
@@ -368,7 +502,7 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
 
 // h = embed_tokens[token_ids]; the RoPE cos/sin of every position.
 void CausalLM::embedding_block(const ForwardBatch& batch, Activations& a) const {
-  embedding(embed_tokens_, batch.token_ids.data(), a.num_tokens, a.h.data());
+  embedding(embed_tokens_.parts[0], batch.token_ids.data(), a.num_tokens, a.h.data());
   rope_cos_sin(batch.positions.data(), a.num_tokens, inv_freq_, a.cos_sin.data());
 }
 
@@ -390,7 +524,7 @@ void CausalLM::attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, co
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     rms_norm(h + t0 * hidden, t1 - t0, hidden, hidden, l.input_layernorm.data(), eps, x + t0 * hidden, hidden);
   });
-  gemm(x, num_tokens, hidden, l.qkv_proj, qkv, qkv_dim, pool_);
+  linear(x, num_tokens, hidden, l.qkv_proj, qkv, qkv_dim, pool_);
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     add_bias(qkv + t0 * qkv_dim, t1 - t0, qkv_dim, qkv_dim, l.qkv_bias);
     for (int64_t t = t0; t < t1; ++t) {
@@ -408,7 +542,7 @@ void CausalLM::attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, co
   });
   paged_attention(qkv, qkv_dim, batch.positions.data(), batch.token_seq.data(), num_tokens, batch.block_tables.data(),
                   batch.max_blocks_per_seq, kv, shape, a.attn.data(), q_dim, pool_);
-  gemm(a.attn.data(), num_tokens, q_dim, l.o_proj, a.delta.data(), hidden, pool_);
+  linear(a.attn.data(), num_tokens, q_dim, l.o_proj, a.delta.data(), hidden, pool_);
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     add_bias(a.delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.o_bias);
     add_residual(h + t0 * hidden, a.delta.data() + t0 * hidden, static_cast<size_t>((t1 - t0) * hidden));
@@ -442,12 +576,12 @@ void CausalLM::mlp_block(const DecoderLayerWeights& l, Activations& a) const {
   const int64_t hidden = config_.hidden_size;
   const int64_t inter = config_.intermediate_size;
   float* const gate_up = a.gate_up.data();
-  gemm(a.x.data(), num_tokens, hidden, l.gate_up_proj, gate_up, 2 * inter, pool_);
+  linear(a.x.data(), num_tokens, hidden, l.gate_up_proj, gate_up, 2 * inter, pool_);
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     add_bias(gate_up + t0 * 2 * inter, t1 - t0, 2 * inter, 2 * inter, l.gate_up_bias);
     silu_mul(gate_up + t0 * 2 * inter, t1 - t0, inter, 2 * inter, a.act.data() + t0 * inter, inter);
   });
-  gemm(a.act.data(), num_tokens, inter, l.down_proj, a.delta.data(), hidden, pool_);
+  linear(a.act.data(), num_tokens, inter, l.down_proj, a.delta.data(), hidden, pool_);
 }
 
 // logits = lm_head(norm(h)), only for the rows batch.logits_indices; a tied head is the embedding.
@@ -459,8 +593,8 @@ void CausalLM::final_norm_and_lm_head(const ForwardBatch& batch, const Activatio
   for (int64_t i = 0; i < num_logits; ++i)
     rms_norm_row(a.h.data() + batch.logits_indices[i] * hidden, hidden, norm_.data(),
                  static_cast<float>(c.rms_norm_eps), final_x.data() + i * hidden);
-  const PackedMatrix& head = c.tie_word_embeddings ? embed_tokens_ : lm_head_;
-  gemm(final_x.data(), num_logits, hidden, head, logits, c.vocab_size, pool_);
+  const LinearWeight& head = c.tie_word_embeddings ? embed_tokens_ : lm_head_;
+  linear(final_x.data(), num_logits, hidden, head, logits, c.vocab_size, pool_);
 }
 
 }  // namespace ditto

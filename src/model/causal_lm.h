@@ -35,34 +35,53 @@
 
 namespace ditto {
 
-// Weights as load() keeps them: a PackedMatrix holds the checkpoint's dtype (bf16, f16 or f32)
-// repacked into panels; norm weights and biases are widened to f32. Which field a checkpoint tensor
-// fills is its WeightSlot (model_tensors.h).
+// Weights as load() keeps them: a PackedMatrix holds the checkpoint's dtype (bf16, f16 or f32) or
+// a GGUF file's quantized blocks (kernels/quant.h) repacked into panels; norm weights and biases
+// are widened to f32. Which field a checkpoint tensor fills is its WeightSlot (model_tensors.h).
+
+// A linear layer's weight W [n, k]: packed matrices holding consecutive row ranges of W. One part,
+// unless tensors fused into it have different types (a Q4_K_M file's Q4_K q/k beside a Q6_K v):
+// then one part per run of same-typed tensors. Splitting W by rows changes no output's reduction,
+// so the bits are those of one fused matrix.
+struct LinearWeight {
+  std::vector<PackedMatrix> parts;
+
+  int64_t n() const;             // rows of W: the parts' n summed
+  int64_t k() const;             // columns of W (0 when empty)
+  int64_t weight_bytes() const;  // the parts' weight_bytes(): what one pass over W reads
+  bool empty() const { return parts.empty(); }
+};
+
+// y[m, w.n()] = x[m, w.k()]·Wᵀ, each part by gemm (kernels/gemm.h) into its columns of y. Row
+// strides ldx, ldy in elements; pool may be null.
+void linear(const float* x, int64_t m, int64_t ldx, const LinearWeight& w, float* y, int64_t ldy, ThreadPool* pool);
 
 // One expert of a sparse MoE layer.
 struct ExpertWeights {
-  PackedMatrix gate_up_proj;  // [2·moe_intermediate_size, hidden_size] checkpoint dtype, gate, up fused
-  PackedMatrix down_proj;     // [hidden_size, moe_intermediate_size] checkpoint dtype
+  LinearWeight gate_up_proj;  // [2·moe_intermediate_size, hidden_size] checkpoint dtype, gate, up fused
+  LinearWeight down_proj;     // [hidden_size, moe_intermediate_size] checkpoint dtype
 };
 
 struct DecoderLayerWeights {
   std::vector<float> input_layernorm;           // [hidden_size] f32
-  PackedMatrix qkv_proj;                        // [q_dim + 2·kv_dim, hidden_size] q, k, v fused
+  LinearWeight qkv_proj;                        // [q_dim + 2·kv_dim, hidden_size] q, k, v fused
   std::vector<float> qkv_bias;                  // [q_dim + 2·kv_dim] f32, empty without attention_bias
   std::vector<float> q_norm;                    // [head_dim] f32, empty without features.qk_norm
   std::vector<float> k_norm;                    // [head_dim] f32, empty without features.qk_norm
-  PackedMatrix o_proj;                          // [hidden_size, q_dim]
+  LinearWeight o_proj;                          // [hidden_size, q_dim]
   std::vector<float> o_bias;                    // [hidden_size] f32, empty without attention_bias
   std::vector<float> post_attention_layernorm;  // [hidden_size] f32
-  PackedMatrix gate_up_proj;                    // [2·intermediate_size, hidden_size] gate, up fused
+  LinearWeight gate_up_proj;                    // [2·intermediate_size, hidden_size] gate, up fused
   std::vector<float> gate_up_bias;              // [2·intermediate_size] f32, empty without mlp_bias
-  PackedMatrix down_proj;                       // [hidden_size, intermediate_size]
+  LinearWeight down_proj;                       // [hidden_size, intermediate_size]
   std::vector<float> down_bias;                 // [hidden_size] f32, empty without mlp_bias
   // Sparse MoE layers (gate_up_proj/down_proj above are then empty):
-  PackedMatrix router;                 // [num_experts, hidden_size] mlp.gate.weight
+  LinearWeight router;                 // [num_experts, hidden_size] mlp.gate.weight
   std::vector<ExpertWeights> experts;  // [num_experts]
   bool is_moe() const { return !experts.empty(); }
 };
+
+class CheckpointTensors;  // where load() reads tensors from: safetensors or GGUF (causal_lm.cc)
 
 struct LoadStats {
   int64_t num_tensors = 0;
@@ -72,13 +91,14 @@ struct LoadStats {
 
 class CausalLM {
  public:
-  // Loads a Hugging Face model directory: config.json, then every tensor the config implies
-  // (validated for presence and shape before anything is packed). `pool` is used for packing
-  // and by forward(); it must outlive the model.
+  // Loads a Hugging Face model directory (config.json and safetensors) or a llama.cpp GGUF file
+  // (model/gguf_model.h): the config, then every tensor the config implies (validated for
+  // presence, shape and type before anything is packed). Quantized GGUF weights stay quantized.
+  // `pool` is used for packing and by forward(); it must outlive the model.
   // Throws Error naming the file and key/tensor for any malformed or missing input, and
   // Error(kResourceExhausted) when the weights need more memory than the machine has available
   // (core/memory_info.h), before anything is loaded.
-  static std::unique_ptr<CausalLM> load(const std::string& model_dir, ThreadPool* pool);
+  static std::unique_ptr<CausalLM> load(const std::string& model_path, ThreadPool* pool);
 
   const ModelConfig& config() const { return config_; }
   const LoadStats& load_stats() const { return load_stats_; }
@@ -103,8 +123,10 @@ class CausalLM {
 
   CausalLM() = default;
 
+  // Packs every tensor of config_ from `tensors` into its slot.
+  void load_tensors(const CheckpointTensors& tensors, ThreadPool* pool);
   // Where load() puts a tensor of `slot` (model_tensors.h); experts are added as they come.
-  PackedMatrix* matrix_slot(WeightSlot slot, int64_t layer, int64_t expert);
+  LinearWeight* matrix_slot(WeightSlot slot, int64_t layer, int64_t expert);
   std::vector<float>* vector_slot(WeightSlot slot, int64_t layer);
 
   // forward()'s blocks, in the order it runs them; each reads and updates `a` (see causal_lm.cc).
@@ -126,10 +148,10 @@ class CausalLM {
   ThreadPool* pool_ = nullptr;
   LoadStats load_stats_;
   std::vector<double> inv_freq_;             // [head_dim / 2] f64 rotary frequencies
-  PackedMatrix embed_tokens_;                // [vocab_size, hidden_size] checkpoint dtype
+  LinearWeight embed_tokens_;                // [vocab_size, hidden_size] checkpoint dtype, one part
   std::vector<DecoderLayerWeights> layers_;  // [num_hidden_layers]
   std::vector<float> norm_;                  // [hidden_size] f32 final RMSNorm
-  PackedMatrix lm_head_;                     // [vocab_size, hidden_size] checkpoint dtype; empty when tied
+  LinearWeight lm_head_;                     // [vocab_size, hidden_size] checkpoint dtype; empty when tied
   mutable std::vector<float> arena_;         // forward()'s Activations, reused across calls
 };
 

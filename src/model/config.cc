@@ -178,6 +178,7 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
     c.eos_token_ids = {*d.eos_token_id};
   }
 
+  c.random_weights = j.contains("ditto_random_weights");
   if (c.features.refuses_sliding_window) {
     if (r.get_bool("use_sliding_window", false)) {
       r.fail("use_sliding_window", "is true; sliding-window attention is not supported");

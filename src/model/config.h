@@ -49,6 +49,10 @@ struct ModelConfig {
   std::string torch_dtype;  // as written ("bfloat16"), "" when absent
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // config.json may hold an int or a list; empty when null
+  // The weights are seeded random numbers written by ditto's test-model generator (config.json's
+  // "ditto_random_weights", a GGUF's "ditto.random_weights"): the model writes noise, and serve and
+  // demo say so when they start.
+  bool random_weights = false;
 
   // Sparse MoE (features.moe; all zero / empty for dense models).
   int64_t num_experts = 0;

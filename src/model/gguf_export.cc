@@ -16,6 +16,7 @@
 #include "core/json_file.h"
 #include "model/architecture.h"
 #include "model/config.h"
+#include "model/gguf_model.h"
 #include "model/gguf_vocab.h"
 #include "model/gguf_writer.h"
 #include "model/model_tensors.h"
@@ -170,13 +171,6 @@ std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const GgufArchitectur
   return plan;
 }
 
-// Source row of output row r in LlamaModel.permute: a head's rows [x_0..x_{d/2-1}, y_0..] become
-// [x_0, y_0, x_1, y_1, ...] (reshape(n_head, 2, d/2).swapaxes(1, 2)).
-int64_t permuted_row(int64_t r, int64_t head_dim) {
-  const int64_t w = r % head_dim;
-  return r - w + (w % 2) * (head_dim / 2) + w / 2;
-}
-
 // Streams one checkpoint tensor from the mmap: straight when nothing changes, else by rows
 // (permute) or 64k-element chunks (to f32); its pages are dropped from the resident set once written.
 void write_source(GgufWriter& w, const TensorPlan& p, const TensorInfo& t, const WeightStore& store) {
@@ -191,7 +185,7 @@ void write_source(GgufWriter& w, const TensorPlan& p, const TensorInfo& t, const
   };
   if (p.head_dim > 0) {
     const int64_t rows = t.shape[0], cols = t.numel() / rows;
-    for (int64_t r = 0; r < rows; ++r) emit(t.data + permuted_row(r, p.head_dim) * cols * in_size, cols);
+    for (int64_t r = 0; r < rows; ++r) emit(t.data + llama_permuted_row(r, p.head_dim) * cols * in_size, cols);
   } else if (to_f32) {
     constexpr int64_t kChunk = 1 << 16;
     for (int64_t i = 0; i < t.numel(); i += kChunk) {
@@ -297,6 +291,7 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
   w.add_string("general.type", "model");
   add_sampling(w, dir);
   w.add_string("general.name", name);
+  if (c.random_weights) w.add_bool("ditto.random_weights", true);  // ModelConfig::random_weights
   const std::string label = plan_size_label(plan);
   w.add_string("general.size_label", label);
   const std::string a = arch + ".";

@@ -1,5 +1,6 @@
 #include "model/gguf_writer.h"
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -30,44 +31,18 @@ uint64_t pad_to(uint64_t n, uint64_t alignment) { return (n + alignment - 1) / a
 
 }  // namespace
 
-size_t ggml_type_size(GgmlType t) {
-  switch (t) {
-    case GgmlType::kF32: return 4;
-    case GgmlType::kF16: return 2;
-    case GgmlType::kBF16: return 2;
-  }
-  throw_invalid_argument("unsupported GGML type " + std::to_string(static_cast<uint32_t>(t)) +
-                         " (supported: F32, F16, BF16)");
-}
-
-std::string_view ggml_type_name(GgmlType t) {
-  switch (t) {
-    case GgmlType::kF32: return "F32";
-    case GgmlType::kF16: return "F16";
-    case GgmlType::kBF16: return "BF16";
-  }
-  return "?";
-}
-
 uint32_t gguf_u32(int64_t value, const std::string& what) {
   if (value < 0 || value > static_cast<int64_t>(UINT32_MAX))
     throw_invalid_argument(what + " = " + std::to_string(value) + " does not fit GGUF's u32");
   return static_cast<uint32_t>(value);
 }
 
-GgmlType ggml_type_of(DType t) {
-  switch (t) {
-    case DType::kF32: return GgmlType::kF32;
-    case DType::kF16: return GgmlType::kF16;
-    case DType::kBF16: return GgmlType::kBF16;
-  }
-  return GgmlType::kF32;
-}
-
 uint64_t GgufTensorSpec::nbytes() const {
-  uint64_t n = ggml_type_size(type);
-  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
-  return n;
+  int64_t ne[4] = {1, 1, 1, 1};
+  const int n = static_cast<int>(shape.size());
+  for (int i = 0; i < n && i < 4; ++i) ne[i] = shape[static_cast<size_t>(n - 1 - i)];
+  const int64_t bytes = ggml_nbytes(type, ne, std::max(n, 1));
+  return bytes < 0 ? 0 : static_cast<uint64_t>(bytes);
 }
 
 GgufWriter::GgufWriter(const std::string& path) : path_(path) {
@@ -162,7 +137,7 @@ void GgufWriter::add_tensor(GgufTensorSpec spec) {
   if (tensor_names_.count(spec.name) != 0) throw_invalid_argument(where + "duplicate tensor name");
   if (ggml_type_name(spec.type) == "?") {
     throw_invalid_argument(where + "unsupported GGML type " + std::to_string(static_cast<uint32_t>(spec.type)) +
-                           " (supported: F32, F16, BF16)");
+                           " (supported: " + supported_ggml_types() + ")");
   }
   if (spec.shape.empty() || spec.shape.size() > kMaxDims) {
     throw_invalid_argument(where + "needs 1 to 4 dimensions, has " + std::to_string(spec.shape.size()));
@@ -174,6 +149,12 @@ void GgufWriter::add_tensor(GgufTensorSpec spec) {
       throw_invalid_argument(where + "dimension " + std::to_string(d) + " out of range");
     }
     numel *= static_cast<uint64_t>(d);
+  }
+  const int64_t block = ggml_type_traits(static_cast<uint32_t>(spec.type))->block_size;
+  if (spec.shape.back() % block != 0) {
+    throw_invalid_argument(where + "the innermost dimension " + std::to_string(spec.shape.back()) + " of a " +
+                           std::string(ggml_type_name(spec.type)) + " tensor must be a multiple of " +
+                           std::to_string(block));
   }
   tensor_names_.insert(spec.name);
   tensors_.push_back(std::move(spec));

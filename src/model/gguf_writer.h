@@ -26,34 +26,9 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "model/gguf_types.h"
 
 namespace ditto {
-
-// Metadata value types (gguf_type in ggml's gguf.h).
-enum class GgufValueType : uint32_t {
-  kUint8 = 0,
-  kInt8 = 1,
-  kUint16 = 2,
-  kInt16 = 3,
-  kUint32 = 4,
-  kInt32 = 5,
-  kFloat32 = 6,
-  kBool = 7,
-  kString = 8,
-  kArray = 9,
-  kUint64 = 10,
-  kInt64 = 11,
-  kFloat64 = 12,
-};
-
-// Tensor element types this writer accepts (ggml_type numbers; the quantized ones are not
-// supported). Every value is exact: these are the dtypes ditto loads.
-enum class GgmlType : uint32_t { kF32 = 0, kF16 = 1, kBF16 = 30 };
-
-// Bytes per element: 4 for kF32, 2 for kF16/kBF16. Error(kInvalidArgument) for any other value.
-size_t ggml_type_size(GgmlType t);
-std::string_view ggml_type_name(GgmlType t);  // "F32", "F16", "BF16" ("?" for others)
-GgmlType ggml_type_of(DType t);               // the same bits: F32, F16, BF16
 
 // `value` as a GGUF u32 value. Error(kInvalidArgument) "WHAT = VALUE does not fit GGUF's u32".
 uint32_t gguf_u32(int64_t value, const std::string& what);
@@ -64,7 +39,8 @@ struct GgufTensorSpec {
   GgmlType type = GgmlType::kF32;
   std::vector<int64_t> shape;  // PyTorch order, outermost first: [rows, cols]; 1 to 4 dims
 
-  uint64_t nbytes() const;  // product of shape x element size (unpadded)
+  // Bytes of the data (unpadded): the rows of the innermost dimension in blocks of the type.
+  uint64_t nbytes() const;
 };
 
 class GgufWriter {
@@ -92,8 +68,8 @@ class GgufWriter {
   void add_f32_array(const std::string& key, const std::vector<float>& values);
 
   // Declares a tensor; data is appended in declaration order. Error(kInvalidArgument) naming the
-  // tensor for a duplicate or over-long name, an unsupported type, or a shape with no dims, more
-  // than 4, or a dim < 1.
+  // tensor for a duplicate or over-long name, an unsupported type, a shape with no dims, more
+  // than 4, or a dim < 1, or an innermost dimension that is not a multiple of the type's block.
   void add_tensor(GgufTensorSpec spec);
 
   // Appends the next bytes of tensor data (any split: part of a tensor, or the end of one and the

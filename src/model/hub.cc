@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "model/gguf_reader.h"
 
 namespace ditto {
 namespace {
@@ -89,7 +90,11 @@ std::vector<std::string> hub_cache_dirs() {
 std::string resolve_model_path(const std::string& model) {
   std::error_code ec;
   if (fs::is_directory(model, ec)) return model;
-  if (fs::exists(model, ec)) throw_invalid_argument(model + ": is a file; --model takes a model directory or a hub id");
+  if (fs::exists(model, ec)) {
+    if (is_gguf_file(model)) return model;
+    throw_invalid_argument(model +
+                           ": is a file but not a GGUF file; --model takes a model directory, a GGUF file or a hub id");
+  }
   if (!looks_like_hub_id(model)) {
     throw_not_found(model + ": no such model directory (and not a hub id of the form org/name)");
   }

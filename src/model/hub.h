@@ -11,11 +11,12 @@ namespace ditto {
 // variable is set.
 std::vector<std::string> hub_cache_dirs();
 
-// `model` is either a directory (returned as is) or a hub id "org/name", looked up in the hub
+// `model` is either a directory or a GGUF file (returned as is) or a hub id "org/name", looked up in the hub
 // cache as models--org--name/snapshots/<revision>/, where <revision> is the commit in refs/main,
 // or, without refs/main, the only snapshot.
 // Throws Error(kNotFound) saying where it looked and how to get the model, or when refs/main
-// names a snapshot that is not there; Error(kInvalidArgument) when `model` is a file, refs/main
+// names a snapshot that is not there; Error(kInvalidArgument) when `model` is a file other than a
+// GGUF file (model/gguf_reader.h is_gguf_file), refs/main
 // is not a plain revision name, or several snapshots exist without refs/main.
 std::string resolve_model_path(const std::string& model);
 

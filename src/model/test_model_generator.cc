@@ -239,6 +239,12 @@ json test_model_config(const TestModelOptions& options) {
     }
   }
   config["torch_dtype"] = torch_dtype_name(options.dtype);
+  // Said in the file, so that nobody takes the noise these weights write for a bug
+  // (ModelConfig::random_weights).
+  config["ditto_random_weights"] = {{"seed", options.seed},
+                                    {"note",
+                                     "seeded random weights written by `ditto make-test-model`, not a trained "
+                                     "model: its text is noise"}};
   return config;
 }
 

@@ -1,0 +1,30 @@
+// The tokenizer, chat template and end-of-sequence ids of a model, from whichever form it comes
+// in: a Hugging Face directory (tokenizer.json, tokenizer_config.json, chat_template.jinja,
+// generation_config.json) or a llama.cpp GGUF file (its tokenizer.* keys, model/gguf_vocab.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ditto {
+
+// `model_path`: a model directory or a GGUF file (model/hub.h resolve_model_path).
+// Error(kNotFound) when the directory has no tokenizer.json or the GGUF file no tokenizer keys;
+// Error(kInvalidArgument) naming the file and key for a malformed one.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_path);
+
+// Error(kNotFound) when the model has no chat template; kInvalidArgument when it does not parse.
+ChatTemplate load_chat_template(const std::string& model_path);
+
+// The ids that end a sequence, as vLLM and llama.cpp stop: a directory's generation_config.json
+// eos_token_id (else config.json's); a GGUF file's tokenizer.ggml.eos_token_id, eot_token_id and
+// eom_token_id. The tokenizer's eos token is added by the caller.
+std::vector<int64_t> model_eos_token_ids(const std::string& model_path, const ModelConfig& config);
+
+}  // namespace ditto

@@ -1,0 +1,300 @@
+// Loading llama.cpp GGUF files (model/gguf_reader.h, model/gguf_model.h, CausalLM::load): a tiny
+// generated model of each architecture (qwen3, llama with its regrouped q/k rows, qwen3moe with
+// stacked experts) written by `ditto export-gguf` loads from the GGUF file with the same config and
+// gives the same logits, bit for bit, as from its Hugging Face directory; and every kind of broken
+// file is one clear error naming the key or tensor, never a crash.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/thread_pool.h"
+#include "model/causal_lm.h"
+#include "model/config.h"
+#include "model/gguf_export.h"
+#include "model/gguf_model.h"
+#include "model/gguf_reader.h"
+#include "model/gguf_writer.h"
+#include "model/kv_cache.h"
+#include "model/test_model_generator.h"
+#include "model/test_support.h"
+
+namespace ditto {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::error_message;
+using testing::TempDir;
+
+// A preset shrunk to unit-test size (real vocabulary and tokenizer, 2 layers, hidden 32).
+json tiny_config(const std::string& preset) {
+  json c = preset_config(preset);
+  c.update({{"hidden_size", 32},
+            {"intermediate_size", 48},
+            {"num_attention_heads", 4},
+            {"num_key_value_heads", 2},
+            {"head_dim", 8},
+            {"num_hidden_layers", 2},
+            {"max_position_embeddings", 512}});
+  if (c.contains("max_window_layers")) c["max_window_layers"] = 2;
+  if (c.contains("num_experts"))
+    c.update({{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 16}});
+  c["rope_scaling"] = nullptr;  // llama3 scaling travels as rope_freqs.weight, which the loader refuses
+  c["tie_word_embeddings"] = preset != "qwen3-30b-a3b";
+  return c;
+}
+
+std::string write_model(const TempDir& dir, const std::string& preset) {
+  const fs::path out = dir.path() / preset;
+  fs::create_directories(out);
+  std::ofstream(out / "config.json") << tiny_config(preset).dump(2);
+  const fs::path tokenizer =
+      fs::path(DITTO_SOURCE_DIR) / "third_party/npm/node_modules" / preset_tokenizer_package(preset) / "models";
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(tokenizer / file, out / file, fs::copy_options::overwrite_existing);
+  TestModelOptions options;
+  options.out_dir = out.string();
+  options.seed = 5;
+  write_test_model_weights(parse_model_config(tiny_config(preset), "config.json"), options);
+  return out.string();
+}
+
+// Logits [7, vocab_size] f32 of a 7-token prompt.
+std::vector<float> prompt_logits(const CausalLM& model) {
+  KvCache cache(model.config(), /*num_blocks=*/1, /*block_size=*/16);
+  const std::vector<int32_t> tokens = {3, 1410, 59, 26, 2990, 7, 100}, positions = {0, 1, 2, 3, 4, 5, 6};
+  const std::vector<int64_t> slots = {0, 1, 2, 3, 4, 5, 6};
+  const std::vector<int32_t> token_seq(7, 0), block_tables = {0}, logits_indices = {0, 1, 2, 3, 4, 5, 6};
+  ForwardBatch batch{tokens, positions, slots, token_seq, block_tables, 1, logits_indices};
+  std::vector<float> logits(7 * static_cast<size_t>(model.config().vocab_size));
+  model.forward(batch, cache, logits.data());
+  return logits;
+}
+
+class GgufModelTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GgufModelTest, LoadsWithTheDirectorysConfigAndLogitsBitForBit) {
+  TempDir dir;
+  const std::string model_dir = write_model(dir, GetParam());
+  const std::string gguf = dir.file("model.gguf");
+  export_gguf(model_dir, gguf, "tiny");
+  ThreadPool pool(2);
+  const auto from_dir = CausalLM::load(model_dir, &pool);
+  const auto from_gguf = CausalLM::load(gguf, &pool);
+  const ModelConfig& a = from_dir->config();
+  const ModelConfig& b = from_gguf->config();
+  EXPECT_EQ(a.architecture, b.architecture);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.hidden_size, b.hidden_size);
+  EXPECT_EQ(a.intermediate_size, b.intermediate_size);
+  EXPECT_EQ(a.num_hidden_layers, b.num_hidden_layers);
+  EXPECT_EQ(a.num_attention_heads, b.num_attention_heads);
+  EXPECT_EQ(a.num_key_value_heads, b.num_key_value_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings);
+  EXPECT_EQ(static_cast<float>(a.rms_norm_eps), static_cast<float>(b.rms_norm_eps));
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings);
+  EXPECT_EQ(a.num_experts, b.num_experts);
+  EXPECT_EQ(a.num_experts_per_tok, b.num_experts_per_tok);
+  EXPECT_EQ(a.moe_intermediate_size, b.moe_intermediate_size);
+  // The converter stores routers as F32 (they were bf16): the same values, twice the bytes.
+  if (!a.is_moe()) {
+    EXPECT_EQ(from_dir->decode_weight_bytes(), from_gguf->decode_weight_bytes());
+  }
+  const std::vector<float> x = prompt_logits(*from_dir);
+  const std::vector<float> y = prompt_logits(*from_gguf);
+  ASSERT_EQ(x.size(), y.size());
+  EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, GgufModelTest, ::testing::Values("qwen3-0.6b", "llama-3.2-1b", "qwen3-30b-a3b"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name;
+                         });
+
+// ---- Broken files ------------------------------------------------------------------------------
+
+// Copies GGUF `src` to `dst` through GgufWriter, letting `edit_kv` change or drop (return false)
+// metadata and `edit_tensor` change a tensor's spec and bytes.
+using KvEdit = std::function<bool(const std::string& key, GgufValue& v)>;
+using TensorEdit = std::function<void(GgufTensorSpec& spec, std::string& bytes)>;
+
+void rewrite(const std::string& src, const std::string& dst, const KvEdit& edit_kv,
+             const TensorEdit& edit_tensor = nullptr) {
+  const auto g = GgufFile::open(src);
+  GgufWriter w(dst);
+  for (const auto& [key, value] : g->metadata()) {
+    GgufValue v = value;
+    if (edit_kv && !edit_kv(key, v)) continue;
+    switch (v.type) {
+      case GgufValueType::kUint32: w.add_u32(key, static_cast<uint32_t>(v.u)); break;
+      case GgufValueType::kInt32: w.add_i32(key, static_cast<int32_t>(v.i)); break;
+      case GgufValueType::kFloat32: w.add_f32(key, static_cast<float>(v.f)); break;
+      case GgufValueType::kBool: w.add_bool(key, v.b); break;
+      case GgufValueType::kString: w.add_string(key, v.s); break;
+      case GgufValueType::kArray: {
+        if (v.element_type == GgufValueType::kString) {
+          std::vector<std::string> s;
+          for (const GgufValue& e : v.array) s.push_back(e.s);
+          w.add_string_array(key, s);
+        } else if (v.element_type == GgufValueType::kInt32) {
+          std::vector<int32_t> s;
+          for (const GgufValue& e : v.array) s.push_back(static_cast<int32_t>(e.i));
+          w.add_i32_array(key, s);
+        } else {
+          ADD_FAILURE() << "rewrite: array type of " << key;
+        }
+        break;
+      }
+      default: ADD_FAILURE() << "rewrite: type of " << key;
+    }
+  }
+  std::vector<std::string> data;
+  for (const GgufTensor& t : g->tensors()) {
+    GgufTensorSpec spec{t.name, t.type, t.shape()};
+    std::string bytes(reinterpret_cast<const char*>(t.data), t.nbytes);
+    if (edit_tensor) edit_tensor(spec, bytes);
+    w.add_tensor(spec);
+    data.push_back(std::move(bytes));
+  }
+  for (const std::string& bytes : data) w.write_tensor_data(bytes.data(), bytes.size());
+  w.finish();
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string load_error(const std::string& path, ErrorCode code = ErrorCode::kInvalidArgument) {
+  return error_message(
+      [&] {
+        ThreadPool pool(1);
+        CausalLM::load(path, &pool);
+      },
+      code);
+}
+
+// One valid exported file per test process (qwen3, real vocabulary): the base every break edits.
+class GgufBrokenTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    good_ = dir_->file("good.gguf");
+    export_gguf(write_model(*dir_, "qwen3-0.6b"), good_, "tiny");
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  std::string path(const std::string& name) const { return dir_->file(name); }
+  static TempDir* dir_;
+  static std::string good_;
+};
+TempDir* GgufBrokenTest::dir_ = nullptr;
+std::string GgufBrokenTest::good_;
+
+TEST_F(GgufBrokenTest, TheGoodFileLoads) {
+  ThreadPool pool(1);
+  EXPECT_EQ(CausalLM::load(good_, &pool)->config().architecture, "Qwen3ForCausalLM");
+  EXPECT_TRUE(is_gguf_file(good_));
+  EXPECT_FALSE(is_gguf_file(dir_->path().string()));
+}
+
+TEST_F(GgufBrokenTest, HeaderDamage) {
+  const std::string good = read_bytes(good_);
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{10}, size_t{30}, good.size() / 3, good.size() - 5}) {
+    const std::string p = dir_->write("cut.gguf", good.substr(0, cut));
+    const std::string m = load_error(p);
+    EXPECT_TRUE(testing::contains(m, "cut.gguf")) << m;
+    if (cut > 24) {
+      EXPECT_TRUE(testing::contains(m, "truncated") || testing::contains(m, "past the end")) << m;
+    }
+  }
+  std::string bad = good;
+  bad[0] = 'X';
+  DITTO_EXPECT_MESSAGE_HAS(load_error(dir_->write("magic.gguf", bad)), "not a GGUF file");
+  bad = good;
+  bad[4] = 9;
+  DITTO_EXPECT_MESSAGE_HAS(load_error(dir_->write("version.gguf", bad)), "GGUF version 9");
+  bad = good;
+  bad[8 + 7] = 0x7f;  // tensor count 2^62-ish
+  DITTO_EXPECT_MESSAGE_HAS(load_error(dir_->write("count.gguf", bad)), "tensors, more than the file can hold");
+}
+
+// Byte offset of the tensor info of `name` (just after its name string) in file bytes.
+size_t tensor_info_at(const std::string& bytes, const std::string& name) {
+  std::string needle(8, '\0');
+  for (int i = 0; i < 8; ++i) needle[static_cast<size_t>(i)] = static_cast<char>((name.size() >> (8 * i)) & 0xff);
+  needle += name;
+  const size_t at = bytes.rfind(needle);
+  EXPECT_NE(at, std::string::npos);
+  return at + needle.size();
+}
+
+TEST_F(GgufBrokenTest, TensorInfoDamage) {
+  const std::string good = read_bytes(good_);
+  const std::string name = "blk.1.ffn_down.weight";  // 2 dims: u32 n_dims, 2 × u64, u32 type, u64 offset
+  const size_t info = tensor_info_at(good, name);
+  std::string bad = good;
+  bad[info + 4 + 16] = 77;  // type
+  DITTO_EXPECT_MESSAGE_HAS(load_error(dir_->write("type.gguf", bad)), name, "ggml type 77", "Q4_K");
+  bad = good;
+  bad[info + 4 + 16 + 4] += 1;  // offset no longer aligned
+  DITTO_EXPECT_MESSAGE_HAS(load_error(dir_->write("align.gguf", bad)), name, "not a multiple of the alignment");
+  bad = good;
+  bad[info + 4 + 16 + 4 + 6] = 0x10;  // offset far past the end
+  DITTO_EXPECT_MESSAGE_HAS(load_error(dir_->write("past.gguf", bad)), name, "runs past the end of the file");
+  bad = good;
+  bad[info] = 7;  // 7 dimensions
+  DITTO_EXPECT_MESSAGE_HAS(load_error(dir_->write("dims.gguf", bad)), name, "7 dimensions");
+}
+
+TEST_F(GgufBrokenTest, MetadataThatDisagreesWithTheTensors) {
+  rewrite(good_, path("layers.gguf"), [](const std::string& k, GgufValue& v) {
+    if (k == "qwen3.block_count") v.u = 3;
+    return true;
+  });
+  DITTO_EXPECT_MESSAGE_HAS(load_error(path("layers.gguf")), "blk.2.", "is missing");
+  rewrite(good_, path("ffn.gguf"), [](const std::string& k, GgufValue& v) {
+    if (k == "qwen3.feed_forward_length") v.u = 64;
+    return true;
+  });
+  DITTO_EXPECT_MESSAGE_HAS(load_error(path("ffn.gguf")), "ffn_gate.weight", "has shape (ggml ne) {32, 48}",
+                           "implies {32, 64}");
+  rewrite(good_, path("noheads.gguf"),
+          [](const std::string& k, GgufValue&) { return k != "qwen3.attention.head_count"; });
+  DITTO_EXPECT_MESSAGE_HAS(load_error(path("noheads.gguf")), "'qwen3.attention.head_count' is missing");
+  rewrite(good_, path("arch.gguf"), [](const std::string& k, GgufValue& v) {
+    if (k == "general.architecture") v.s = "mamba";
+    return true;
+  });
+  DITTO_EXPECT_MESSAGE_HAS(load_error(path("arch.gguf")), "\"mamba\"", "llama", "qwen3moe");
+  rewrite(good_, path("eps.gguf"), [](const std::string& k, GgufValue& v) {
+    if (k == "qwen3.attention.layer_norm_rms_epsilon") {
+      v.type = GgufValueType::kString;
+      v.s = "small";
+    }
+    return true;
+  });
+  DITTO_EXPECT_MESSAGE_HAS(load_error(path("eps.gguf")), "'qwen3.attention.layer_norm_rms_epsilon' is string",
+                           "expected a number");
+  rewrite(good_, path("qnorm.gguf"), nullptr, [](GgufTensorSpec& spec, std::string& bytes) {
+    if (spec.name == "blk.0.attn_q_norm.weight") {  // [8] f32 cut to a wrong length
+      spec.shape = {4};
+      bytes.resize(16);
+    }
+  });
+  DITTO_EXPECT_MESSAGE_HAS(load_error(path("qnorm.gguf")), "blk.0.attn_q_norm.weight", "{4}", "{8}");
+}
+
+}  // namespace
+}  // namespace ditto
