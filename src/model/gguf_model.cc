@@ -32,12 +32,6 @@ std::vector<int64_t> ne_of(const TensorDesc& t, const ModelConfig& c) {
   return ne;
 }
 
-std::string ne_string(const std::vector<int64_t>& ne) {
-  std::string s = "{";
-  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-  return s + "}";
-}
-
 }  // namespace
 
 int64_t llama_permuted_row(int64_t r, int64_t head_dim) {
@@ -158,8 +152,8 @@ GgufWeight gguf_weight(const GgufFile& g, const ModelConfig& c, const TensorDesc
   std::vector<int64_t> have = tensor->ne;
   while (have.size() > want.size() && have.back() == 1) have.pop_back();
   if (have != want)
-    throw_invalid_argument(where + " has shape (ggml ne) " + ne_string(tensor->ne) + " but the metadata implies " +
-                           ne_string(want) + " (" + t.name + " " + shape_string(t.shape) + ")");
+    throw_invalid_argument(where + " has shape (ggml ne) " + ggml_ne_string(tensor->ne) + " but the metadata implies " +
+                           ggml_ne_string(want) + " (" + t.name + " " + shape_string(t.shape) + ")");
   const bool matrix = is_matrix_slot(t.slot);
   if (!matrix && ggml_type_is_quantized(tensor->type))
     throw_invalid_argument(where + " is " + std::string(ggml_type_name(tensor->type)) +

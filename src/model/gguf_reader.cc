@@ -124,13 +124,13 @@ GgufValue read_value(Cursor& c, GgufValueType type, const std::string& key, int 
   return v;
 }
 
-std::string join_shape(const std::vector<int64_t>& ne) {
-  std::string s = "[";
-  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-  return s + "]";
-}
-
 }  // namespace
+
+std::string ggml_ne_string(const std::vector<int64_t>& ne) {
+  std::string s = "{";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "}";
+}
 
 bool GgufValue::is_integer() const {
   switch (type) {
@@ -239,7 +239,7 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
     info.type = static_cast<GgmlType>(type);
     const int64_t nbytes = ggml_nbytes(info.type, info.ne.data(), static_cast<int>(info.ne.size()));
     if (nbytes < 0)
-      c.fail(where + " of type " + std::string(traits->name) + " and shape (ne) " + join_shape(info.ne) +
+      c.fail(where + " of type " + std::string(traits->name) + " and shape (ne) " + ggml_ne_string(info.ne) +
              ": the innermost dimension must be a multiple of " + std::to_string(traits->block_size));
     info.nbytes = static_cast<size_t>(nbytes);
     info.file_offset = c.uint(8, "the offset of " + where);  // relative to the data section for now
@@ -256,7 +256,7 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
     const size_t relative = t.file_offset;
     if (data_start > size || relative > size - data_start || t.nbytes > size - data_start - relative)
       throw_invalid_argument(path + ": tensor '" + t.name + "' (" + std::string(ggml_type_name(t.type)) + ", ne " +
-                             join_shape(t.ne) + ", " + std::to_string(t.nbytes) + " bytes at data offset " +
+                             ggml_ne_string(t.ne) + ", " + std::to_string(t.nbytes) + " bytes at data offset " +
                              std::to_string(relative) + ") runs past the end of the file (" + std::to_string(size) +
                              " bytes); truncated?");
     t.file_offset = data_start + relative;

@@ -111,6 +111,9 @@ class GgufFile {
   std::map<std::string, size_t> tensor_index_;
 };
 
+// "{576, 49152}": a tensor's ggml ne (innermost first), for messages.
+std::string ggml_ne_string(const std::vector<int64_t>& ne);
+
 // True if `path` is a regular file that starts with the GGUF magic (how --model tells a GGUF file
 // from a model directory). Never throws.
 bool is_gguf_file(const std::string& path);

@@ -212,11 +212,17 @@ TEST(GgufWriter, UnsupportedTypeNamesTheTensor) {
   TempDir dir;
   GgufWriter w(dir.file("u.gguf"));
   const std::string m = testing::error_message(
-      [&] { w.add_tensor({"token_embd.weight", static_cast<GgmlType>(77), {4, 4}}); }, ErrorCode::kInvalidArgument);
+      [&] {
+        w.add_tensor({"token_embd.weight", static_cast<GgmlType>(77), {4, 4}});
+      },
+      ErrorCode::kInvalidArgument);
   DITTO_EXPECT_MESSAGE_HAS(m, "token_embd.weight", "unsupported GGML type 77", "Q4_K");
   // A quantized type stores rows in blocks: the innermost dimension must be a multiple of one.
   const std::string b = testing::error_message(
-      [&] { w.add_tensor({"blk.0.attn_q.weight", GgmlType::kQ4_0, {4, 48}}); }, ErrorCode::kInvalidArgument);
+      [&] {
+        w.add_tensor({"blk.0.attn_q.weight", GgmlType::kQ4_0, {4, 48}});
+      },
+      ErrorCode::kInvalidArgument);
   DITTO_EXPECT_MESSAGE_HAS(b, "blk.0.attn_q.weight", "innermost dimension 48", "Q4_0", "multiple of 32");
   w.add_tensor({"blk.0.attn_k.weight", GgmlType::kQ4_K, {2, 512}});
   EXPECT_EQ(w.tensors().back().nbytes(), 2u * 2 * 144);
