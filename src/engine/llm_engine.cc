@@ -11,8 +11,8 @@
 #include "core/error.h"
 #include "core/memory_info.h"
 #include "core/thread_pool.h"
-#include "model/causal_lm.h"
 #include "engine/model_files.h"
+#include "model/causal_lm.h"
 #include "model/hub.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -48,7 +48,8 @@ LLMEngine::LLMEngine(const EngineArgs& args) : args_(args) {
 LLMEngine::~LLMEngine() = default;
 
 const Tokenizer& LLMEngine::tokenizer() const {
-  if (tokenizer_ == nullptr) throw_not_found(model_dir_ + ": the model has no tokenizer (no tokenizer.json / tokenizer.ggml.tokens)");
+  if (tokenizer_ == nullptr)
+    throw_not_found(model_dir_ + ": the model has no tokenizer (no tokenizer.json / tokenizer.ggml.tokens)");
   return *tokenizer_;
 }
 
