@@ -378,6 +378,14 @@ void quant_gemm(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, f
   uint8_t* act = scratch.data();
   uint8_t* row_finite = finite.data();
   const auto quantize_rows = [&](size_t begin, size_t end) {
+#if defined(__x86_64__)
+    if (active_isa() == Isa::kAvx512) {
+      for (size_t r = begin; r < end; ++r)
+        row_finite[r] = quantize_activation_row_avx512(a, x + static_cast<int64_t>(r) * ldx,
+                                                       act + static_cast<int64_t>(r) * a.row_bytes);
+      return;
+    }
+#endif
     for (size_t r = begin; r < end; ++r)
       row_finite[r] =
           quantize_activation_row(a, x + static_cast<int64_t>(r) * ldx, act + static_cast<int64_t>(r) * a.row_bytes);

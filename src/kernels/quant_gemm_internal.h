@@ -44,6 +44,9 @@ ActLayout act_layout(QuantType weight, int64_t k);
 bool quantize_activation_row(const ActLayout& a, const float* x, uint8_t* row);
 
 #if defined(__x86_64__)
+// quantize_activation_row with AVX-512 (identical bytes); only when active_isa() is kAvx512.
+bool quantize_activation_row_avx512(const ActLayout& a, const float* x, uint8_t* row);
+
 // Runs the active ISA's kernel (avx2, avx512 with or without VNNI) over all panels; false if the
 // active ISA is the portable one. Outputs NaN as the canonical NaN, like the portable path.
 bool quant_gemm_simd(const ActLayout& a, const uint8_t* act, int64_t m, const PackedMatrix& w, float* y, int64_t ldy,

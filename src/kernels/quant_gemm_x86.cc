@@ -17,6 +17,7 @@
 // u8 weights by the sign-extended int8 activations as int16 pairs: |255·127·2| < 2^31, no overflow,
 // and neither instruction saturates (vpmaddubsw and vpdpbusds, which do, are never used).
 #include <algorithm>
+#include <cfloat>
 #include <climits>
 #include <cstring>
 
@@ -578,7 +579,55 @@ void run_path(const KernelSet& ks, const Shapes& shapes, const ActLayout& a, con
   }
 }
 
+// quantize_activation_row on 16 lanes: the same IEEE operations per element (|x|, max, x·id, round
+// to nearest even by the conversion itself, clamp), the same scalar d and 1/d, and integer sums,
+// which are exact in any order — so the same bytes as the portable loop.
 }  // namespace
+
+DITTO_AVX512 bool quantize_activation_row_avx512(const ActLayout& a, const float* x, uint8_t* row) {
+  const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(INT32_MIN));
+  const __m512 max_finite = _mm512_set1_ps(FLT_MAX);
+  __mmask16 bad = 0;
+  for (int64_t i = 0; i < a.k; i += 16)
+    bad |= _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + i)), max_finite, _CMP_NLE_UQ);
+  if (bad != 0) {
+    std::memset(row, 0, static_cast<size_t>(a.row_bytes));
+    return false;
+  }
+  auto* q = reinterpret_cast<int8_t*>(row);
+  auto* d = reinterpret_cast<float*>(row + a.d_offset);
+  auto* s = reinterpret_cast<float*>(row + a.s_offset);
+  auto* sums = reinterpret_cast<int32_t*>(row + a.sum_offset);
+  for (int64_t b = 0; b < a.nb; ++b) {
+    const float* xb = x + b * a.block;
+    __m512 vmax = _mm512_setzero_ps();
+    for (int64_t i = 0; i < a.block; i += 16)
+      vmax = _mm512_max_ps(vmax, _mm512_andnot_ps(sign, _mm512_loadu_ps(xb + i)));
+    float db = _mm512_reduce_max_ps(vmax) / 127.0f;
+    const bool zero = !(db >= FLT_MIN);
+    if (zero) db = 0.0f;
+    const __m512 id = _mm512_set1_ps(zero ? 0.0f : 1.0f / db);
+    int32_t total = 0;
+    for (int64_t i = 0; i < a.block; i += 16) {
+      const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xb + i), id);
+      __m512i qi = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      qi = _mm512_min_epi32(_mm512_max_epi32(qi, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * a.block + i),
+                       _mm512_cvtepi32_epi8(qi));  // truncating, in range
+      const int32_t sum16 = _mm512_reduce_add_epi32(qi);
+      if (a.k_blocks) sums[16 * b + i / 16] = sum16;
+      total += sum16;
+    }
+    d[b] = db;
+    if (a.k_blocks) {
+      s[b] = 0.0f;
+    } else {
+      sums[b] = total;
+      s[b] = db * static_cast<float>(total);
+    }
+  }
+  return true;
+}
 
 bool quant_gemm_simd(const ActLayout& a, const uint8_t* act, int64_t m, const PackedMatrix& w, float* y, int64_t ldy,
                      ThreadPool* pool) {
