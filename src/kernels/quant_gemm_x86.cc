@@ -481,7 +481,7 @@ struct Shapes {
   int panels;          // prefill panels per tile
   int panels_one_row;  // decode panels per tile
 };
-constexpr Shapes kAvx512Shapes{4, 2, 4};
+constexpr Shapes kAvx512Shapes{4, 2, 2};
 constexpr Shapes kAvx2Shapes{2, 1, 2};
 
 enum class Path { kAvx512Vnni, kAvx512, kAvx2 };
