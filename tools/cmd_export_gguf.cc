@@ -17,13 +17,14 @@ namespace {
 struct ExportFlags {
   std::string model;
   std::string output;
+  std::string outtype = "auto";
 };
 
 void run(const ExportFlags& f) {
   const std::string dir = resolve_model_path(f.model);
   std::string name = std::filesystem::path(f.model).filename().string();  // general.name
   if (name.empty()) name = std::filesystem::path(dir).filename().string();
-  const GgufExportSummary s = export_gguf(dir, f.output, name);
+  const GgufExportSummary s = export_gguf(dir, f.output, name, parse_gguf_outtype(f.outtype));
   std::printf("wrote %s: %s, %zu tensors, %s parameters, %llu bytes\n", f.output.c_str(), s.arch.c_str(), s.num_tensors,
               s.size_label.c_str(), static_cast<unsigned long long>(s.bytes));
 }
@@ -38,6 +39,11 @@ void add_export_gguf_command(CLI::App& app) {
       "does");
   cmd->add_option("--model", flags->model, "Model directory or Hugging Face hub id (local cache)")->required();
   cmd->add_option("--output", flags->output, "GGUF file to write (replaced if it exists)")->required();
+  cmd->add_option(
+         "--outtype", flags->outtype,
+         "Weight matrices as stored (auto) or quantized: q8_0, q4_0, q4_1, q4_k, q6_k (plain round-to-nearest; "
+         "K-quants fall back to q8_0 for rows 256 does not divide; norms and biases stay F32)")
+      ->capture_default_str();
   cmd->callback([flags] { run(*flags); });
 }
 

@@ -1,6 +1,7 @@
 #include "model/gguf_export.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/json_file.h"
+#include "kernels/quant.h"
 #include "model/architecture.h"
 #include "model/config.h"
 #include "model/gguf_model.h"
@@ -30,6 +32,9 @@ using nlohmann::json;
 
 // LlamaFileType and GGML_QUANT_VERSION (gguf-py/gguf/constants.py).
 constexpr uint32_t kFileTypeAllF32 = 0, kFileTypeMostlyF16 = 1, kFileTypeMostlyBF16 = 32;
+// llama_ftype (llama.h) of the quantized outtypes.
+constexpr uint32_t kFileTypeMostlyQ4_0 = 2, kFileTypeMostlyQ4_1 = 3, kFileTypeMostlyQ8_0 = 7,
+                   kFileTypeMostlyQ4_K_S = 14, kFileTypeMostlyQ6_K = 18;
 constexpr uint32_t kQuantizationVersion = 2;
 
 std::string join(const std::vector<std::string>& items) {
@@ -125,7 +130,34 @@ struct TensorPlan {
 // for_each_tensor's tensors, a layer's experts merged right after its router as
 // Qwen2MoeModel.modify_tensors merges them (torch.stack over the expert index, yielding down_proj,
 // gate_proj, up_proj): one [num_experts, out_features, in_features] tensor per projection.
-std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const GgufArchitecture& g, const WeightStore& store) {
+// The type a weight matrix of `cols` columns is written in for `outtype` (kNone: as the checkpoint
+// stores it). Rows that a K-quant's 256-value blocks do not divide fall back to Q8_0, as
+// llama-quantize falls back for them.
+GgmlType matrix_type(QuantType outtype, GgmlType stored, int64_t cols) {
+  switch (outtype) {
+    case QuantType::kNone: return stored;
+    case QuantType::kQ8_0: return cols % 32 == 0 ? GgmlType::kQ8_0 : stored;
+    case QuantType::kQ4_0: return cols % 32 == 0 ? GgmlType::kQ4_0 : stored;
+    case QuantType::kQ4_1: return cols % 32 == 0 ? GgmlType::kQ4_1 : stored;
+    case QuantType::kQ4_K: return cols % 256 == 0 ? GgmlType::kQ4_K : matrix_type(QuantType::kQ8_0, stored, cols);
+    case QuantType::kQ6_K: return cols % 256 == 0 ? GgmlType::kQ6_K : matrix_type(QuantType::kQ8_0, stored, cols);
+  }
+  return stored;
+}
+
+QuantType quant_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::kQ8_0: return QuantType::kQ8_0;
+    case GgmlType::kQ4_0: return QuantType::kQ4_0;
+    case GgmlType::kQ4_1: return QuantType::kQ4_1;
+    case GgmlType::kQ4_K: return QuantType::kQ4_K;
+    case GgmlType::kQ6_K: return QuantType::kQ6_K;
+    default: return QuantType::kNone;
+  }
+}
+
+std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const GgufArchitecture& g, const WeightStore& store,
+                                     QuantType outtype) {
   std::vector<TensorPlan> plan;
   if (c.rope_scaling) {
     if (!g.rope_freqs) {
@@ -157,13 +189,18 @@ std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const GgufArchitectur
                                ": a layer's experts are stacked into one GGUF tensor of one type");
       }
       p.sources.push_back(&source);
-      p.spec = {t.gguf_name, ggml_type_of(p.sources.front()->dtype), {c.num_experts, source.shape[0], source.shape[1]}};
+      p.spec = {t.gguf_name,
+                matrix_type(outtype, ggml_type_of(p.sources.front()->dtype), source.shape[1]),
+                {c.num_experts, source.shape[0], source.shape[1]}};
       return;
     }
     flush_stacked();
     TensorPlan p;
     p.sources = {&source};
-    p.spec = {t.gguf_name, t.gguf_f32 ? GgmlType::kF32 : ggml_type_of(source.dtype), source.shape};
+    const GgmlType stored = t.gguf_f32 ? GgmlType::kF32 : ggml_type_of(source.dtype);
+    p.spec = {t.gguf_name,
+              t.gguf_f32 || source.shape.size() != 2 ? stored : matrix_type(outtype, stored, source.shape[1]),
+              source.shape};
     if (g.permute_qk && t.rope_rows) p.head_dim = c.head_dim;
     plan.push_back(std::move(p));
   });
@@ -174,6 +211,27 @@ std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const GgufArchitectur
 // Streams one checkpoint tensor from the mmap: straight when nothing changes, else by rows
 // (permute) or 64k-element chunks (to f32); its pages are dropped from the resident set once written.
 void write_source(GgufWriter& w, const TensorPlan& p, const TensorInfo& t, const WeightStore& store) {
+  if (ggml_type_is_quantized(p.spec.type)) {  // row by row: to f32, then GGML blocks
+    const int64_t rows = t.shape[0], cols = t.numel() / rows;
+    const QuantType q = quant_of(p.spec.type);
+    std::vector<float> row(static_cast<size_t>(cols));
+    std::vector<uint8_t> blocks(static_cast<size_t>(quant_row_bytes(q, cols)));
+    const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(t.dtype);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t from = p.head_dim > 0 ? llama_permuted_row(r, p.head_dim) : r;
+      for (int64_t i = 0; i < cols; ++i)
+        row[static_cast<size_t>(i)] =
+            load_as_f32(t.data + static_cast<size_t>(from) * row_bytes, t.dtype, static_cast<size_t>(i));
+      try {
+        quantize_row(q, row.data(), cols, blocks.data());
+      } catch (const Error& e) {
+        throw_invalid_argument("tensor '" + t.name + "' row " + std::to_string(from) + ": " + e.what());
+      }
+      w.write_tensor_data(blocks.data(), blocks.size());
+    }
+    store.release(t);
+    return;
+  }
   const bool to_f32 = p.spec.type != ggml_type_of(t.dtype);
   const size_t in_size = dtype_size(t.dtype);
   std::vector<float> buf;
@@ -215,7 +273,8 @@ void write_tensor(GgufWriter& w, const TensorPlan& p, const WeightStore& store) 
 std::string plan_size_label(const std::vector<TensorPlan>& plan) {
   uint64_t total = 0, shared = 0, per_expert = 0, expert_sum = 0, expert_tensors = 0;
   for (const TensorPlan& p : plan) {
-    const uint64_t n = p.spec.nbytes() / ggml_type_size(p.spec.type);
+    uint64_t n = 1;
+    for (int64_t d : p.spec.shape) n *= static_cast<uint64_t>(d);
     total += n;
     if (p.spec.name.find("_exps.") != std::string::npos && p.spec.shape.size() >= 3) {
       const auto experts = static_cast<uint64_t>(p.spec.shape[0]);
@@ -232,7 +291,18 @@ std::string plan_size_label(const std::vector<TensorPlan>& plan) {
 
 }  // namespace
 
-GgufExportSummary export_gguf(const std::string& dir, const std::string& output, const std::string& name) {
+QuantType parse_gguf_outtype(const std::string& outtype) {
+  if (outtype == "auto") return QuantType::kNone;
+  for (QuantType q : {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ4_K, QuantType::kQ6_K}) {
+    std::string name(quant_format(q).name);
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (outtype == name) return q;
+  }
+  throw_invalid_argument("--outtype is '" + outtype + "'; expected auto, q8_0, q4_0, q4_1, q4_k or q6_k");
+}
+
+GgufExportSummary export_gguf(const std::string& dir, const std::string& output, const std::string& name,
+                              QuantType outtype) {
   const std::string config_path = dir + "/config.json";
   const json config_json = read_json_file(config_path, /*require_object=*/false);
   std::string arch_name;
@@ -257,7 +327,7 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
   if (g.sparse_every_layer) check_moe_exportable(c, arch, config_path);
   const WeightStore store = WeightStore::open(dir);
   validate_weights(c, store);
-  const std::vector<TensorPlan> plan = plan_tensors(c, g, store);
+  const std::vector<TensorPlan> plan = plan_tensors(c, g, store, outtype);
   GgufVocab vocab;
   try {
     vocab = read_gguf_vocab(dir, config_json, c.vocab_size);
@@ -275,6 +345,14 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
                                          : kFileTypeAllF32;
       file_type_set = true;
     }
+  }
+  switch (outtype) {
+    case QuantType::kNone: break;
+    case QuantType::kQ8_0: file_type = kFileTypeMostlyQ8_0; break;
+    case QuantType::kQ4_0: file_type = kFileTypeMostlyQ4_0; break;
+    case QuantType::kQ4_1: file_type = kFileTypeMostlyQ4_1; break;
+    case QuantType::kQ4_K: file_type = kFileTypeMostlyQ4_K_S; break;
+    case QuantType::kQ6_K: file_type = kFileTypeMostlyQ6_K; break;
   }
 
   // Writing over one of the model's own files would truncate weights that are still being read

@@ -39,6 +39,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/quant.h"
+
 namespace ditto {
 
 struct GgufExportSummary {
@@ -53,6 +55,15 @@ struct GgufExportSummary {
 // architecture, config, tokenizer or checkpoint the converter cannot write (before `output` is
 // created where it can), or when `output` is one of the model's own files; Error(kNotFound) for a
 // missing config.json, tokenizer.json or tensor.
-GgufExportSummary export_gguf(const std::string& model_dir, const std::string& output, const std::string& name);
+// `outtype` kNone ("auto") keeps the checkpoint's dtype; a quantized type writes every weight
+// matrix in it (kernels/quant.h quantize_row: plain round-to-nearest, not llama-quantize's search),
+// a K-quant falling back to Q8_0 for rows its 256-value blocks do not divide (and any type to the
+// stored dtype for rows 32 does not divide); norm weights,
+// biases, routers and rope_freqs stay F32, as llama.cpp's converter keeps them.
+GgufExportSummary export_gguf(const std::string& model_dir, const std::string& output, const std::string& name,
+                              QuantType outtype = QuantType::kNone);
+
+// "auto" -> kNone; "q8_0", "q4_0", "q4_1", "q4_k", "q6_k". Error(kInvalidArgument) naming --outtype.
+QuantType parse_gguf_outtype(const std::string& outtype);
 
 }  // namespace ditto

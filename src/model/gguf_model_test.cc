@@ -5,6 +5,7 @@
 // file is one clear error naming the key or tensor, never a crash.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -122,6 +123,42 @@ INSTANTIATE_TEST_SUITE_P(Architectures, GgufModelTest, ::testing::Values("qwen3-
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return name;
                          });
+
+// export-gguf --outtype: every weight matrix in the requested type (a K-quant falling back to Q8_0
+// where 256 does not divide the row), norm weights F32, general.file_type llama.cpp's ftype; the
+// file loads and runs. (Its logits against the float64 reference: tests/reference.)
+TEST(GgufExport, QuantizedOuttypes) {
+  TempDir dir;
+  const std::string model_dir = write_model(dir, "qwen3-0.6b");
+  const std::vector<std::pair<QuantType, std::pair<GgmlType, int64_t>>> cases = {
+      {QuantType::kQ8_0, {GgmlType::kQ8_0, 7}},
+      {QuantType::kQ4_0, {GgmlType::kQ4_0, 2}},
+      {QuantType::kQ4_1, {GgmlType::kQ4_1, 3}},
+      {QuantType::kQ4_K, {GgmlType::kQ8_0, 14}},  // rows of 32: no 256 block
+      {QuantType::kQ6_K, {GgmlType::kQ8_0, 18}}};
+  for (const auto& [outtype, want] : cases) {
+    const std::string gguf = dir.file(std::string(quant_format(outtype).name) + ".gguf");
+    export_gguf(model_dir, gguf, "tiny", outtype);
+    const auto g = GgufFile::open(gguf);
+    EXPECT_EQ(g->get_int("general.file_type"), want.second);
+    for (const GgufTensor& t : g->tensors()) {
+      if (t.ne.size() == 1) {
+        EXPECT_EQ(t.type, GgmlType::kF32) << t.name;
+      } else if (t.ne[0] % 32 != 0) {  // ffn_down's rows of 48: no block divides them, kept as stored
+        EXPECT_EQ(t.type, GgmlType::kBF16) << t.name << " " << quant_format(outtype).name;
+      } else {
+        EXPECT_EQ(t.type, want.first) << t.name << " " << quant_format(outtype).name;
+      }
+    }
+    ThreadPool pool(2);
+    const auto model = CausalLM::load(gguf, &pool);
+    for (float v : prompt_logits(*model)) ASSERT_TRUE(std::isfinite(v));
+  }
+  EXPECT_EQ(parse_gguf_outtype("q4_k"), QuantType::kQ4_K);
+  EXPECT_EQ(parse_gguf_outtype("auto"), QuantType::kNone);
+  DITTO_EXPECT_MESSAGE_HAS(error_message([] { parse_gguf_outtype("q5_k"); }, ErrorCode::kInvalidArgument), "--outtype",
+                           "q5_k", "q4_k");
+}
 
 // ---- Broken files ------------------------------------------------------------------------------
 
