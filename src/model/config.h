@@ -46,6 +46,10 @@ struct ModelConfig {
   bool mlp_bias = false;        // gate/up/down_proj have biases (only with features.mlp_bias)
   std::string hidden_act;       // only "silu"
   std::optional<RopeScaling> rope_scaling;
+  // [head_dim / 2] per-frequency divisors of θ_i, as a GGUF file's rope_freqs.weight stores llama3
+  // scaling (llama.cpp's freq_factors); empty otherwise. Set only by the GGUF loader, never with
+  // rope_scaling.
+  std::vector<double> rope_freq_divisors;
   std::string torch_dtype;  // as written ("bfloat16"), "" when absent
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // config.json may hold an int or a list; empty when null

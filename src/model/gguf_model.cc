@@ -1,5 +1,7 @@
 #include "model/gguf_model.h"
 
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -71,10 +73,6 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   if (const std::optional<std::string> scaling = g.get_string(p + "rope.scaling.type"); scaling && *scaling != "none")
     throw_invalid_argument(path + ": metadata '" + p + "rope.scaling.type' is \"" + *scaling +
                            "\"; ditto supports only \"none\" (and llama3 scaling from rope_freqs.weight)");
-  if (g.find_tensor("rope_freqs.weight") != nullptr)
-    throw_invalid_argument(path +
-                           ": tensor 'rope_freqs.weight' (llama3 RoPE scaling stored as frequency factors) "
-                           "is not supported yet");
   int64_t vocab = 0;
   if (const std::optional<int64_t> v = g.get_int(p + "vocab_size")) {
     vocab = *v;
@@ -105,6 +103,23 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   if (const std::optional<int64_t> eos = g.get_int("tokenizer.ggml.eos_token_id")) j["eos_token_id"] = *eos;
   if (g.get_bool("ditto.random_weights").value_or(false)) j["ditto_random_weights"] = true;
   ModelConfig c = parse_model_config(j, path);
+  if (const GgufTensor* freqs = g.find_tensor("rope_freqs.weight")) {  // llama3 scaling, as divisors
+    const std::string where = path + ": tensor 'rope_freqs.weight'";
+    if (!a.gguf.rope_freqs)
+      throw_invalid_argument(where + " (RoPE frequency divisors) is not read for " + a.gguf.arch + " models");
+    if (freqs->type != GgmlType::kF32 || freqs->ne != std::vector<int64_t>{c.head_dim / 2})
+      throw_invalid_argument(where + " must be F32 of shape (ggml ne) {" + std::to_string(c.head_dim / 2) +
+                             "} (head_dim / 2), is " + std::string(ggml_type_name(freqs->type)) + " " +
+                             ggml_ne_string(freqs->ne));
+    for (int64_t i = 0; i < c.head_dim / 2; ++i) {
+      float divisor;
+      std::memcpy(&divisor, freqs->data + 4 * i, 4);
+      if (!(divisor > 0) || !std::isfinite(divisor))
+        throw_invalid_argument(where + ": element " + std::to_string(i) + " is " + std::to_string(divisor) +
+                               "; divisors must be positive and finite");
+      c.rope_freq_divisors.push_back(divisor);
+    }
+  }
   if (const std::optional<int64_t> rot = g.get_int(p + "rope.dimension_count"); rot && *rot != c.head_dim)
     throw_invalid_argument(path + ": metadata '" + p + "rope.dimension_count' is " + std::to_string(*rot) +
                            " but heads have " + std::to_string(c.head_dim) +

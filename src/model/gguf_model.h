@@ -12,7 +12,8 @@
 // vocab_size (else the token list's length); expert_count, expert_used_count and
 // expert_feed_forward_length for qwen3moe (whose top-k weights llama.cpp always renormalises:
 // norm_topk_prob). The weights decide the rest: tie_word_embeddings when output.weight is absent,
-// attention_bias / mlp_bias when blk.0's biases are present.
+// attention_bias / mlp_bias when blk.0's biases are present; rope_freqs.weight (llama3 scaling as
+// llama.cpp stores it) becomes rope_freq_divisors.
 //
 // Tensors: matrices may be any type of model/gguf_types.h; norm weights and biases must be float.
 // llama's q/k rows were regrouped per head for llama.cpp's adjacent-pair RoPE (LlamaModel.permute);

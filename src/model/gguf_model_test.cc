@@ -23,6 +23,7 @@
 #include "model/gguf_reader.h"
 #include "model/gguf_writer.h"
 #include "model/kv_cache.h"
+#include "model/rope_frequencies.h"
 #include "model/test_model_generator.h"
 #include "model/test_support.h"
 
@@ -47,7 +48,7 @@ json tiny_config(const std::string& preset) {
   if (c.contains("max_window_layers")) c["max_window_layers"] = 2;
   if (c.contains("num_experts"))
     c.update({{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 16}});
-  c["rope_scaling"] = nullptr;  // llama3 scaling travels as rope_freqs.weight, which the loader refuses
+  c["rope_scaling"] = nullptr;  // llama3 scaling through GGUF is not bit-exact: Llama3RopeScalingFromRopeFreqs
   c["tie_word_embeddings"] = preset != "qwen3-30b-a3b";
   return c;
 }
@@ -158,6 +159,40 @@ TEST(GgufExport, QuantizedOuttypes) {
   EXPECT_EQ(parse_gguf_outtype("auto"), QuantType::kNone);
   DITTO_EXPECT_MESSAGE_HAS(error_message([] { parse_gguf_outtype("q5_k"); }, ErrorCode::kInvalidArgument), "--outtype",
                            "q5_k", "q4_k");
+}
+
+// llama3 RoPE scaling travels as rope_freqs.weight: the same frequencies up to the divisors'
+// float32 rounding, so logits agree to float32 rounding, not bit for bit.
+TEST(GgufModel, Llama3RopeScalingFromRopeFreqs) {
+  TempDir dir;
+  json config = tiny_config("llama-3.2-1b");
+  config["rope_scaling"] = preset_config("llama-3.2-1b")["rope_scaling"];
+  config["rope_scaling"]["original_max_position_embeddings"] = 64;  // every band within head_dim 8
+  const fs::path out = dir.path() / "llama";
+  fs::create_directories(out);
+  std::ofstream(out / "config.json") << config.dump(2);
+  const fs::path tokenizer =
+      fs::path(DITTO_SOURCE_DIR) / "third_party/npm/node_modules" / preset_tokenizer_package("llama-3.2-1b") / "models";
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(tokenizer / file, out / file, fs::copy_options::overwrite_existing);
+  TestModelOptions options;
+  options.out_dir = out.string();
+  options.seed = 5;
+  write_test_model_weights(parse_model_config(config, "config.json"), options);
+  export_gguf(out.string(), dir.file("llama.gguf"), "tiny");
+  ThreadPool pool(2);
+  const auto from_dir = CausalLM::load(out.string(), &pool);
+  const auto from_gguf = CausalLM::load(dir.file("llama.gguf"), &pool);
+  ASSERT_EQ(from_gguf->config().rope_freq_divisors.size(), 4u);
+  const std::vector<double> a = rope_inv_freq(from_dir->config()), b = rope_inv_freq(from_gguf->config());
+  bool scaled = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(b[i], a[i], 1e-7 * a[i]) << i;
+    scaled |= from_gguf->config().rope_freq_divisors[i] != 1.0;
+  }
+  EXPECT_TRUE(scaled);
+  const std::vector<float> x = prompt_logits(*from_dir), y = prompt_logits(*from_gguf);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-4) << i;
 }
 
 // ---- Broken files ------------------------------------------------------------------------------

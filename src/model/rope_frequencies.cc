@@ -37,6 +37,11 @@ std::vector<double> rope_inv_freq(const ModelConfig& config) {
   const int64_t half = config.head_dim / 2;
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) inv_freq[i] = base_inv_freq(config, i);
+  if (!config.rope_freq_divisors.empty()) {
+    DITTO_CHECK(config.rope_freq_divisors.size() == inv_freq.size());
+    for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] /= config.rope_freq_divisors[i];
+    return inv_freq;
+  }
   if (!config.rope_scaling || config.rope_scaling->rope_type != "llama3") return inv_freq;
 
   const RopeScaling& s = *config.rope_scaling;

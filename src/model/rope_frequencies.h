@@ -11,6 +11,8 @@ namespace ditto {
 // "llama3" the piecewise rescaling of transformers' modeling_rope_utils._compute_llama3_parameters:
 // wavelengths longer than original_max_position_embeddings / low_freq_factor are divided by
 // `factor`, shorter than .../high_freq_factor kept, and the band between interpolated smoothly.
+// With config.rope_freq_divisors (a GGUF file's rope_freqs.weight), θ_i / divisor_i instead, as
+// llama.cpp applies them: the llama3 rule with the divisors rounded to float32.
 std::vector<double> rope_inv_freq(const ModelConfig& config);
 
 // [head_dim / 2] float32: the divisor llama3 scaling applies to each θ_i, as llama.cpp's
