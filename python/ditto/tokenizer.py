@@ -21,21 +21,15 @@ class Tokenizer:
         self._config: Optional[dict] = None
 
     def _tokenizer_config(self) -> dict:
-        """tokenizer_config.json of the model ({} when it has none)."""
+        """tokenizer_config.json as the engine's tokenizer read it ({} when it has none; for a GGUF
+        file, the one built from its tokenizer keys)."""
         if self._config is None:
-            path = os.path.join(self._engine.model_dir, "tokenizer_config.json")
-            try:
-                with open(path, encoding="utf-8") as f:
-                    self._config = json.load(f)
-            except FileNotFoundError:
-                self._config = {}
-            except (OSError, ValueError) as e:
-                raise ValueError(f"{path}: {e}") from None
+            self._config = json.loads(self._engine.tokenizer_config_json)
         return self._config
 
     @property
     def name_or_path(self) -> str:
-        """The model directory the tokenizer was loaded from."""
+        """The model directory (or GGUF file) the tokenizer was loaded from."""
         return self._engine.model_dir
 
     @property
@@ -43,7 +37,7 @@ class Tokenizer:
         """tokenizer_config.json's chat_template (or chat_template.jinja's), None without one."""
         template = self._tokenizer_config().get("chat_template")
         path = os.path.join(self._engine.model_dir, "chat_template.jinja")
-        if template is None and os.path.exists(path):
+        if template is None and os.path.isfile(path):
             with open(path, encoding="utf-8") as f:
                 template = f.read()
         return template if isinstance(template, str) else None

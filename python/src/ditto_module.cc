@@ -128,6 +128,11 @@ class PyEngine {
   std::optional<std::string> id_to_token(int32_t id) const { return llm_.tokenizer().id_to_token(id); }
   std::optional<int32_t> token_to_id(const std::string& token) const { return llm_.tokenizer().token_to_id(token); }
   std::optional<int32_t> bos_token_id() const { return llm_.tokenizer().bos_token_id(); }
+  // tokenizer_config.json as the tokenizer read it (a GGUF file's: built from its tokenizer keys),
+  // as JSON text; "{}" without a tokenizer.
+  std::string tokenizer_config_json() const {
+    return llm_.has_tokenizer() ? llm_.tokenizer().tokenizer_config().dump() : "{}";
+  }
 
   bool has_tokenizer() const { return llm_.has_tokenizer(); }
   int64_t vocab_size() const { return llm_.model().config().vocab_size; }
@@ -241,6 +246,7 @@ PYBIND11_MODULE(_ditto, m) {
       .def("id_to_token", &PyEngine::id_to_token, py::arg("id"))
       .def("token_to_id", &PyEngine::token_to_id, py::arg("token"))
       .def_property_readonly("bos_token_id", &PyEngine::bos_token_id)
+      .def_property_readonly("tokenizer_config_json", &PyEngine::tokenizer_config_json)
       .def_property_readonly("has_tokenizer", &PyEngine::has_tokenizer)
       .def_property_readonly("vocab_size", &PyEngine::vocab_size)
       .def_property_readonly("max_model_len", &PyEngine::max_model_len)

@@ -6,6 +6,7 @@ tests/install/ (it builds the README's program as printed). Blocks marked
 this environment already is; `text` blocks are synopses, not commands. Snippets that name
 Qwen/Qwen3-8B find a generated 2-layer Qwen3-8B in a temporary Hugging Face cache; the client
 snippets talk to the server `make run` starts, started here the way the Makefile does."""
+import json
 import re
 import socket
 import subprocess
@@ -18,8 +19,10 @@ from conftest import REPO, ditto_command, env_with_hf_home
 
 FENCE = re.compile(r"(?:<!-- readme-test: (?P<mark>\w+) \((?P<why>[^)]+)\) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```$",
                    re.S | re.M)
-DEMO_MODEL = "models/demo-qwen3-0.6b"
-MAKE_RUN_SERVE = ["serve", DEMO_MODEL, "--served-model-name", "demo-qwen3-0.6b", "--port", "8000"]
+DEMO_MODEL = "models/SmolLM2-135M-Instruct.Q4_1.gguf"  # make run's; scripts/install-deps.sh fetches it
+TEST_MODEL = "models/demo-qwen3-0.6b"  # the CLI examples'
+README_HAIKU = "In the depths of the blue, a lone vessel sails, a reflection of the unending beauty of the sea."
+MAKE_RUN_SERVE = ["serve", DEMO_MODEL, "--served-model-name", "SmolLM2-135M-Instruct", "--port", "8000"]
 
 
 def readme_blocks():
@@ -29,14 +32,17 @@ def readme_blocks():
 
 def test_the_makefile_is_what_this_test_does_for_make_run():
     makefile = (REPO / "Makefile").read_text()
-    assert "make-test-model --preset qwen3-0.6b --num-hidden-layers 4 --seed 0 --out $(DEMO_MODEL)" in makefile
-    assert "serve $(DEMO_MODEL) --served-model-name demo-qwen3-0.6b --port $(PORT)" in makefile
+    assert "make-test-model --preset qwen3-0.6b --num-hidden-layers 4 --seed 0 --out $(TEST_MODEL)" in makefile
+    assert "serve $(DEMO_MODEL) --served-model-name $(DEMO_MODEL_NAME) --port $(PORT)" in makefile
     assert "DEMO_MODEL ?= " + DEMO_MODEL in makefile and "PORT ?= 8000" in makefile
+    assert "DEMO_MODEL_NAME ?= SmolLM2-135M-Instruct" in makefile and "TEST_MODEL ?= " + TEST_MODEL in makefile
+    assert (REPO / DEMO_MODEL).is_file(), f"{DEMO_MODEL} is missing: scripts/install-deps.sh fetches it"
 
 
 def start_make_run_server(cwd, env):
     subprocess.run([ditto_command(), "make-test-model", "--preset", "qwen3-0.6b", "--num-hidden-layers", "4",
-                    "--seed", "0", "--out", DEMO_MODEL], cwd=cwd, env=env, check=True, capture_output=True, timeout=600)
+                    "--seed", "0", "--out", TEST_MODEL], cwd=cwd, env=env, check=True, capture_output=True, timeout=600)
+    (cwd / DEMO_MODEL).symlink_to(REPO / DEMO_MODEL)  # the repository's models/, as make run finds it
     with socket.socket() as s:
         if s.connect_ex(("127.0.0.1", 8000)) == 0:
             pytest.fail("port 8000 is in use; the README's client snippets need make run's port")
@@ -81,7 +87,11 @@ def test_every_readme_snippet_runs_as_printed(tmp_path, qwen3_8b_hf_home):
     finally:
         server.terminate()
         server.wait(timeout=60)
-        subprocess.run(["rm", "-f", "/tmp/demo-qwen3-0.6b.gguf"])
+        subprocess.run(["rm", "-f", "/tmp/demo-qwen3-0.6b.gguf", "/tmp/demo-qwen3-0.6b-q8_0.gguf"])
     assert len(ran) >= 3, ran
     for where, stdout in ran:
         assert stdout.strip(), f"{where} printed nothing"
+    # The exchange the README quotes is the one make run's server gives (greedy: the same every time).
+    chats = [stdout for _, stdout in ran if stdout.lstrip().startswith("{") and '"chat.completion"' in stdout]
+    assert chats, "the README's curl chat example did not run"
+    assert json.loads(chats[0])["choices"][0]["message"]["content"] == README_HAIKU
