@@ -10,6 +10,20 @@ C++ code, so that it can catch errors in ditto rather than reproduce them.
 Everything is computed in float64 NumPy; the weights are decoded exactly from
 their stored dtype (BF16 / F16 / F32 / F64) to float64.
 
+GGUF: every entry point also takes the path of a llama.cpp GGUF file (llama, qwen3,
+qwen3moe) instead of a model directory: the config comes from its metadata and the
+tensors from their llama.cpp names, exactly dequantized to float64 (F32, F16, BF16, Q8_0,
+Q4_0, Q4_1, Q4_K, Q6_K; llama's q/k rows put back in Hugging Face order) -- see
+gguf_checkpoint.py and gguf_reader.py. The forward pass is the same.
+
+Activation quantization (variant option ``quantize_activations=True``): emulates, in
+float64, the one approximation ditto's GEMM on GGML-quantized weights makes
+(docs/NUMERICS.md, "Quantized weights"): each input row of a matmul whose weight is
+Q8_0/Q4_0/Q4_1 (blocks of 32) or Q4_K/Q6_K (blocks of 256) is replaced, block by block, by
+d * q with d = amax/127, q = round-half-even(x * (1/d)) clamped to [-127, 127] (a block with
+d < 2^-126 becomes 0); the product with the dequantized weights is then exact (float64).
+See quantize_activation_rows.
+
 Forward pass (per token row, causal):
 
     h = embed_tokens[ids]
@@ -46,17 +60,20 @@ router logits, probabilities, selected experts and weights of every sparse layer
 ``Routing.kth_margin()`` for the gap between the k-th and (k+1)-th expert (near-ties are
 where a float32 computation may legitimately choose a different expert).
 
-Memory: tensors are memory-mapped and converted to float64 one at a time; the
+Memory: tensors (safetensors or GGUF) are memory-mapped and converted to float64 one at a time; the
 embedding is gathered for the requested token rows only and the lm_head is applied
 in chunks of ``LM_HEAD_CHUNK`` vocabulary rows, so a 2-layer Qwen3-8B (151936x4096
 embedding + untied lm_head) runs with a peak of roughly 1-2 GB.
 
 Public API:
+    (model_dir: a Hugging Face model directory or a .gguf file)
     load_model(model_dir) -> Model
     logits(model_dir, token_ids, kv_cache_dtype="float64") -> float64 [T, vocab]
-    log_softmax(model_dir, token_ids, kv_cache_dtype="float64") -> float64 [T, vocab]
+    log_softmax(model_dir, token_ids, kv_cache_dtype="float64",
+                quantize_activations=False) -> float64 [T, vocab]
     log_softmax_variants(model_dir, token_ids, variants, routing=None) -> list of [T, vocab]
     round_to_bf16(x) -> float64 array holding bf16-representable values (RNE)
+    quantize_activation_rows(x, block) -> x rounded to int8 per block, as ditto does
 
 The keyword arguments starting with ``_debug_`` are TEST-ONLY deliberate bugs used
 by the parity suite's sensitivity check (to prove the comparison can fail). Never
@@ -64,8 +81,9 @@ use them for anything else. ``_emulate_float32`` runs the same algorithm in floa
 (diagnostic: estimates the size of float32 rounding effects); it is not a reference.
 
 CLI:
-    /usr/bin/python3 tests/reference/reference.py MODEL_DIR 1,2,3 [--kv-cache-dtype bfloat16]
-        [--top 5] [--routing]     (--routing: MoE experts, weights and k-th margins per token)
+    /usr/bin/python3 tests/reference/reference.py MODEL_DIR|FILE.gguf 1,2,3
+        [--kv-cache-dtype bfloat16] [--quantize-activations] [--top 5]
+        [--routing]     (--routing: MoE experts, weights and k-th margins per token)
 """
 
 from __future__ import annotations
@@ -78,9 +96,12 @@ import struct
 import sys
 import warnings
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, FrozenSet, List, Optional, Sequence
 
 import numpy as np
+
+import gguf_checkpoint
+from gguf_reader import GGUFFile
 
 LM_HEAD_CHUNK = 8192  # vocabulary rows of lm_head converted to float64 at a time
 
@@ -93,7 +114,15 @@ DEBUG_FLAGS = (
     "_debug_moe_no_topk_renorm",  # MoE: ignore norm_topk_prob (never renormalise)
     "_debug_moe_swap_kth_expert",  # MoE: take the (k+1)-th expert instead of the k-th
     "_emulate_float32",          # diagnostic: compute in float32 instead of float64
-)
+    "_debug_activation_scale_per_row",  # quantize_activations: one int8 scale per row, not block
+) + gguf_checkpoint.WEIGHT_BUGS  # GGUF only: Q4_1 min ignored, Q4_K min sign, q/k permutation
+
+# Activation block of ditto's quantized GEMM for each GGML weight type (docs/NUMERICS.md).
+ACTIVATION_BLOCK = {"Q8_0": 32, "Q4_0": 32, "Q4_1": 32, "Q4_K": 256, "Q6_K": 256}
+FLT_MIN = 2.0 ** -126
+# activation_dither_seed: relative size of the random perturbation of each rounded input
+# (about a float32 GEMM's rounding error), to draw further samples of the rounding noise
+DITHER = 1e-6
 
 
 # --------------------------------------------------------------------------------------
@@ -181,6 +210,10 @@ class SafeTensors:
     def shape(self, name: str) -> tuple:
         return self.tensors[name].shape
 
+    def ggml_type(self, name: str) -> str:
+        """The stored dtype ("BF16", "F16", "F32", "F64"): never a quantized type."""
+        return self.tensors[name].dtype
+
     def raw(self, name: str) -> np.ndarray:
         """Memory map of the stored data (BF16 as uint16)."""
         info = self.tensors[name]
@@ -225,6 +258,8 @@ class Config:
     decoder_sparse_step: int = 1
     mlp_only_layers: tuple = ()
     norm_topk_prob: bool = False
+    # GGUF llama3 scaling as llama.cpp stores it (rope_freqs.weight): inv_freq / factor
+    rope_freq_factors: Optional[np.ndarray] = None
     raw: dict = field(default_factory=dict)
 
     @property
@@ -240,7 +275,8 @@ class Config:
 
 
 def load_config(model_dir: str) -> Config:
-    """config.json with the Hugging Face class defaults for missing keys.
+    """config.json with the Hugging Face class defaults for missing keys; for a GGUF file,
+    its metadata (gguf_checkpoint.config_fields).
 
     Defaults (from transformers' Qwen3Config / Qwen3MoeConfig / LlamaConfig):
       - head_dim: Qwen3Config default 128; LlamaConfig default hidden_size // num_heads;
@@ -256,6 +292,8 @@ def load_config(model_dir: str) -> Config:
         moe_intermediate_size 768, decoder_sparse_step 1, mlp_only_layers None -> [],
         norm_topk_prob False (the Qwen3-30B-A3B config.json sets it true).
     """
+    if gguf_checkpoint.is_gguf(model_dir):
+        return Config(**gguf_checkpoint.config_fields(GGUFFile(model_dir)))
     with open(os.path.join(model_dir, "config.json")) as f:
         c = json.load(f)
     archs = c.get("architectures") or []
@@ -354,9 +392,12 @@ def rope_inv_freq(cfg: Config, apply_scaling: bool = True) -> np.ndarray:
       wavelen > old_ctx / low_freq_factor   -> inv_freq / factor (low frequencies)
       otherwise  s = (old_ctx / wavelen - low) / (high - low),
                  inv_freq = (1 - s) * inv_freq / factor + s * inv_freq
+    GGUF (llama.cpp): the factors come precomputed (rope_freqs.weight): inv_freq / factor.
     """
     d = cfg.head_dim
     inv = 1.0 / (cfg.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
+    if cfg.rope_freq_factors is not None:
+        return inv / cfg.rope_freq_factors if apply_scaling else inv
     rs = cfg.rope_scaling
     if rs is None or not apply_scaling:
         return inv
@@ -387,6 +428,31 @@ def round_to_bf16(x: np.ndarray) -> np.ndarray:
     lsb = (bits >> shift) & np.uint64(1)
     bits = (bits + (np.uint64((1 << 44) - 1) + lsb)) & ~np.uint64((1 << 45) - 1)
     return bits.view(np.float64)
+
+
+def quantize_activation_rows(x: np.ndarray, block: int) -> np.ndarray:
+    """ditto's int8 activation rounding (docs/NUMERICS.md, "Quantized weights"), in x's dtype.
+
+    x [N, K] (K a multiple of block) -> x' [N, K]: each block of `block` values of a row is
+    replaced by d * q, amax = max |x_i|, d = amax / 127, q_i = round-half-even(x_i * (1/d))
+    clamped to [-127, 127]; a block with d < FLT_MIN (2^-126, including 0) becomes 0.
+    |x_i - x'_i| <= d/2 (+ rounding of x*(1/d)). A row holding NaN or inf becomes all NaN."""
+    x = np.asarray(x)
+    n, k = x.shape
+    if k % block:
+        raise ValueError(f"row length {k} is not a multiple of the activation block {block}")
+    one = x.dtype.type(1)
+    xb = x.reshape(n, k // block, block)
+    amax = np.max(np.abs(xb), axis=-1, keepdims=True)
+    d = amax / x.dtype.type(127)
+    zero = ~(d >= FLT_MIN)  # also NaN
+    safe = np.where(zero, one, d)
+    q = np.clip(np.rint(xb * (one / safe)), -127, 127)
+    out = np.where(zero, x.dtype.type(0), q * d).reshape(n, k)
+    bad = ~np.all(np.isfinite(x), axis=1)
+    if bad.any():
+        out[bad] = np.nan
+    return out
 
 
 def _rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
@@ -487,11 +553,77 @@ def _route(router_logits: np.ndarray, k: int, norm_topk_prob: bool, swap_kth: bo
 # model
 # --------------------------------------------------------------------------------------
 
+@dataclass
+class _Group:
+    """Variants that share one matmul treatment."""
+    quantize: bool                 # quantize_activations
+    per_row: bool                  # TEST-ONLY _debug_activation_scale_per_row
+    dither: Optional[np.random.Generator]  # activation_dither_seed's generator, or None
+    bugs: FrozenSet[str]           # TEST-ONLY weight bugs (gguf_checkpoint.WEIGHT_BUGS)
+    variants: np.ndarray           # int: the variant ids
+
+
+@dataclass
+class _Pass:
+    """What one forward pass needs to apply each variant's options to its rows.
+
+    Rows of every activation matrix are (variant, token) pairs flattened variant-major;
+    `groups` partitions the variants by matmul treatment, so that each weight is converted
+    once per call and each group's rows are rounded (or not) together."""
+    dt: type                       # np.float64, or np.float32 under _emulate_float32
+    num_tokens: int                # T: row id = variant * T + token
+    groups: List[_Group]
+    rounding_log: Optional[list]   # receives ActivationRounding records, or None
+
+    def rows_of(self, rid: np.ndarray):
+        """(group, bool mask over rid or None for all) for each group owning some rows."""
+        if len(self.groups) == 1:
+            return [(self.groups[0], None)]
+        out = []
+        for g in self.groups:
+            m = np.isin(rid // self.num_tokens, g.variants)
+            if m.any():
+                out.append((g, m))
+        return out
+
+
+@dataclass
+class ActivationRounding:
+    """One matmul's int8 input rounding (quantize_activations): for each rounded row,
+    rho = ||x' - x|| / ||x|| (0 for a zero row). Rows are (variant, token) = divmod(row, T)."""
+    weight: str                    # the weight's (Hugging Face) name
+    rows: np.ndarray               # int [N]: row ids, variant * T + token
+    rho: np.ndarray                # float64 [N]
+
+
+def rounding_noise(log: List[ActivationRounding], variant: int, num_tokens: int) -> np.ndarray:
+    """sum of rho^2 [T] over the distinct rounded inputs of each token row of one variant.
+
+    k_proj / v_proj read the same rounded input as q_proj, and up_proj the same as gate_proj:
+    they are counted once. (MoE: every expert's down_proj input counts, an overestimate.)"""
+    s = np.zeros(num_tokens)
+    for r in log:
+        if r.weight.endswith(("k_proj.weight", "v_proj.weight", "up_proj.weight")):
+            continue
+        v, t = np.divmod(r.rows, num_tokens)
+        np.add.at(s, t[v == variant], r.rho[v == variant] ** 2)
+    return s
+
+
 class Model:
     def __init__(self, model_dir: str):
         self.model_dir = model_dir
-        self.cfg = load_config(model_dir)
-        self.st = SafeTensors(model_dir)
+        if gguf_checkpoint.is_gguf(model_dir):
+            g = GGUFFile(model_dir)
+            self.cfg = Config(**gguf_checkpoint.config_fields(g))
+            self.st = gguf_checkpoint.GGUFTensors(
+                g, self.cfg.arch, self.cfg.num_attention_heads, self.cfg.num_key_value_heads,
+                self.cfg.head_dim)
+            self.gguf = True
+        else:
+            self.cfg = load_config(model_dir)
+            self.st = SafeTensors(model_dir)
+            self.gguf = False
         cfg = self.cfg
         emb = "model.embed_tokens.weight"
         if emb not in self.st:
@@ -507,46 +639,78 @@ class Model:
             self.lm_head_name = "lm_head.weight"
 
     # -- weights -------------------------------------------------------------------
-    def _w(self, name: str, dt) -> np.ndarray:
-        return self.st.f64(name).astype(dt, copy=False)
+    def _w(self, name: str, dt, rows=None, bugs: FrozenSet[str] = frozenset()) -> np.ndarray:
+        if bugs:
+            return self.st.f64(name, rows=rows, bugs=bugs).astype(dt, copy=False)
+        return self.st.f64(name, rows=rows).astype(dt, copy=False)
 
-    def _opt_bias(self, name: str, enabled: bool, dt) -> Optional[np.ndarray]:
+    def _opt_bias(self, name: str, enabled: bool, dt,
+                  bugs: FrozenSet[str] = frozenset()) -> Optional[np.ndarray]:
         if name in self.st:
             if not enabled:
                 # transformers builds the Linear without a bias and ignores the stored one
                 warnings.warn(f"{name} present but the config disables that bias: ignored")
                 return None
-            return self._w(name, dt)
+            return self._w(name, dt, bugs=bugs)
         if enabled:
             raise KeyError(f"config enables a bias but {name} is missing")
         return None
 
-    def _linear(self, x: np.ndarray, wname: str, bname: Optional[str], bias_enabled: bool,
-                dt) -> np.ndarray:
-        """x: [..., in] -> [..., out] with W [out, in] from the checkpoint."""
-        w = self._w(wname, dt)
+    def _linear(self, x: np.ndarray, rid: np.ndarray, wname: str, bname: Optional[str],
+                bias_enabled: bool, ps: _Pass, rows=None) -> np.ndarray:
+        """x: [..., in] -> [..., out] with W [out, in] from the checkpoint (or its `rows`).
+
+        rid: int [prod(x.shape[:-1])], the row id (variant * T + token) of each row of x.
+        Rows of variants with quantize_activations are rounded as ditto's GEMM rounds them
+        when W is GGML-quantized; variants with TEST-ONLY weight bugs get their own (buggy)
+        copy of W."""
         lead = x.shape[:-1]
-        y = x.reshape(-1, x.shape[-1]) @ w.T
-        del w
-        if bname is not None:
-            b = self._opt_bias(bname, bias_enabled, dt)
-            if b is not None:
-                y = y + b
+        x2 = x.reshape(-1, x.shape[-1])
+        block = ACTIVATION_BLOCK.get(self.st.ggml_type(wname))
+        y = None
+        weights = {}  # by the weight bugs that change this tensor: converted once per call
+        for g, mask in ps.rows_of(rid):
+            xs = x2 if mask is None else x2[mask]
+            if g.quantize and block is not None:
+                if g.dither is not None:
+                    xs = xs * (1.0 + DITHER * g.dither.standard_normal(xs.shape))
+                xq = quantize_activation_rows(xs, xs.shape[1] if g.per_row else block)
+                if ps.rounding_log is not None:
+                    norm = np.sqrt(np.sum(xs.astype(np.float64) ** 2, axis=1))
+                    err = np.sqrt(np.sum((xq - xs).astype(np.float64) ** 2, axis=1))
+                    ps.rounding_log.append(ActivationRounding(
+                        wname, rid if mask is None else rid[mask],
+                        np.divide(err, norm, out=np.zeros_like(err), where=norm > 0)))
+                xs = xq
+            bugs = self.st.bugs_affecting(wname, g.bugs) if g.bugs else g.bugs
+            if bugs not in weights:
+                weights[bugs] = self._w(wname, ps.dt, rows=rows, bugs=bugs)
+            ys = (weights[bugs] @ xs.T).T  # (this orientation is faster with netlib BLAS)
+            if bname is not None:
+                b = self._opt_bias(bname, bias_enabled, ps.dt, bugs=bugs)
+                if b is not None:
+                    ys = ys + (b if rows is None else b[rows])
+            if mask is None:
+                y = ys
+            else:
+                if y is None:
+                    y = np.empty((x2.shape[0], ys.shape[1]), dtype=ps.dt)
+                y[mask] = ys
         return y.reshape(*lead, -1)
 
-    def _dense_mlp(self, x: np.ndarray, p: str, intermediate: int, bias: bool,
-                   dt) -> np.ndarray:
+    def _dense_mlp(self, x: np.ndarray, rid: np.ndarray, p: str, intermediate: int, bias: bool,
+                   ps: _Pass) -> np.ndarray:
         """down(silu(gate(x)) * up(x)); x [..., hidden] -> [..., hidden]. p ends in "mlp."."""
-        g = self._linear(x, p + "gate_proj.weight", p + "gate_proj.bias", bias, dt)
+        g = self._linear(x, rid, p + "gate_proj.weight", p + "gate_proj.bias", bias, ps)
         if g.shape[-1] != intermediate:
             raise ValueError(f"{p}gate_proj.weight has {g.shape[-1]} rows, expected "
                              f"{intermediate}")
-        u = self._linear(x, p + "up_proj.weight", p + "up_proj.bias", bias, dt)
+        u = self._linear(x, rid, p + "up_proj.weight", p + "up_proj.bias", bias, ps)
         a = _silu(g) * u
         del g, u
-        return self._linear(a, p + "down_proj.weight", p + "down_proj.bias", bias, dt)
+        return self._linear(a, rid, p + "down_proj.weight", p + "down_proj.bias", bias, ps)
 
-    def _sparse_moe(self, x: np.ndarray, li: int, variants: List[dict], dt,
+    def _sparse_moe(self, x: np.ndarray, li: int, variants: List[dict], ps: _Pass,
                     routing_out: Optional[List[List[Routing]]]) -> np.ndarray:
         """Qwen3MoeSparseMoeBlock. x [V, T, hidden] (one slab per variant) -> [V, T, hidden].
 
@@ -554,18 +718,21 @@ class Model:
                  weight[t, e] * down_e(silu(gate_e(x_t)) * up_e(x_t)),  starting from 0.
         Each expert's weights are converted once and applied to the rows routed to it."""
         cfg = self.cfg
+        dt = ps.dt
         p = f"model.layers.{li}.mlp."
         V, T, H = x.shape
         E, k = cfg.num_experts, cfg.num_experts_per_tok
-        gate = self._w(p + "gate.weight", dt)
-        if gate.shape != (E, H):
-            raise ValueError(f"{p}gate.weight shape {gate.shape} != ({E}, {H})")
+        if self.st.shape(p + "gate.weight") != (E, H):
+            raise ValueError(f"{p}gate.weight shape {self.st.shape(p + 'gate.weight')} != "
+                             f"({E}, {H})")
+        rid = np.arange(V * T)
+        router_logits = self._linear(x, rid, p + "gate.weight", None, False, ps)
         # sel[v, t, e]: mixing weight of expert e for token t of variant v (0 if unselected)
         sel = np.zeros((V, T, E), dtype=dt)
         chosen = np.zeros((V, T, E), dtype=bool)
         picked = []  # experts [T, k] per variant
         for vi, var in enumerate(variants):
-            logits_v = x[vi] @ gate.T
+            logits_v = router_logits[vi]
             renorm = cfg.norm_topk_prob and not var.get("_debug_moe_no_topk_renorm", False)
             probs, experts, weights = _route(logits_v, k, renorm,
                                              var.get("_debug_moe_swap_kth_expert", False))
@@ -582,7 +749,6 @@ class Model:
                 routing_out[vi].append(Routing(
                     li, logits_v.astype(np.float64), probs.astype(np.float64),
                     experts.astype(np.int64), weights.astype(np.float64)))
-        del gate
         xf = x.reshape(V * T, H)
         sel = sel.reshape(V * T, E)
         chosen = chosen.reshape(V * T, E)
@@ -591,23 +757,31 @@ class Model:
             rows = np.nonzero(chosen[:, e])[0]
             if len(rows) == 0:
                 continue
-            y = self._dense_mlp(xf[rows], p + f"experts.{e}.", cfg.moe_intermediate_size,
-                                False, dt)
+            y = self._dense_mlp(xf[rows], rid[rows], p + f"experts.{e}.",
+                                cfg.moe_intermediate_size, False, ps)
             out[rows] += sel[rows, e:e + 1] * y
         return out.reshape(V, T, H)
 
     # -- forward -------------------------------------------------------------------
     def forward_variants(self, token_ids: Sequence[int], variants: List[dict],
-                         routing: Optional[list] = None) -> List[np.ndarray]:
+                         routing: Optional[list] = None,
+                         rounding_log: Optional[list] = None) -> List[np.ndarray]:
         """Logits [T, vocab] (float64) for each variant, sharing one pass over the weights.
 
         A variant is a dict of keyword options: kv_cache_dtype ("float64" | "bfloat16"),
+        quantize_activations (bool: round every input row of a matmul on GGML-quantized
+        weights to int8 per block, as ditto's GEMM does; no effect on unquantized weights),
+        activation_dither_seed (int: with quantize_activations, first multiply each rounded
+        input by 1 + DITHER * N(0, 1) from this seed -- another sample of the rounding noise,
+        as a float32 computation would draw it; a diagnostic for the parity suite),
         moe_experts_from (index of an EARLIER variant: every sparse layer takes that
         variant's expert sets, while the mixing weights come from this variant's own
         probabilities -- isolates smooth numerical effects from routing flips), and the
         TEST-ONLY flags in DEBUG_FLAGS. All variants must agree on _emulate_float32.
         routing: if a list is given, one list per variant is appended to it, holding a
         `Routing` record per sparse MoE layer (in layer order); empty lists for dense models.
+        rounding_log: if a list is given, every int8 input rounding (quantize_activations)
+        appends an `ActivationRounding` record to it (see rounding_noise).
         """
         cfg = self.cfg
         ids = np.asarray(list(token_ids), dtype=np.int64)
@@ -617,8 +791,11 @@ class Model:
             raise ValueError(f"token id out of range [0, {cfg.vocab_size})")
         for vi, v in enumerate(variants):
             for k in v:
-                if k not in ("kv_cache_dtype", "moe_experts_from") and k not in DEBUG_FLAGS:
+                if (k not in ("kv_cache_dtype", "moe_experts_from", "quantize_activations",
+                              "activation_dither_seed") and k not in DEBUG_FLAGS):
                     raise TypeError(f"unknown option {k!r}")
+                if k in gguf_checkpoint.WEIGHT_BUGS and v[k] and not self.gguf:
+                    raise ValueError(f"{k} applies to GGUF files only")
             src = v.get("moe_experts_from")
             if src is not None and not (isinstance(src, int) and 0 <= src < vi):
                 raise ValueError(f"variant {vi}: moe_experts_from must name an earlier variant")
@@ -637,6 +814,17 @@ class Model:
         eps = cfg.rms_norm_eps
         scale = d ** -0.5
 
+        keys = [(bool(v.get("quantize_activations", False)),
+                 bool(v.get("_debug_activation_scale_per_row", False)),
+                 v.get("activation_dither_seed"),
+                 frozenset(b for b in gguf_checkpoint.WEIGHT_BUGS if v.get(b))) for v in variants]
+        groups = [_Group(aq, per_row, None if seed is None else np.random.default_rng(seed),
+                         bugs, np.array([i for i, kk in enumerate(keys)
+                                         if kk == (aq, per_row, seed, bugs)]))
+                  for aq, per_row, seed, bugs in dict.fromkeys(keys)]
+        rid = np.arange(V * T)
+        ps = _Pass(dt, T, groups, rounding_log)
+
         # RoPE tables per variant (angles in float64, as HF's "pos * inv_freq").
         pos = np.arange(T, dtype=np.float64)
         rope = []
@@ -647,24 +835,25 @@ class Model:
         causal = np.tril(np.ones((T, T), dtype=bool))
 
         per_variant = [[] for _ in variants] if routing is not None else None
-        emb = self.st.f64("model.embed_tokens.weight", rows=ids).astype(dt)
-        h = np.broadcast_to(emb, (V, T, H)).copy()
-        del emb
+        h = np.empty((V, T, H), dtype=dt)
+        for g in groups:  # embedding rows gathered per token (exact lookup)
+            h[g.variants] = self._w("model.embed_tokens.weight", dt, rows=ids, bugs=g.bugs)
 
         for li in range(cfg.num_hidden_layers):
             p = f"model.layers.{li}."
             # ---- attention block ----
             x = _rms_norm(h, self._w(p + "input_layernorm.weight", dt), eps)
             ab = cfg.attention_bias
-            q = self._linear(x, p + "self_attn.q_proj.weight", p + "self_attn.q_proj.bias", ab, dt)
-            k = self._linear(x, p + "self_attn.k_proj.weight", p + "self_attn.k_proj.bias", ab, dt)
-            vv = self._linear(x, p + "self_attn.v_proj.weight", p + "self_attn.v_proj.bias", ab, dt)
+            a = p + "self_attn."
+            q = self._linear(x, rid, a + "q_proj.weight", a + "q_proj.bias", ab, ps)
+            k = self._linear(x, rid, a + "k_proj.weight", a + "k_proj.bias", ab, ps)
+            vv = self._linear(x, rid, a + "v_proj.weight", a + "v_proj.bias", ab, ps)
             q = q.reshape(V, T, nh, d)
             k = k.reshape(V, T, nkv, d)
             vv = vv.reshape(V, T, nkv, d)
             if cfg.qk_norm:
-                qn = self._w(p + "self_attn.q_norm.weight", dt)
-                kn = self._w(p + "self_attn.k_norm.weight", dt)
+                qn = self._w(a + "q_norm.weight", dt)
+                kn = self._w(a + "k_norm.weight", dt)
             attn = np.empty((V, T, nh, d), dtype=dt)
             for vi, var in enumerate(variants):
                 qi, ki, vi_ = q[vi], k[vi], vv[vi]
@@ -689,24 +878,24 @@ class Model:
                 e = np.exp(s)
                 prob = e / np.sum(e, axis=-1, keepdims=True)
                 attn[vi] = np.einsum("hts,shd->thd", prob, vr)
-            o = self._linear(attn.reshape(V, T, nh * d), p + "self_attn.o_proj.weight",
-                             p + "self_attn.o_proj.bias", ab, dt)
+            o = self._linear(attn.reshape(V, T, nh * d), rid, a + "o_proj.weight",
+                             a + "o_proj.bias", ab, ps)
             h = h + o
             # ---- MLP block: Qwen3-MoE's sparse block on the layers the config selects ----
             x = _rms_norm(h, self._w(p + "post_attention_layernorm.weight", dt), eps)
             if cfg.is_moe_layer(li):
-                h = h + self._sparse_moe(x, li, variants, dt, per_variant)
+                h = h + self._sparse_moe(x, li, variants, ps, per_variant)
             else:
-                h = h + self._dense_mlp(x, p + "mlp.", cfg.intermediate_size, cfg.mlp_bias, dt)
+                h = h + self._dense_mlp(x, rid, p + "mlp.", cfg.intermediate_size,
+                                        cfg.mlp_bias, ps)
             del x
 
         hn = _rms_norm(h, self._w("model.norm.weight", dt), eps).reshape(V * T, H)
         logits = np.empty((V * T, cfg.vocab_size), dtype=np.float64)
         for r0 in range(0, cfg.vocab_size, LM_HEAD_CHUNK):
             r1 = min(r0 + LM_HEAD_CHUNK, cfg.vocab_size)
-            wc = self.st.f64(self.lm_head_name, rows=slice(r0, r1)).astype(dt, copy=False)
-            logits[:, r0:r1] = hn @ wc.T
-            del wc
+            logits[:, r0:r1] = self._linear(hn, rid, self.lm_head_name, None, False, ps,
+                                            rows=slice(r0, r1))
         if routing is not None:
             routing.extend(per_variant)
         return [logits[i * T:(i + 1) * T] for i in range(V)]
@@ -723,46 +912,57 @@ def load_model(model_dir: str) -> Model:
 
 
 def logits(model_dir: str, token_ids: Sequence[int], kv_cache_dtype: str = "float64",
-           **debug) -> np.ndarray:
+           quantize_activations: bool = False, **debug) -> np.ndarray:
     """float64 logits [len(token_ids), vocab_size]; row i predicts the token after 0..i."""
     return load_model(model_dir).forward_variants(
-        token_ids, [dict(kv_cache_dtype=kv_cache_dtype, **debug)])[0]
+        token_ids, [dict(kv_cache_dtype=kv_cache_dtype,
+                         quantize_activations=quantize_activations, **debug)])[0]
 
 
 def log_softmax(model_dir: str, token_ids: Sequence[int], kv_cache_dtype: str = "float64",
-                **debug) -> np.ndarray:
+                quantize_activations: bool = False, **debug) -> np.ndarray:
     """float64 log-probabilities [len(token_ids), vocab_size].
 
+    model_dir: a Hugging Face model directory or a GGUF file.
     Row i is log-softmax of the next-token distribution after tokens 0..i (positions 0..i).
     kv_cache_dtype="bfloat16" rounds K (after k_norm and RoPE) and V to bfloat16 (RNE)
-    before attention, like ditto's bf16 KV cache. ``**debug``: TEST-ONLY flags (DEBUG_FLAGS).
+    before attention, like ditto's bf16 KV cache. quantize_activations=True rounds the input
+    rows of every matmul on GGML-quantized weights to int8 per block, as ditto's GEMM does
+    (quantize_activation_rows). ``**debug``: TEST-ONLY flags (DEBUG_FLAGS).
     """
-    return _log_softmax_rows(logits(model_dir, token_ids, kv_cache_dtype, **debug))
+    return _log_softmax_rows(logits(model_dir, token_ids, kv_cache_dtype,
+                                    quantize_activations, **debug))
 
 
 def log_softmax_variants(model_dir: str, token_ids: Sequence[int],
-                         variants: List[dict], routing: Optional[list] = None
-                         ) -> List[np.ndarray]:
+                         variants: List[dict], routing: Optional[list] = None,
+                         rounding_log: Optional[list] = None) -> List[np.ndarray]:
     """log_softmax for several option dicts at once (one pass over the weights).
 
     routing: optional list that receives, per variant, the list of `Routing` records of the
-    sparse MoE layers (see Model.forward_variants)."""
-    out = load_model(model_dir).forward_variants(token_ids, variants, routing=routing)
+    sparse MoE layers; rounding_log: optional list that receives the `ActivationRounding`
+    records (see Model.forward_variants)."""
+    out = load_model(model_dir).forward_variants(token_ids, variants, routing=routing,
+                                                 rounding_log=rounding_log)
     return [_log_softmax_rows(z) for z in out]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("model_dir")
+    ap.add_argument("model_dir", help="model directory or .gguf file")
     ap.add_argument("token_ids", help="comma-separated token ids, e.g. 1,2,3")
     ap.add_argument("--kv-cache-dtype", default="float64", choices=["float64", "bfloat16"])
+    ap.add_argument("--quantize-activations", action="store_true",
+                    help="round matmul inputs on GGML-quantized weights to int8, as ditto")
     ap.add_argument("--top", type=int, default=1, help="top-k tokens to print per position")
     ap.add_argument("--routing", action="store_true",
                     help="MoE: print each sparse layer's experts, weights and k-th margin")
     args = ap.parse_args(argv)
     ids = [int(t) for t in args.token_ids.replace(" ", "").split(",") if t]
     routing: list = []
-    lp = log_softmax_variants(args.model_dir, ids, [{"kv_cache_dtype": args.kv_cache_dtype}],
+    lp = log_softmax_variants(args.model_dir, ids,
+                              [{"kv_cache_dtype": args.kv_cache_dtype,
+                                "quantize_activations": args.quantize_activations}],
                               routing=routing)[0]
     for i, tok in enumerate(ids):
         order = np.argsort(-lp[i], kind="stable")[:args.top]
