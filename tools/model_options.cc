@@ -14,7 +14,8 @@
 namespace ditto {
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_option("--model", o.model, "Model directory, GGUF file or Hugging Face hub id (looked up in the local cache)")
+  cmd->add_option("--model", o.model,
+                  "Model directory, GGUF file or Hugging Face hub id (looked up in the local cache)")
       ->required();
   cmd->add_option("--threads", o.threads,
                   "Worker threads; 0 (the default) means $DITTO_NUM_THREADS or "
