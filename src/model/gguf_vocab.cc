@@ -403,7 +403,7 @@ const std::vector<PreTokenizerMapping>& pre_tokenizer_mappings() {
        {kGpt2Regex}},
       {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2"},
        {R"(\p{N})", kGpt2Regex}},
-      {{"falcon"}, {kPunctuationRegex, kGpt2Regex, "[0-9][0-9][0-9]"}},
+      {{"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2Regex, "[0-9][0-9][0-9]"}},  // with a backtick
       {{"default"}, {kPunctuationRegex, kGpt2Regex, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
       {{"deepseek-llm"},
        {R"([\r\n])",
@@ -754,7 +754,8 @@ HfTokenizerFiles hf_tokenizer_from_gguf(const GgufVocab& v, const std::string& s
   text += R"(,"post_processor":)" + post_processor.dump();
   text += R"(,"decoder":{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false})";
   text += R"(,"model":{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,)"
-          R"("end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"ignore_merges":)";
+          R"("end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"ditto_unknown_separates":true,)"
+          R"("ignore_merges":)";
   text += pre.ignore_merges ? "true" : "false";
   text += R"(,"vocab":{)";
   for (size_t i = 0; i < tokens.size(); ++i) {

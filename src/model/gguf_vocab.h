@@ -102,7 +102,9 @@ struct HfTokenizerFiles {
 //   - pre_tokenizer: tokenizer.ggml.pre's list of split regexes (llm_tokenizer_bpe), each a Split
 //     with behavior Isolated, then ByteLevel without regex; merges "a b" split at the first space
 //     after the first byte, a pair listed twice keeping its first rank (llama.cpp's bpe_ranks);
-//     ignore_merges where llama.cpp sets it (llama3 family, tekken). See the table in gguf_vocab.cc.
+//     ignore_merges where llama.cpp sets it (llama3 family, tekken); a byte whose character is not
+//     in the vocabulary yields no id but keeps its neighbours from merging ("ditto_unknown_separates",
+//     tokenizer/bpe.h). See the table in gguf_vocab.cc.
 //   - post_processor: BOS before / EOS after the text when add_bos / add_eos (TemplateProcessing).
 //     llama.cpp's defaults when the keys are absent: add_bos true for the llama3 family and tekken,
 //     false otherwise; add_eos false; bos and eos id 11 (llama.cpp's BPE default, none for

@@ -208,6 +208,8 @@ TEST(HfTokenizerFromGguf, OtherPreTokenizersSplitAsLlamaCpp) {
   EXPECT_EQ(split_with("gpt-2", " 123 abc"), (Pieces{" 123", " abc"}));
   // default: punctuation runs, GPT-2, number runs, then three digits.
   EXPECT_EQ(split_with("default", "hello, world!!! 1234"), (Pieces{"hello", ",", " world", "!!!", " ", "123", "4"}));
+  // falcon: its punctuation runs take a backtick too.
+  EXPECT_EQ(split_with("falcon", "x}`;y 1234"), (Pieces{"x", "}`;", "y", " ", "123", "4"}));
   EXPECT_EQ(split_with("", "a 12345"), (Pieces{"a", " ", "123", "45"}));  // no tokenizer.ggml.pre: default
   // superbpe: digit runs in threes from the right.
   EXPECT_EQ(split_with("superbpe", "1234567 a123456b"), (Pieces{"1", "234", "567", " a", "123", "456", "b"}));
@@ -236,6 +238,17 @@ TEST(HfTokenizerFromGguf, MergesIgnoreMergesAndBos) {
   expected.push_back(id_of(v, "\u0120ab"));
   for (int32_t id : byte_ids(" xyz")) expected.push_back(id);
   EXPECT_EQ(smol->encode("1234567 ab xyz"), expected);
+}
+
+// A byte whose character the vocabulary lacks (SmolLM2 lacks 0x13) yields no id and, as in llama.cpp,
+// keeps the bytes around it from merging.
+TEST(HfTokenizerFromGguf, MissingByteSeparatesItsNeighbours) {
+  GgufVocab v = byte_vocab("smollm", {"!!"});
+  v.tokens[0x13] = "<unused19>";
+  v.merges = {"! !"};
+  const auto t = tokenizer_of(hf_tokenizer_from_gguf(v, "s.gguf"));
+  EXPECT_EQ(t->encode("!!", false), (std::vector<int32_t>{id_of(v, "!!")}));
+  EXPECT_EQ(t->encode("!\x13!", false), (std::vector<int32_t>{'!', '!'}));
 }
 
 // A pair listed twice keeps its first rank (llama.cpp's bpe_ranks.emplace).

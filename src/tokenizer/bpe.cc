@@ -14,6 +14,11 @@ namespace {
 
 constexpr uint64_t kEmptyKey = ~uint64_t{0};  // never a key: ids are below 2^31
 
+// A symbol for a character outside the vocabulary under "ditto_unknown_separates": no pair holding
+// it has a merge (key(-1, -1) is kEmptyKey, which find() never returns), and it is dropped after the
+// merges.
+constexpr int32_t kUnknownSymbol = -1;
+
 // Words longer than this (bytes) are not cached: they are rare and would crowd out common ones.
 constexpr size_t kMaxCachedBytes = 256;
 
@@ -128,6 +133,7 @@ std::unique_ptr<Bpe> Bpe::from_json(const nlohmann::json& model, const std::stri
   bpe->fuse_unk_ = optional_bool(model, "fuse_unk", where);
   bpe->byte_fallback_ = optional_bool(model, "byte_fallback", where);
   bpe->ignore_merges_ = optional_bool(model, "ignore_merges", where);
+  bpe->unknown_separates_ = optional_bool(model, "ditto_unknown_separates", where);
   bpe->continuing_subword_prefix_ = optional_string(model, "continuing_subword_prefix", where).value_or("");
   bpe->end_of_word_suffix_ = optional_string(model, "end_of_word_suffix", where).value_or("");
 
@@ -270,6 +276,8 @@ void Bpe::text_symbols(std::string_view text, std::vector<int32_t>& symbols) con
     if (unk_id_) {
       if (pending_unk && !fuse_unk_) symbols.push_back(*pending_unk);
       pending_unk = *unk_id_;
+    } else if (unknown_separates_) {
+      symbols.push_back(kUnknownSymbol);
     }
   }
   if (pending_unk) symbols.push_back(*pending_unk);
@@ -384,6 +392,7 @@ void Bpe::tokenize(std::string_view word, std::vector<int32_t>& ids) const {
   } else {
     text_symbols(text, symbols);
     merge(symbols);
+    if (unknown_separates_) symbols.erase(std::remove(symbols.begin(), symbols.end(), kUnknownSymbol), symbols.end());
   }
   if (cacheable) cache_.insert(word, hash, symbols.data(), symbols.size());
   ids.insert(ids.end(), symbols.begin(), symbols.end());

@@ -3,6 +3,12 @@
 // Semantics follow Hugging Face tokenizers' models/bpe/model.rs and word.rs: the pair with the
 // lowest merge rank is merged first, the leftmost one among equal ranks; a merges list naming a
 // pair twice keeps the later rank. Rejected at load: a non-zero dropout (not deterministic).
+//
+// One field is ditto's own: "ditto_unknown_separates": true makes a character outside the
+// vocabulary (with no unk_token or byte fallback to stand for it) still yield no id, as in Hugging
+// Face, but keep the characters on its two sides from merging across it, as llama.cpp's
+// llm_tokenizer_bpe does (src/llama-vocab.cpp). model/gguf_vocab.cc sets it for GGUF vocabularies,
+// many of which lack a few byte-level characters (SmolLM2: the bytes 0x04, 0x06, 0x13, ...).
 #pragma once
 
 #include <array>
@@ -114,6 +120,7 @@ class Bpe {
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
+  bool unknown_separates_ = false;  // "ditto_unknown_separates"
   std::string continuing_subword_prefix_;
   std::string end_of_word_suffix_;
   size_t heap_threshold_ = 48;

@@ -56,6 +56,25 @@ TEST(BpeTest, UnknownByteFallbackAndFuseUnk) {
   EXPECT_EQ(tokenize(*unfused, "acc"), (std::vector<int32_t>{1, 0, 0}));
 }
 
+// ditto_unknown_separates (llama.cpp's rule): an unknown character yields nothing but still keeps
+// its neighbours apart; without it (Hugging Face's rule) they merge across the dropped character.
+TEST(BpeTest, UnknownSeparatesKeepsNeighboursApart) {
+  const nlohmann::json vocab = {{"a", 0}, {"b", 1}, {"ab", 2}};
+  auto hf = make({{"vocab", vocab}, {"merges", {"a b"}}});
+  EXPECT_EQ(tokenize(*hf, "axb"), (std::vector<int32_t>{2}));
+  auto llama = make({{"vocab", vocab}, {"merges", {"a b"}}, {"ditto_unknown_separates", true}});
+  EXPECT_EQ(tokenize(*llama, "axb"), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(tokenize(*llama, "axyb"), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(tokenize(*llama, "xaby"), (std::vector<int32_t>{2}));
+  EXPECT_EQ(tokenize(*llama, "xy"), (std::vector<int32_t>{}));
+  EXPECT_EQ(tokenize(*llama, "axb"), (std::vector<int32_t>{0, 1}));  // again, from the cache
+  // The heap merge loop (long words) agrees.
+  llama->set_heap_threshold_for_testing(0);
+  llama->set_cache_enabled_for_testing(false);
+  EXPECT_EQ(tokenize(*llama, "abxxabxab"), (std::vector<int32_t>{2, 2, 2}));
+  EXPECT_EQ(tokenize(*llama, "axbab"), (std::vector<int32_t>{0, 1, 2}));
+}
+
 TEST(BpeTest, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
   const nlohmann::json vocab = {{"a", 0}, {"ab", 1}, {"b", 2}, {"ba", 3}, {"aba", 4}};
   auto merging = make({{"vocab", vocab}, {"merges", {"b a"}}});
