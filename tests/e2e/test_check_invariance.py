@@ -64,3 +64,15 @@ def test_every_row_matches_on_qwen3_moe(ditto_bin, moe_model):
     proc = run_ditto(ditto_bin, "check-invariance", "--model", moe_model, *ARGS, "--inject-fault", "batch-size",
                      check=False)
     assert proc.returncode == 1 and json.loads(proc.stdout)["mismatches"] > 0
+
+
+@pytest.mark.parametrize("outtype", ["q8_0", "q4_k"])
+def test_every_row_matches_on_a_quantized_gguf(ditto_bin, model, outtype, tmp_path):
+    """The same model exported as Q8_0 / Q4_K GGUF: the quantized kernels keep every row at 0."""
+    gguf = tmp_path / f"m-{outtype}.gguf"
+    run_ditto(ditto_bin, "export-gguf", "--model", model, "--output", gguf, "--outtype", outtype)
+    report = json.loads(run_ditto(ditto_bin, "check-invariance", "--model", gguf, *ARGS).stdout)
+    assert len(report["rows"]) == 11
+    for r in report["rows"]:
+        assert r["mismatches"] == 0, r
+        assert r["cases"] > 0 and r["tokens_compared"] > 0, r
