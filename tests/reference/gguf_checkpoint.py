@@ -53,7 +53,7 @@ TEST-ONLY weight bugs for the parity suite's sensitivity check (`bugs` in f64): 
 from __future__ import annotations
 
 import re
-from typing import Dict, FrozenSet, Optional, Tuple
+from typing import FrozenSet, Optional, Tuple
 
 import numpy as np
 

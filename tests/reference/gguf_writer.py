@@ -162,9 +162,8 @@ def q6_k_block(d: float, sc: Sequence[int], q: Sequence[int]) -> bytes:
 
 def truncate_layers(src, dst: str, num_layers: int) -> None:
     """Copy GGUF file `src` (a gguf_reader.GGUFFile) to `dst` keeping blk.0 .. blk.{n-1}:
-    every other tensor and every metadata key as stored, <arch>.block_count = num_layers."""
-    import gguf_reader  # the reader only parses; values are re-encoded from their types
-
+    every other tensor and every metadata key as stored (re-encoded from the value types the
+    reader reports), <arch>.block_count = num_layers."""
     arch = src.metadata["general.architecture"]
     meta: List[KV] = []
     for key, value in src.metadata.items():
@@ -183,5 +182,4 @@ def truncate_layers(src, dst: str, num_layers: int) -> None:
             continue
         data = bytes(np.asarray(src.mm[t.offset:t.offset + t.nbytes]))
         tensors.append((name, t.shape, t.type_name, data))
-    assert isinstance(src, gguf_reader.GGUFFile)
     write_gguf(dst, meta, tensors, alignment=src.alignment)
