@@ -714,7 +714,16 @@ HfTokenizerFiles hf_tokenizer_from_gguf(const GgufVocab& v, const std::string& s
     throw_invalid_argument(source + ": tokenizer.ggml.add_eos_token is true but the file names no EOS token");
   }
 
-  // tokenizer.json, written piece by piece: the vocabulary is large and its order is the ids'.
+  // tokenizer.json, written piece by piece: the vocabulary is large and its order is the ids'. The
+  // vocabulary comes first: it is where a token that is not UTF-8 is refused.
+  std::string vocab = "{";
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i > 0) vocab += ',';
+    vocab += json_string(tokens[i], i, source);
+    vocab += ':';
+    vocab += std::to_string(i);
+  }
+  vocab += '}';
   json added = json::array();
   for (size_t i = 0; i < tokens.size(); ++i) {
     const uint8_t attr = attributes.attrs[i];
@@ -744,8 +753,7 @@ HfTokenizerFiles hf_tokenizer_from_gguf(const GgufVocab& v, const std::string& s
     if (add_bos) add_special(ids["bos"]);
     single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
     if (add_eos) add_special(ids["eos"]);
-    post_processor = {
-        {"type", "TemplateProcessing"}, {"single", single}, {"pair", single}, {"special_tokens", special}};
+    post_processor = {{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", special}};
   }
 
   std::string text = R"({"version":"1.0","truncation":null,"padding":null,"added_tokens":)" + added.dump();
@@ -757,14 +765,7 @@ HfTokenizerFiles hf_tokenizer_from_gguf(const GgufVocab& v, const std::string& s
           R"("end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"ditto_unknown_separates":true,)"
           R"("ignore_merges":)";
   text += pre.ignore_merges ? "true" : "false";
-  text += R"(,"vocab":{)";
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (i > 0) text += ',';
-    text += json_string(tokens[i], i, source);
-    text += ':';
-    text += std::to_string(i);
-  }
-  text += R"(},"merges":)" + merges.dump() + "}}";
+  text += R"(,"vocab":)" + vocab + R"(,"merges":)" + merges.dump() + "}}";
 
   HfTokenizerFiles files;
   files.tokenizer_json = std::move(text);
@@ -777,7 +778,11 @@ HfTokenizerFiles hf_tokenizer_from_gguf(const GgufVocab& v, const std::string& s
   }
   tc["clean_up_tokenization_spaces"] = false;
   if (v.chat_template.is_string() || v.chat_template.is_array()) {
-    tc["chat_template"] = nlohmann::ordered_json::parse(v.chat_template.dump());
+    try {
+      tc["chat_template"] = nlohmann::ordered_json::parse(v.chat_template.dump());
+    } catch (const json::type_error&) {
+      throw_invalid_argument(source + ": tokenizer.chat_template is not valid UTF-8");
+    }
   }
   files.eos_token_ids.assign(attributes.eog.begin(), attributes.eog.end());
   return files;

@@ -373,6 +373,16 @@ TEST(HfTokenizerFromGguf, ErrorsNameTheKey) {
                            "repeats tokenizer.ggml.tokens[256]");
   DITTO_EXPECT_MESSAGE_HAS(message(byte_vocab("smollm", {"bad\xff"})), "tokenizer.ggml.tokens[256]", "not valid UTF-8");
   {
+    GgufVocab v = byte_vocab("smollm", {"<|bad\xff|>"});
+    v.token_types.back() = 3;  // an added token too
+    DITTO_EXPECT_MESSAGE_HAS(message(v), "tokenizer.ggml.tokens[256]", "not valid UTF-8");
+  }
+  {
+    GgufVocab v = byte_vocab("smollm");
+    v.chat_template = std::string("{{ bos_token }}\xff");
+    DITTO_EXPECT_MESSAGE_HAS(message(v), "/models/x.gguf: tokenizer.chat_template is not valid UTF-8");
+  }
+  {
     GgufVocab v = byte_vocab("chatglm-bpe");
     v.add_special.set("bos", true);
     DITTO_EXPECT_MESSAGE_HAS(message(v), "tokenizer.ggml.add_bos_token is true", "no BOS token");
