@@ -36,12 +36,10 @@ ChatTemplate load_chat_template(const std::string& model_path) {
 
 std::vector<int64_t> model_eos_token_ids(const std::string& model_path, const ModelConfig& config) {
   if (!is_gguf_file(model_path)) return eos_token_ids(model_path, config);
-  const std::unique_ptr<GgufFile> g = GgufFile::open(model_path);
+  if (GgufFile::open(model_path)->find("tokenizer.ggml.tokens") == nullptr) return config.eos_token_ids;
   std::vector<int64_t> ids;
-  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
-    if (const std::optional<int64_t> id = g->get_int(key);
-        id && *id < config.vocab_size && std::find(ids.begin(), ids.end(), *id) == ids.end())
-      ids.push_back(*id);
+  for (int32_t id : gguf_tokenizer_files(model_path).eos_token_ids)
+    if (id < config.vocab_size) ids.push_back(id);
   return ids;
 }
 

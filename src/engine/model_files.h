@@ -23,8 +23,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_path);
 ChatTemplate load_chat_template(const std::string& model_path);
 
 // The ids that end a sequence, as vLLM and llama.cpp stop: a directory's generation_config.json
-// eos_token_id (else config.json's); a GGUF file's tokenizer.ggml.eos_token_id, eot_token_id and
-// eom_token_id. The tokenizer's eos token is added by the caller.
+// eos_token_id (else config.json's); for a GGUF file, llama.cpp's end-of-generation set
+// (model/gguf_vocab.h HfTokenizerFiles::eos_token_ids: the eos, eot and eom ids and the tokens
+// llama.cpp recognises as ending generation). The tokenizer's eos token is added by the caller.
 std::vector<int64_t> model_eos_token_ids(const std::string& model_path, const ModelConfig& config);
 
 }  // namespace ditto

@@ -60,7 +60,7 @@ TEST(ModelFiles, TokenizerTemplateAndEosFromAGgufFile) {
   const ChatTemplate t = load_chat_template(v.path);
   ModelConfig c;
   c.vocab_size = 5;
-  EXPECT_EQ(model_eos_token_ids(v.path, c), (std::vector<int64_t>{4}));
+  EXPECT_EQ(model_eos_token_ids(v.path, c), (std::vector<int64_t>{4}));  // <|end|>: eos, eot
 }
 
 TEST(ModelFiles, BrokenTokenizersAndTemplatesNameWhatIsWrong) {
