@@ -9,11 +9,14 @@
 #   bench/llama_cpp.sh compare MODEL_DIR   ditto bench, llama-bench, ditto bench again: ditto ÷ llama.cpp
 #   bench/llama_cpp.sh batched MODEL_DIR   ditto bench --scenario offline, llama-batched-bench, ditto again
 #   bench/llama_cpp.sh gguf MODEL_DIR      ditto export-gguf (cached, ditto not rebuilt); prints the path
+#   bench/llama_cpp.sh agree FILE.gguf     tokenization and greedy completions of both engines on one GGUF
 #
 # Environment: DITTO_BENCH_CACHE (llama.cpp source, build and GGUF files; default
 # ~/.cache/ditto-bench), BUILD_DIR (ditto's build, default build), THREADS (llama-bench -t,
 # default 2), REPETITIONS (llama-bench -r, default 5), JOBS (compile jobs, default 2); for batched:
-# NUM_SEQS (default 32), PROMPT_TOKENS (per sequence, default 256), OUTPUT_TOKENS (default 128).
+# NUM_SEQS (default 32), PROMPT_TOKENS (per sequence, default 256), OUTPUT_TOKENS (default 128);
+# for agree: PROMPTS (default bench/agree_prompts.jsonl), MAX_TOKENS (default 32), REFERENCE=1
+# (also ask the float64 reference, tests/reference, at each divergence: minutes more).
 # Every step is skipped when its output is already there; nothing is written inside the repo
 # except ditto's own build.
 set -euo pipefail
@@ -36,7 +39,7 @@ PROBE=$LLAMA_BIN/llama_cpp_probe
 
 log() { echo "llama_cpp.sh: $*" >&2; }
 die() { echo "error: llama_cpp.sh: $*" >&2; exit 1; }
-usage() { sed -n '6,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '6,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # The llama.cpp source: node-llama-cpp's tarball (npm pack: no install scripts run) holds
 # llama/gitRelease.bundle, a git bundle of the llama.cpp release it was built against.
@@ -283,12 +286,31 @@ cmd_validate() {
     ${routing[@]+"${routing[@]}"}
 }
 
+# Do ditto and llama.cpp agree on one GGUF file (tokenization, greedy completions and chat, where
+# they part the logit gap in both)? JSON on stdout, a summary on stderr; bench/llama_cpp_agree.py.
+# ditto's build is used as it is.
+cmd_agree() {
+  local gguf=$1
+  [[ $gguf == /* || -f $gguf ]] || gguf=$OLDPWD/$gguf  # relative to where the script was called
+  [[ -f $gguf ]] || die "$1: no such file"
+  DITTO=$REPO/$BUILD_DIR/tools/ditto
+  [[ -x $DITTO ]] || die "$DITTO not found; build ditto first (cmake --build $BUILD_DIR --target ditto)"
+  build_llama_cpp
+  local commit; commit=$(git -C "$LLAMA_SRC" rev-parse --short HEAD)
+  local reference=()
+  if [[ ${REFERENCE:-0} == 1 ]]; then reference=(--reference "$REPO/tests/reference"); fi
+  "$PYTHON" bench/llama_cpp_agree.py --gguf "$gguf" --ditto "$DITTO" --probe "$PROBE" \
+    --prompts "${PROMPTS:-bench/agree_prompts.jsonl}" --max-tokens "${MAX_TOKENS:-32}" --threads "$THREADS" \
+    --engine "llama.cpp (node-llama-cpp $NODE_LLAMA_CPP_VERSION, $commit)" ${reference[@]+"${reference[@]}"}
+}
+
 case ${1:-} in
   build) [[ $# -eq 1 ]] || usage; build_llama_cpp; log "binaries in $LLAMA_BIN" ;;
   bench) [[ $# -eq 2 ]] || usage; cmd_bench "$2" ;;
   validate) [[ $# -eq 2 ]] || usage; cmd_validate "$2" ;;
   compare) [[ $# -eq 2 ]] || usage; cmd_compare "$2" ;;
   batched) [[ $# -eq 2 ]] || usage; cmd_batched "$2" ;;
+  agree) [[ $# -eq 2 ]] || usage; cmd_agree "$2" ;;
   # For bench/serve.sh, which uses ditto's build as it is rather than rebuilding it.
   gguf)
     [[ $# -eq 2 ]] || usage
