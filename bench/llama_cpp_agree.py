@@ -37,7 +37,7 @@ summary on stderr; exits 1 when a tokenization differs or a divergence is wide.
    engines compute; that plus ditto's bf16 KV cache): which token the exact model prefers at each
    divergence and by how much, and over every teacher-forced position how far each engine is from
    the exact model and how far each approximation alone moves the margins.
-3. Stopping: ditto with its default stop (the GGUF's eos/eot/eom ids) against llama.cpp's stream
+3. Stopping: ditto with its default stop (its end-of-sequence ids) against llama.cpp's stream
    cut at its first end-of-generation token (llama_vocab_is_eog, which also ends generation at
    texts such as <|endoftext|>): how many stopped outputs are identical, and why the others differ.
 """
@@ -375,9 +375,10 @@ def agree(engines, args):
     completions["divergences"] = div_list
 
     stopping = stop_check(cases, stopped, set(vocab_info["eog_ids"]))
-    # ditto stops at the GGUF's eos/eot/eom ids (src/engine/model_files.cc); llama.cpp at every id
-    # llama_vocab_is_eog accepts.
-    stopping["ditto_stop_ids"] = vocab_info["gguf_eos_eot_eom_ids"]
+    # ditto's stop ids are not printed by any command: the ones it was seen stopping at.
+    stopping["ditto_stopped_at"] = sorted({s["token_ids"][-1] for s in stopped
+                                           if s["finish_reason"] == "stop" and s["token_ids"]})
+    stopping["gguf_eos_eot_eom_ids"] = vocab_info["gguf_eos_eot_eom_ids"]
     stopping["llama_cpp_eog_ids"] = vocab_info["eog_ids"]
     stopping["llama_cpp_eog_pieces"] = engines.pieces(vocab_info["eog_ids"])
 
@@ -441,8 +442,12 @@ def summary(report):
                    f"{d['ditto_piece']!r} vs llama.cpp {d['llama_cpp_token']} {d['llama_cpp_piece']!r}; gaps "
                    f"{d['ditto_gap']} / {d['llama_cpp_gap']} (llama.cpp batched: {d['llama_cpp_scored_gap']})")
     st = report["stopping"]
-    out.append(f"  stopped outputs identical: {st['identical']}/{st['of']}; ditto stops at {st['ditto_stop_ids']},"
-               f" llama.cpp at {st['llama_cpp_eog_ids']} {st['llama_cpp_eog_pieces']}")
+    why = {}
+    for d in st["differences"]:
+        why[d["why"]] = why.get(d["why"], 0) + 1
+    out.append(f"  stopped outputs identical: {st['identical']}/{st['of']} {why or ''}; ditto seen stopping at"
+               f" {st['ditto_stopped_at']}, llama.cpp's end-of-generation ids {st['llama_cpp_eog_ids']}"
+               f" {st['llama_cpp_eog_pieces']}")
     out.append(f"  {'ok' if report['ok'] else 'NOT OK'} in {report['seconds']} s")
     return "\n".join(out)
 

@@ -295,7 +295,7 @@ int run_vocab(const char* model_path) {
   std::vector<llama_token> eog;
   for (llama_token t = 0; t < n_vocab; ++t)
     if (llama_vocab_is_eog(vocab, t)) eog.push_back(t);
-  std::vector<int64_t> eos;  // the ids the GGUF names, what ditto stops at
+  std::vector<int64_t> eos;  // the ids the GGUF names
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
     char buf[32] = "";
     if (llama_model_meta_val_str(model, key, buf, sizeof(buf)) >= 0) eos.push_back(std::atoll(buf));
