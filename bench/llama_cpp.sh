@@ -7,6 +7,10 @@
 #   bench/llama_cpp.sh bench MODEL_DIR     llama-bench -p 512 -n 128: prefill/decode tokens/s as JSON
 #   bench/llama_cpp.sh validate MODEL_DIR  next-token log-probabilities and tokenization vs ditto
 #   bench/llama_cpp.sh compare MODEL_DIR   ditto bench, llama-bench, ditto bench again: ditto ÷ llama.cpp
+#                                          (MODEL_DIR may be a GGUF file: both engines run that file)
+#   bench/llama_cpp.sh quantize MODEL_DIR TYPE  the model as a quantized GGUF (cached), its path on stdout:
+#                                          q8_0/q4_0/q4_1/q4_k/q6_k by ditto export-gguf --outtype,
+#                                          llama-quantize's types (Q4_K_M, Q8_0, ...) from the exported GGUF
 #   bench/llama_cpp.sh batched MODEL_DIR   ditto bench --scenario offline, llama-batched-bench, ditto again
 #   bench/llama_cpp.sh gguf MODEL_DIR      ditto export-gguf (cached, ditto not rebuilt); prints the path
 #   bench/llama_cpp.sh agree FILE.gguf     tokenization and greedy completions of both engines on one GGUF
@@ -39,7 +43,7 @@ PROBE=$LLAMA_BIN/llama_cpp_probe
 
 log() { echo "llama_cpp.sh: $*" >&2; }
 die() { echo "error: llama_cpp.sh: $*" >&2; exit 1; }
-usage() { sed -n '6,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '6,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # The llama.cpp source: node-llama-cpp's tarball (npm pack: no install scripts run) holds
 # llama/gitRelease.bundle, a git bundle of the llama.cpp release it was built against.
@@ -85,6 +89,11 @@ build_llama_cpp() {
     cmake --build "$LLAMA_BUILD" -j"$JOBS" --target llama-batched-bench \
       >>"$LLAMA/build.log" 2>&1 || die "llama-batched-bench build failed; see $LLAMA/build.log"
   fi
+  if [[ ! -x $LLAMA_BIN/llama-quantize ]]; then
+    log "building llama-quantize with -j$JOBS"
+    cmake --build "$LLAMA_BUILD" -j"$JOBS" --target llama-quantize \
+      >>"$LLAMA/build.log" 2>&1 || die "llama-quantize build failed; see $LLAMA/build.log"
+  fi
   # The probe (libllama's C API) is ours: rebuilt when its source is newer.
   if [[ ! -x $PROBE || $REPO/bench/llama_cpp_probe.cc -nt $PROBE ]]; then
     log "building $PROBE"
@@ -105,6 +114,7 @@ build_ditto() {
 # Writes $GGUF for model directory $1, unless a GGUF newer than every file of it exists.
 export_gguf() {
   local model=$1
+  if [[ -f $model && $model == *.gguf ]]; then GGUF=$model; return; fi  # a GGUF file runs as it is
   [[ -f $model/config.json ]] || die "$model is not a model directory (no config.json)"
   local abs; abs=$(cd "$model" && pwd)
   mkdir -p "$CACHE/gguf"
@@ -115,6 +125,29 @@ export_gguf() {
   fi
   log "exporting $abs to $GGUF"
   "$DITTO" export-gguf --model "$abs" --output "$GGUF" >&2
+}
+
+# Writes $GGUF: model directory $1 quantized as $2 — ditto's round-to-nearest types (lower case:
+# q8_0, q4_0, q4_1, q4_k, q6_k) by export-gguf --outtype, llama-quantize's (upper case: Q4_K_M,
+# Q8_0, ...) from the model's GGUF, as people make the files they download. Cached like export_gguf.
+quantize_gguf() {
+  local model=$1 type=$2
+  [[ -f $model/config.json ]] || die "$model is not a model directory (no config.json)"
+  local abs; abs=$(cd "$model" && pwd)
+  local out=$CACHE/gguf/$(basename "$abs")-$(printf %s "$abs" | sha1sum | cut -c1-8)-$type.gguf
+  mkdir -p "$CACHE/gguf"
+  if [[ -f $out && -z $(find "$abs" -newer "$out" -type f -print -quit) ]]; then
+    log "using $out (newer than $abs)"
+  elif [[ $type == "${type,,}" ]]; then
+    log "exporting $abs to $out (--outtype $type)"
+    "$DITTO" export-gguf --model "$abs" --output "$out" --outtype "$type" >&2
+  else
+    export_gguf "$model"
+    log "llama-quantize $GGUF -> $out ($type)"
+    "$LLAMA_BIN/llama-quantize" "$GGUF" "$out" "$type" "$THREADS" >"$LLAMA/llama-quantize.log" 2>&1 ||
+      die "llama-quantize failed; see $LLAMA/llama-quantize.log"
+  fi
+  GGUF=$out
 }
 
 is_moe() {
@@ -309,6 +342,12 @@ case ${1:-} in
   bench) [[ $# -eq 2 ]] || usage; cmd_bench "$2" ;;
   validate) [[ $# -eq 2 ]] || usage; cmd_validate "$2" ;;
   compare) [[ $# -eq 2 ]] || usage; cmd_compare "$2" ;;
+  quantize)
+    [[ $# -eq 3 ]] || usage
+    build_llama_cpp
+    build_ditto
+    quantize_gguf "$2" "$3"
+    echo "$GGUF" ;;
   batched) [[ $# -eq 2 ]] || usage; cmd_batched "$2" ;;
   agree) [[ $# -eq 2 ]] || usage; cmd_agree "$2" ;;
   # For bench/serve.sh, which uses ditto's build as it is rather than rebuilding it.
