@@ -348,9 +348,9 @@ def agree(engines, args):
         completions[kind] = {"prompts": n, "identical": n - len(ks),
                              **{cl: sum(d["class"] == cl for d in ks) for cl in ("near_tie", "within_noise", "wide")}}
     completions["gap"] = percentiles([d["gap"] for d in div_list], (0, 10, 25, 50, 75, 90, 100))
-    completions["gap_histogram"] = {
-        f"<{b}": sum(lo <= d["gap"] < b for d in div_list)
-        for lo, b in zip((0, 0.05, 0.1, 0.2, 0.5), (0.05, 0.1, 0.2, 0.5, 1.0))}
+    edges = (0, 0.05, 0.1, 0.2, 0.5, 1.0)
+    completions["gap_histogram"] = {f"[{lo},{hi})": sum(lo <= d["gap"] < hi for d in div_list)
+                                    for lo, hi in zip(edges, edges[1:])}
     completions["gap_histogram"][">=1.0"] = sum(d["gap"] >= 1.0 for d in div_list)
     completions["margin_disagreement"] = percentiles([d["margin_disagreement"] for d in div_list])
     completions["noise"] = {
