@@ -254,11 +254,11 @@ def stop_check(cases, stopped, eog_llama):
         if d_cut == l_cut:
             same += 1
             continue
-        k = first_difference(d_cut, l_cut)
-        if k == len(l_cut) - 1 and l_cut[k] in eog_llama and d_cut[k:k + 1] == l_cut[k:k + 1]:
-            why = f"llama.cpp stops at token {l_cut[k]}, ditto does not"
-        elif k == len(d_cut) - 1 and s["finish_reason"] == "stop":
-            why = f"ditto stops at token {d_cut[k]}, llama.cpp does not"
+        k = first_difference(d_cut, l_cut)  # both cuts keep the token they stopped at
+        if k == len(l_cut) and l_cut[-1] in eog_llama:
+            why = f"llama.cpp stops at token {l_cut[-1]}, ditto does not"
+        elif k == len(d_cut) and s["finish_reason"] == "stop":
+            why = f"ditto stops at token {d_cut[-1]}, llama.cpp does not"
         else:
             why = "the streams part before either stops"
         diffs.append({"kind": c["kind"], "name": c["name"], "why": why,
