@@ -76,6 +76,10 @@ class Tokenizer:
 
     @property
     def eos_token_id(self) -> Optional[int]:
+        """tokenizer_config's eos_token's id (as transformers), else the first id generation stops at."""
+        token = self._config_token("eos_token")
+        if token is not None and self._engine.token_to_id(token) is not None:
+            return self._engine.token_to_id(token)
         ids = self._engine.eos_token_ids
         return ids[0] if ids else None
 
@@ -83,6 +87,11 @@ class Tokenizer:
     def eos_token(self) -> Optional[str]:
         eos = self.eos_token_id
         return None if eos is None else self._engine.id_to_token(eos)
+
+    def _config_token(self, key: str) -> Optional[str]:
+        """A special token of tokenizer_config (a string, or an AddedToken dict's content)."""
+        token = self._tokenizer_config().get(key)
+        return token.get("content") if isinstance(token, dict) else token if isinstance(token, str) else None
 
     @property
     def bos_token_id(self) -> Optional[int]:
