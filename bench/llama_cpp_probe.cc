@@ -12,12 +12,11 @@
 //
 // tokenize: special tokens parsed and BOS added as the model's tokenizer.ggml.add_bos_token says
 // (what Hugging Face's encode(text) does), or as a line's "add_special" says (false: what
-// `ditto tokenize --no-add-special-tokens` and apply_chat_template do). score: one llama_decode of every id with logits for
-// all positions (n_ctx = n_batch = n_ubatch = len(IDS), one thread, KV cache as llama.cpp's
-// default f16); ROWS.f32 is [len(IDS), n_vocab] little-endian float32 log-softmax (computed in
-// double), row i the distribution after ids 0..i; stdout has one JSON line per position p >= 1:
-// position, token_id, logprob, top_token_id, top_logprob. ROUTING.jsonl (MoE models): one line per
-// sparse layer, {"layer", "experts": [n_tokens][n_expert_used] in llama.cpp's rank order,
+// `ditto tokenize --no-add-special-tokens` and apply_chat_template do). score: one llama_decode of every id with logits
+// for all positions (n_ctx = n_batch = n_ubatch = len(IDS), one thread, KV cache as llama.cpp's default f16); ROWS.f32
+// is [len(IDS), n_vocab] little-endian float32 log-softmax (computed in double), row i the distribution after ids 0..i;
+// stdout has one JSON line per position p >= 1: position, token_id, logprob, top_token_id, top_logprob. ROUTING.jsonl
+// (MoE models): one line per sparse layer, {"layer", "experts": [n_tokens][n_expert_used] in llama.cpp's rank order,
 // "router_logits": [n_tokens][n_expert]}, read from the graph's ffn_moe_argsort-L and
 // ffn_moe_logits-L tensors through the eval callback (llama-graph.cpp build_moe_ffn).
 //
@@ -296,7 +295,8 @@ int run_vocab(const char* model_path) {
   for (llama_token t = 0; t < n_vocab; ++t)
     if (llama_vocab_is_eog(vocab, t)) eog.push_back(t);
   std::vector<int64_t> eos;  // the ids the GGUF names
-  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+  for (const char* key :
+       {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
     char buf[32] = "";
     if (llama_model_meta_val_str(model, key, buf, sizeof(buf)) >= 0) eos.push_back(std::atoll(buf));
   }
