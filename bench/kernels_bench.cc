@@ -1,7 +1,7 @@
 // Kernel speed as a fraction of the machine's limits, both measured in the same run.
 //
-//   kernels_bench [--threads N] [--json] [--models qwen3-0.6b,qwen3-8b] [--kernels gemv,gemm,attention]
-//                 [--quant q8_0,q4_k]
+//   kernels_bench [--threads N] [--json] [--models qwen3-0.6b,qwen3-8b]
+//                 [--kernels gemv,gemm,attention,prefill_attention] [--quant q8_0,q4_k]
 //
 // Rows, one per kernel and shape (shapes from the test-model presets, i.e. the official configs):
 //   gemv       m = 1 (batch-1 decode) on each weight matrix of a decoder layer and the LM head:
@@ -22,6 +22,10 @@
 //   attention  decode attention of one query at position kAttentionContext − 1 over a bf16 paged
 //              KV cache (one layer's heads): ratio = K and V bytes/s ÷ read bandwidth, no target
 //              (it also pays exp and the softmax). Rotated over copies like small GEMVs.
+//   prefill_attention  the attention of a kPrefillAttentionContext-token prompt prefilled in steps of
+//              kPrefillRows tokens (each step's queries over every key before them, one layer's
+//              heads, as the engine runs a long prompt): ratio = 4·head_dim FLOP per (query head,
+//              key) pair /s ÷ FMA peak, target ≥ 0.4.
 // Timing: one warm-up pass, then up to 10 timed passes, the fastest reported; a row stops
 // repeating after 3 s (bench/timing.h), so the scalar path still finishes.
 // The limits: src/bench/machine_limits.h, on the same thread pool. The one a row is judged by is
@@ -62,8 +66,10 @@ constexpr int64_t kWorkingSetBytes = int64_t{128} << 20;  // 4× this machine's 
 constexpr int64_t kPrefillRows = 512;
 constexpr int64_t kAttentionContext = 4096;
 constexpr int64_t kAttentionBlockSize = 16;
+constexpr int64_t kPrefillAttentionContext = 8192;
 constexpr double kGemvTarget = 0.85;
 constexpr double kGemmTarget = 0.6;
+constexpr double kPrefillAttentionTarget = 0.4;
 constexpr RepeatPolicy kRowPolicy{.warmups = 1, .repetitions = 10, .budget_seconds = 3};
 
 struct MatrixShape {
@@ -273,6 +279,42 @@ Row attention_row(const std::string& model, const ModelConfig& c, ThreadPool* po
   return r;
 }
 
+// Causal attention of one kPrefillAttentionContext-token sequence, prefilled in steps of kPrefillRows
+// tokens with every key already cached (one layer; K/V 2·context·kv_dim bf16, in L3 or DRAM).
+Row prefill_attention_row(const std::string& model, const ModelConfig& c, ThreadPool* pool, Meters& meters) {
+  const int64_t kv_dim = c.num_key_value_heads * c.head_dim;
+  const int64_t q_dim = c.num_attention_heads * c.head_dim;
+  const int64_t context = kPrefillAttentionContext;
+  const int64_t num_blocks = (context + kAttentionBlockSize - 1) / kAttentionBlockSize;
+  const int64_t slots = num_blocks * kAttentionBlockSize;
+  std::vector<uint16_t> k = random_bf16(slots * kv_dim, 200), v = random_bf16(slots * kv_dim, 201);
+  std::vector<int32_t> block_table(static_cast<size_t>(num_blocks));
+  for (int64_t b = 0; b < num_blocks; ++b) block_table[static_cast<size_t>(b)] = static_cast<int32_t>(b);
+  std::vector<int32_t> positions(static_cast<size_t>(context)), token_seq(static_cast<size_t>(context), 0);
+  for (int64_t p = 0; p < context; ++p) positions[static_cast<size_t>(p)] = static_cast<int32_t>(p);
+  const std::vector<float> q = random_f32(kPrefillRows * q_dim, 4);
+  std::vector<float> out(static_cast<size_t>(kPrefillRows * q_dim));
+  const AttentionShape shape{c.num_attention_heads, c.num_key_value_heads, c.head_dim, kAttentionBlockSize,
+                             1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  const KvCacheLayer cache{k.data(), v.data(), slots};
+  Row r = make_row("attention", model, "prefill@" + std::to_string(context), kPrefillRows, c.num_attention_heads,
+                   c.head_dim, 1);
+  r.bandwidth_bound = false;
+  r.times = judged_by(meters.fma, &r.limit, [&] {
+    for (int64_t start = 0; start < context; start += kPrefillRows) {
+      const int64_t n = std::min(kPrefillRows, context - start);
+      paged_attention(q.data(), q_dim, positions.data() + start, token_seq.data(), n, block_table.data(), num_blocks,
+                      cache, shape, out.data(), q_dim, pool);
+    }
+  });
+  const double pairs = static_cast<double>(context) * static_cast<double>(context + 1) / 2.0;
+  r.achieved =
+      pairs * static_cast<double>(c.num_attention_heads) * 4.0 * static_cast<double>(c.head_dim) / r.times.best_seconds;
+  r.ratio = r.achieved / r.limit;
+  r.target = kPrefillAttentionTarget;
+  return r;
+}
+
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream ss(text);
@@ -326,13 +368,14 @@ int run(int argc, char** argv) {
   int threads = default_num_threads();
   bool json = false;
   std::string models = "qwen3-0.6b,qwen3-8b";
-  std::string kernels = "gemv,gemm,attention";
+  std::string kernels = "gemv,gemm,attention,prefill_attention";
   std::string quant_types = "q8_0,q4_k";
   app.add_option("--threads", threads, "Worker threads (default: $DITTO_NUM_THREADS or all cores)")
       ->check(CLI::Range(1, ThreadPool::kMaxThreads));
   app.add_flag("--json", json, "One JSON array of rows instead of the table");
   app.add_option("--models", models, "Comma-separated test-model presets whose shapes to run")->capture_default_str();
-  app.add_option("--kernels", kernels, "Comma-separated subset of gemv, gemm, attention, qgemv, qgemm")
+  app.add_option("--kernels", kernels,
+                 "Comma-separated subset of gemv, gemm, attention, prefill_attention, qgemv, qgemm")
       ->capture_default_str();
   app.add_option("--quant", quant_types, "GGML types of the qgemv/qgemm rows (q8_0, q4_0, q4_1, q4_k, q6_k)")
       ->capture_default_str();
@@ -345,9 +388,10 @@ int run(int argc, char** argv) {
   }
   const std::vector<std::string> kernel_list = split_list(kernels);
   for (const std::string& kname : kernel_list)
-    if (kname != "gemv" && kname != "gemm" && kname != "attention" && kname != "qgemv" && kname != "qgemm")
+    if (kname != "gemv" && kname != "gemm" && kname != "attention" && kname != "prefill_attention" &&
+        kname != "qgemv" && kname != "qgemm")
       throw_invalid_argument("--kernels: unknown kernel '" + kname +
-                             "'; choose from gemv, gemm, attention, qgemv, qgemm");
+                             "'; choose from gemv, gemm, attention, prefill_attention, qgemv, qgemm");
   std::vector<QuantType> quants;
   for (const std::string& q : split_list(quant_types)) quants.push_back(parse_quant(q));
   const auto wants = [&](const char* kname) {
@@ -379,6 +423,10 @@ int run(int argc, char** argv) {
     }
     if (wants("attention")) {
       rows.push_back(attention_row(name, config, &pool, meters));
+      emit(rows.size() - 1);
+    }
+    if (wants("prefill_attention")) {
+      rows.push_back(prefill_attention_row(name, config, &pool, meters));
       emit(rows.size() - 1);
     }
   }

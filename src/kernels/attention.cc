@@ -9,6 +9,7 @@
 #include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/attention_blocked.h"
 #include "kernels/math.h"
 #include "kernels/reduce.h"
 #include "kernels/simd.h"
@@ -78,17 +79,7 @@ void write_kv(const float* k, int64_t ldk, const float* v, int64_t ldv, const in
 
 namespace {
 
-// Where one query's keys live: slot of absolute position `position` of its sequence.
-struct KeySlots {
-  const int32_t* block_table;
-  int64_t max_blocks;
-  int64_t block_size;
-  int64_t slot(int64_t position) const {
-    const int64_t b = position / block_size;
-    DITTO_CHECK(b < max_blocks) << "position " << position << " beyond the block table";
-    return static_cast<int64_t>(block_table[b]) * block_size + position % block_size;
-  }
-};
+using attention_internal::KeySlots;
 
 // The per-path pieces of one tile of n ≤ kAttentionTile keys (offsets[j]: element offset of key j's
 // head in the cache). Each path reproduces PortableOps' bits:
@@ -262,6 +253,42 @@ AttendFn attend_fn() {
   return attend_one<PortableOps>;
 }
 
+// One unit of parallel work: the G query heads of one KV head for `count` consecutive positions of
+// one sequence starting at token `token` (a query block), or one (token, head) pair (count 0).
+struct WorkItem {
+  int64_t token;
+  int64_t count;
+  int64_t head;  // the KV head of a block, the query head of a single pair
+  int64_t cost;  // keys × query heads, for handing out the longest items first
+};
+
+// Splits the batch into query blocks (runs of consecutive positions of one sequence, cut every
+// block_positions positions) wherever a block fills at least one vector of 16 rows; every other
+// token attends alone, one item per head.
+std::vector<WorkItem> plan_work(const int32_t* positions, const int32_t* token_seq, int64_t num_tokens,
+                                const AttentionShape& shape) {
+  const int64_t group = shape.num_heads / shape.num_kv_heads;
+  const int64_t per_block = attention_internal::block_positions(group);
+  std::vector<WorkItem> items;
+  for (int64_t t = 0; t < num_tokens;) {
+    int64_t end = t + 1;
+    while (end < num_tokens && token_seq[end] == token_seq[t] && positions[end] == positions[end - 1] + 1) ++end;
+    for (int64_t b = t; b < end; b += per_block) {
+      const int64_t count = std::min(per_block, end - b);
+      if (count * group >= 16) {
+        for (int64_t h = 0; h < shape.num_kv_heads; ++h)
+          items.push_back({b, count, h, (positions[b + count - 1] + 1) * count * group});
+      } else {
+        for (int64_t i = b; i < b + count; ++i)
+          for (int64_t h = 0; h < shape.num_heads; ++h) items.push_back({i, 0, h, positions[i] + 1});
+      }
+    }
+    t = end;
+  }
+  std::stable_sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) { return a.cost > b.cost; });
+  return items;
+}
+
 }  // namespace
 
 void paged_attention(const float* q, int64_t ldq, const int32_t* positions, const int32_t* token_seq,
@@ -272,20 +299,49 @@ void paged_attention(const float* q, int64_t ldq, const int32_t* positions, cons
   const int64_t group = shape.num_heads / shape.num_kv_heads;
   const int64_t d = shape.head_dim;
   const AttendFn attend = attend_fn();
+  const auto slots_of = [&](int64_t t) {
+    return KeySlots{block_tables + token_seq[t] * max_blocks_per_seq, max_blocks_per_seq, shape.block_size};
+  };
+  std::vector<WorkItem> items;
+  if (attention_internal::block_kernel_available(shape)) items = plan_work(positions, token_seq, num_tokens, shape);
+  if (std::none_of(items.begin(), items.end(), [](const WorkItem& w) { return w.count > 0; })) {
+    // Every query alone (decode, or a path without the blocked kernel): (token, head) pairs.
+    auto run = [&](size_t begin, size_t end) {
+      std::vector<float> scratch(static_cast<size_t>(kAttentionTile + 2 * d));
+      for (size_t item = begin; item < end; ++item) {
+        const int64_t t = static_cast<int64_t>(item) / shape.num_heads;
+        const int64_t h = static_cast<int64_t>(item) % shape.num_heads;
+        attend(q + t * ldq + h * d, positions[t], slots_of(t), cache, shape, h / group, out + t * ldo + h * d,
+               scratch.data());
+      }
+    };
+    const size_t n = static_cast<size_t>(num_tokens * shape.num_heads);
+    if (pool == nullptr) {
+      run(0, n);
+    } else {
+      pool->parallel_for(n, run);
+    }
+    return;
+  }
   auto run = [&](size_t begin, size_t end) {
     std::vector<float> scratch(static_cast<size_t>(kAttentionTile + 2 * d));
-    for (size_t item = begin; item < end; ++item) {
-      const int64_t t = static_cast<int64_t>(item) / shape.num_heads;
-      const int64_t h = static_cast<int64_t>(item) % shape.num_heads;
-      const KeySlots slots{block_tables + token_seq[t] * max_blocks_per_seq, max_blocks_per_seq, shape.block_size};
-      attend(q + t * ldq + h * d, positions[t], slots, cache, shape, h / group, out + t * ldo + h * d, scratch.data());
+    for (size_t i = begin; i < end; ++i) {
+      const WorkItem& w = items[i];
+      const int64_t t = w.token;
+      if (w.count == 0) {
+        attend(q + t * ldq + w.head * d, positions[t], slots_of(t), cache, shape, w.head / group,
+               out + t * ldo + w.head * d, scratch.data());
+      } else {
+        const attention_internal::QueryBlock block{q + t * ldq,  ldq,     out + t * ldo, ldo,
+                                                   positions[t], w.count, w.head,        slots_of(t)};
+        attention_internal::attend_block(block, cache, shape);
+      }
     }
   };
-  const size_t items = static_cast<size_t>(num_tokens * shape.num_heads);
   if (pool == nullptr) {
-    run(0, items);
+    run(0, items.size());
   } else {
-    pool->parallel_for(items, run);
+    pool->parallel_for_dynamic(items.size(), 1, run);
   }
 }
 

@@ -7,6 +7,13 @@
 // (the tile's terms summed sequentially in ascending t); acc[d] = acc[d]·α, then
 // acc[d] = fma(p_t, v_t[d], acc[d]) in ascending t. out = acc / l. One (token, head) pair is
 // never split across threads, so the result depends only on q, p and the cached keys/values.
+//
+// Prefill runs in query blocks where the path has them (AVX-512, head_dim a multiple of 64 up to
+// 256; kernels/attention_blocked.h): consecutive positions of one sequence × the query heads of one
+// KV head's GQA group (up to 256 rows) share each tile, whose K and V are converted from bf16 once
+// for all of them. Only which (token, head) pairs share a loop changes, never a pair's chain of
+// operations, so a token's attention has the same bits in a prefill block, a chunk or a decode
+// step, on every path. Threads split the batch over query blocks and single (token, head) pairs.
 #pragma once
 
 #include <cstdint>

@@ -2,9 +2,10 @@
 // 0..p in tiles of kAttentionTile absolute positions, ascending, one online-softmax update per tile
 // (scores by the canonical 16-lane dot, tile sum and acc += p·v ascending), and a (token, head) pair
 // is never split. Checked as bits against that sentence written out here; query alone vs inside
-// random batches of other sequences' tokens; one-shot prefill vs chunked prefill + decode; block
-// sizes and physical block ids; threads. Correctness against naive double softmax attention over
-// the bf16-rounded K/V.
+// random batches of other sequences' tokens; one-shot prefill vs chunked prefill + decode; prompts
+// and chunks in position order (the query blocks of the prefill path) for GQA groups 1–32, chunks
+// starting mid-tile, vs the contract and vs each token alone; block sizes and physical block ids;
+// threads. Correctness against naive double softmax attention over the bf16-rounded K/V.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -182,6 +183,19 @@ std::vector<float> attend(PagedCache& c, const Workload& w, const std::vector<To
   return compact;
 }
 
+// Every token of w in a call of its own (a batch of one, as in a decode step): per sequence
+// [len, q_dim].
+std::vector<std::vector<float>> attend_each_alone(PagedCache& c, const Workload& w) {
+  const int64_t q_dim = w.heads.q_dim();
+  std::vector<std::vector<float>> alone(w.seq_lens.size());
+  for (size_t s = 0; s < w.seq_lens.size(); ++s) alone[s].resize(static_cast<size_t>(w.seq_lens[s] * q_dim));
+  for (const Token& t : all_tokens(w)) {
+    const std::vector<float> o = attend(c, w, {t}, nullptr);
+    std::memcpy(&alone[t.seq][t.pos * q_dim], o.data(), sizeof(float) * q_dim);
+  }
+  return alone;
+}
+
 // The contract sentence of attention.h, literally, over the rounded K/V of one sequence.
 std::vector<float> contract_attention(const Workload& w, Token tok) {
   const Heads& hs = w.heads;
@@ -250,6 +264,75 @@ TEST(AttentionTest, MatchesContractBitwise) {
       const std::vector<float> want = contract_attention(w, tokens[t]);
       ASSERT_TRUE(BitsEqual(want.data(), out.data() + t * q_dim, q_dim))
           << label(w.heads) << " seq " << tokens[t].seq << " pos " << tokens[t].pos;
+    }
+  }
+}
+
+// GQA groups 1 to 32 (query heads per KV head), head_dim 64 and 128, with contexts that end inside
+// tiles, for the query-blocked prefill path: a block holds block_positions(group) positions × group
+// heads, so these cover blocks of 1 to 256 positions, padded rows (group 3) and single-position blocks
+// (group 32: even one decode token fills a vector of rows).
+std::vector<Config> prefill_configs() {
+  return {
+      {{8, 8, 64}, {300, 70}},   {{6, 2, 128}, {200, 1, 33}}, {{8, 2, 64}, {129, 64}},
+      {{16, 2, 128}, {100, 31}}, {{32, 1, 64}, {40, 3}},      {{4, 2, 128}, {290, 32}},
+  };
+}
+
+// Whole prompts in one call with positions in order (runs of consecutive positions form query blocks
+// on the paths that have the blocked kernel), against the contract sentence.
+TEST(AttentionTest, PrefillInOrderMatchesContractBitwise) {
+  Rng rng(77);
+  ThreadPool pool2(2);
+  std::vector<Config> all = configs();
+  for (const Config& cfg : prefill_configs()) all.push_back(cfg);
+  for (const Config& cfg : all) {
+    const Workload w = make_workload(rng, cfg.heads, cfg.seq_lens);
+    PagedCache c = filled_cache(rng, w, cfg.heads.head_dim == 64 ? 16 : 5);
+    const std::vector<Token> tokens = all_tokens(w);
+    const std::vector<float> out = attend(c, w, tokens, &pool2);
+    const int64_t q_dim = w.heads.q_dim();
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      const std::vector<float> want = contract_attention(w, tokens[t]);
+      ASSERT_TRUE(BitsEqual(want.data(), out.data() + t * q_dim, q_dim))
+          << label(w.heads) << " seq " << tokens[t].seq << " pos " << tokens[t].pos;
+    }
+  }
+}
+
+// Prefill chunks that start anywhere (not at tile boundaries), in order and of any length, several
+// sequences' chunks in one call, interleaved with decode steps of one token: every token's bits are
+// those it gets alone (one decode-style call per token) and those of the contract.
+TEST(AttentionTest, PrefillChunksEqualTheTokenAloneForEveryGroupSize) {
+  Rng rng(78);
+  ThreadPool pool2(2);
+  for (const Config& cfg : prefill_configs()) {
+    const Workload w = make_workload(rng, cfg.heads, cfg.seq_lens);
+    const int64_t q_dim = w.heads.q_dim();
+    PagedCache alone_cache = filled_cache(rng, w, 16);
+    const std::vector<std::vector<float>> alone = attend_each_alone(alone_cache, w);
+    for (const Token& t : all_tokens(w))
+      ASSERT_TRUE(BitsEqual(contract_attention(w, t).data(), &alone[t.seq][t.pos * q_dim], q_dim))
+          << label(w.heads) << " seq " << t.seq << " pos " << t.pos;
+    PagedCache chunked = make_cache(rng, w, 48);  // another block size and physical layout, NaN-filled
+    std::vector<int64_t> done(w.seq_lens.size(), 0);
+    for (bool any = true; any;) {
+      std::vector<Token> step;
+      for (size_t s = 0; s < w.seq_lens.size(); ++s) {
+        const int64_t left = w.seq_lens[s] - done[s];
+        if (left == 0) continue;
+        const int64_t chunk = rng.next() % 3 == 0 ? 1 : rng.uniform_int(1, std::min<int64_t>(left, 150));
+        for (int64_t p = done[s]; p < done[s] + std::min(chunk, left); ++p)
+          step.push_back({static_cast<int32_t>(s), static_cast<int32_t>(p)});
+        done[s] += std::min(chunk, left);
+      }
+      any = !step.empty();
+      if (!any) break;
+      write_tokens(chunked, w, step);
+      const std::vector<float> out = attend(chunked, w, step, rng.next() % 2 ? &pool2 : nullptr);
+      for (size_t i = 0; i < step.size(); ++i)
+        ASSERT_TRUE(BitsEqual(&alone[step[i].seq][step[i].pos * q_dim], &out[i * q_dim], q_dim))
+            << label(w.heads) << " seq " << step[i].seq << " pos " << step[i].pos << " in a step of " << step.size();
     }
   }
 }
@@ -338,13 +421,7 @@ TEST(AttentionTest, QueryAloneEqualsQueryInsideRandomBatches) {
     PagedCache c = filled_cache(rng, w, 16);
     const std::vector<Token> tokens = all_tokens(w);
     const int64_t q_dim = w.heads.q_dim();
-    // Every token alone (a batch of one), the reference for the batches below.
-    std::vector<std::vector<float>> alone(w.seq_lens.size());
-    for (size_t s = 0; s < w.seq_lens.size(); ++s) alone[s].resize(static_cast<size_t>(w.seq_lens[s] * q_dim));
-    for (const Token& t : tokens) {
-      const std::vector<float> o = attend(c, w, {t}, nullptr);
-      std::memcpy(&alone[t.seq][t.pos * q_dim], o.data(), sizeof(float) * q_dim);
-    }
+    const std::vector<std::vector<float>> alone = attend_each_alone(c, w);  // the reference
     for (int rep = 0; rep < 12; ++rep) {
       const int64_t n = rng.uniform_int(1, 70);
       std::vector<Token> batch;

@@ -423,6 +423,52 @@ TEST(IsaParityTest, PagedAttention) {
   }
 }
 
+// Prefill chunks in position order (query blocks on the paths that have them): a chunk starting
+// off a tile boundary, GQA groups 1, 2, 3 and 8, adversarial V and K with outliers.
+TEST(IsaParityTest, PagedAttentionPrefillChunks) {
+  Rng rng(108);
+  ThreadPool pool(2);
+  struct HeadShape {
+    int64_t num_heads, num_kv_heads;
+  };
+  for (int64_t head_dim : {64, 128, 40}) {
+    for (HeadShape hs : {HeadShape{4, 2}, HeadShape{4, 4}, HeadShape{6, 2}, HeadShape{16, 2}}) {
+      for (int64_t context : {40, 300}) {
+        const int64_t block_size = 16;
+        const int64_t kv_dim = hs.num_kv_heads * head_dim;
+        const int64_t blocks = (context + block_size - 1) / block_size;
+        std::vector<int32_t> table(static_cast<size_t>(blocks));
+        for (int64_t b = 0; b < blocks; ++b) table[b] = static_cast<int32_t>((b * 7) % blocks);
+        std::vector<uint16_t> k(static_cast<size_t>(blocks * block_size * kv_dim)), v(k.size());
+        for (size_t i = 0; i < k.size(); ++i) {
+          k[i] = f32_to_bf16(rng.normal() * (i % 97 == 0 ? 30.0f : 1.0f));
+          v[i] = f32_to_bf16(rng.next() % 50 == 0 ? adversarial(rng) : rng.normal());
+        }
+        const KvCacheLayer cache{k.data(), v.data(), blocks * block_size};
+        std::vector<int32_t> positions;  // a chunk from position 37 (mid-tile) to the end, then position 0
+        for (int64_t p = 37; p < context; ++p) positions.push_back(static_cast<int32_t>(p));
+        positions.push_back(0);
+        const auto num_tokens = static_cast<int64_t>(positions.size());
+        const std::vector<int32_t> token_seq(positions.size(), 0);
+        const int64_t q_dim = hs.num_heads * head_dim;
+        const std::vector<float> q = rng.normal_vector(static_cast<size_t>(num_tokens * q_dim), 2.0f);
+        const AttentionShape shape{hs.num_heads, hs.num_kv_heads, head_dim, block_size,
+                                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)))};
+        expect_all_paths_equal(
+            "prefill attention heads " + std::to_string(hs.num_heads) + "/" + std::to_string(hs.num_kv_heads) +
+                " head_dim=" + std::to_string(head_dim) + " context=" + std::to_string(context),
+            [&] {
+              std::vector<float> out(q.size());
+              paged_attention(q.data(), q_dim, positions.data(), token_seq.data(), num_tokens, table.data(), blocks,
+                              cache, shape, out.data(), q_dim, &pool);
+              return out;
+            },
+            true);
+      }
+    }
+  }
+}
+
 TEST(IsaParityTest, WriteKvRoundsToBf16Identically) {
   // Every 97th float32 bit pattern (4.4·10^7 values: ties, subnormals, ±inf, NaN payloads) through
   // the KV write's f32 → bf16 rounding, compared as raw bf16 bits (NaN payloads included).
