@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "engine/engine.h"
 #include "model/causal_lm.h"
 #include "model/test_support.h"
+#include "output_diff.h"
 #include "tiny_model.h"
 
 namespace ditto {
@@ -144,41 +146,6 @@ RunResult run(const CausalLM& model, const std::vector<Case>& cases, const std::
   result.preemptions = engine.scheduler().num_preemptions();
   result.prefix_hit_tokens = engine.kv_cache().stats().prefix_hit_tokens;
   return result;
-}
-
-bool same_entry(const SampledToken& a, const SampledToken& b) {
-  if (a.token.token_id != b.token.token_id || a.token.rank != b.token.rank ||
-      std::bit_cast<uint32_t>(a.token.logprob) != std::bit_cast<uint32_t>(b.token.logprob) ||
-      a.top_logprobs.size() != b.top_logprobs.size())
-    return false;
-  for (size_t i = 0; i < a.top_logprobs.size(); ++i)
-    if (a.top_logprobs[i].token_id != b.top_logprobs[i].token_id ||
-        std::bit_cast<uint32_t>(a.top_logprobs[i].logprob) != std::bit_cast<uint32_t>(b.top_logprobs[i].logprob))
-      return false;
-  return true;
-}
-
-// Every field that the contract covers, bit for bit. Returns "" or what differs.
-std::string diff(const RequestOutput& a, const RequestOutput& b) {
-  if (a.outputs.size() != b.outputs.size()) return "number of choices";
-  if (a.prompt_logprobs.size() != b.prompt_logprobs.size()) return "prompt_logprobs size";
-  for (size_t i = 0; i < a.prompt_logprobs.size(); ++i)
-    if (a.prompt_logprobs[i].has_value() != b.prompt_logprobs[i].has_value() ||
-        (a.prompt_logprobs[i] && !same_entry(*a.prompt_logprobs[i], *b.prompt_logprobs[i])))
-      return "prompt_logprobs[" + std::to_string(i) + "]";
-  for (size_t c = 0; c < a.outputs.size(); ++c) {
-    const CompletionOutput& x = a.outputs[c];
-    const CompletionOutput& y = b.outputs[c];
-    if (x.token_ids != y.token_ids) return "choice " + std::to_string(c) + " token_ids";
-    if (x.finish_reason != y.finish_reason) return "choice " + std::to_string(c) + " finish_reason";
-    if (std::bit_cast<uint64_t>(x.cumulative_logprob) != std::bit_cast<uint64_t>(y.cumulative_logprob))
-      return "choice " + std::to_string(c) + " cumulative_logprob";
-    if (x.logprobs.size() != y.logprobs.size()) return "choice " + std::to_string(c) + " logprobs size";
-    for (size_t t = 0; t < x.logprobs.size(); ++t)
-      if (!same_entry(x.logprobs[t], y.logprobs[t]))
-        return "choice " + std::to_string(c) + " logprobs[" + std::to_string(t) + "]";
-  }
-  return "";
 }
 
 class EngineInvarianceTest : public ::testing::Test {
@@ -403,6 +370,62 @@ TEST_F(EngineInvarianceTest, AbortFreesBlocksAndReportsAbort) {
   EXPECT_EQ(out[0].outputs[0].finish_reason, "abort");
   while (engine.has_unfinished()) engine.step();
   EXPECT_EQ(engine.kv_cache().num_free_blocks(), 16);
+}
+
+// No request starves behind a long one: a 5-token request sent while a 16,384-token prompt is
+// prefilling gets its first token in the next step and a token in every step after (the long prompt
+// takes at most long_prefill_token_threshold, by default a quarter of the budget, of a step it
+// shares), with the bits it gets alone. Before the threshold it waited for all 8 of the long
+// prompt's 2048-token steps.
+TEST(EngineSchedulingTest, ShortRequestIsNotStarvedByALongPrefill) {
+  TempDir dir;
+  write_tiny_model(dir, "qwen3", nullptr, [](nlohmann::json& c) { c["max_position_embeddings"] = 20000; });
+  ThreadPool pool(2);
+  const std::unique_ptr<CausalLM> model = CausalLM::load(dir.path().string(), &pool);
+  EngineConfig config;
+  config.num_kv_blocks = 16384 / 16 + 16;  // budget 2048, threshold 512 (the defaults)
+  std::mt19937 rng(5);
+  std::vector<int32_t> long_prompt(16384);
+  for (int32_t& t : long_prompt) t = static_cast<int32_t>(rng() % 300);
+  SamplingParams long_params;
+  long_params.temperature = 0.0f;
+  long_params.max_tokens = 1;
+  const std::vector<int32_t> short_prompt = {17, 4, 250, 9, 88};
+  SamplingParams short_params;
+  short_params.temperature = 0.8f;
+  short_params.seed = 3;
+  short_params.max_tokens = 4;
+  short_params.ignore_eos = true;
+  short_params.logprobs = 2;
+
+  Engine engine(*model, nullptr, kEos, config);
+  engine.add_request("long", long_prompt, long_params);
+  engine.step();
+  engine.step();  // 4096 of its tokens computed: it is prefilling
+  engine.add_request("short", short_prompt, short_params);
+  std::vector<int64_t> tokens_per_step;  // the short request's, from its arrival
+  RequestOutput short_out;
+  while (short_out.request_id.empty()) {
+    ASSERT_LT(tokens_per_step.size(), 20u) << "the short request starves";
+    for (RequestOutput& out : engine.step())
+      if (out.request_id == "short") short_out = std::move(out);
+    int64_t sampled = 0;
+    for (const auto& [id, n] : engine.last_step_tokens())
+      if (id == "short") sampled = n;
+    tokens_per_step.push_back(sampled);
+  }
+  EXPECT_EQ(tokens_per_step, (std::vector<int64_t>{1, 1, 1, 1}));  // first token in 1 step, then 1 per step
+  EXPECT_EQ(engine.num_unfinished(), 1);                           // the long prompt is still prefilling
+  engine.abort("long");
+  while (engine.has_unfinished()) engine.step();
+
+  Engine alone(*model, nullptr, kEos, config);
+  alone.add_request("short", short_prompt, short_params);
+  RequestOutput reference;
+  while (alone.has_unfinished())
+    for (RequestOutput& out : alone.step()) reference = std::move(out);
+  EXPECT_EQ(diff(reference, short_out), "");
+  EXPECT_EQ(short_out.outputs[0].token_ids.size(), 4u);
 }
 
 }  // namespace

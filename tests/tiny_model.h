@@ -20,11 +20,13 @@
 namespace ditto {
 
 // family: "qwen3" (tied head), "llama" (biases, llama3 rope scaling, untied head) or "qwen3_moe".
-// `edit`, if set, may change any tensor's float32 values (before bf16 rounding) by name.
-// Returns the directory.
+// `edit`, if set, may change any tensor's float32 values (before bf16 rounding) by name;
+// `edit_config`, if set, any config.json key before the tensors are made (e.g. a longer
+// max_position_embeddings, fewer layers, a larger vocabulary). Returns the directory.
 using TensorEdit = std::function<void(const std::string& name, std::vector<float>& values)>;
+using ConfigEdit = std::function<void(nlohmann::json& config)>;
 inline std::string write_tiny_model(const testing::TempDir& dir, const std::string& family,
-                                    const TensorEdit& edit = nullptr) {
+                                    const TensorEdit& edit = nullptr, const ConfigEdit& edit_config = nullptr) {
   nlohmann::json c = {{"vocab_size", 300},      {"hidden_size", 64},        {"intermediate_size", 96},
                       {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
                       {"head_dim", 16},         {"rms_norm_eps", 1e-6},     {"max_position_embeddings", 4096},
@@ -58,6 +60,7 @@ inline std::string write_tiny_model(const testing::TempDir& dir, const std::stri
                          {"high_freq_factor", 4.0},
                          {"original_max_position_embeddings", 64}};
   }
+  if (edit_config) edit_config(c);
   dir.write("config.json", c.dump());
   const ModelConfig config = parse_model_config(c, "config.json");
   std::mt19937 rng(7);

@@ -6,6 +6,18 @@
 #include "core/error.h"
 
 namespace ditto {
+namespace {
+
+// A sequence with one token to compute: it samples in any step that schedules it.
+bool is_decode(const Sequence* seq) { return seq->num_uncomputed_tokens() == 1; }
+
+}  // namespace
+
+int64_t default_long_prefill_token_threshold(int64_t max_num_batched_tokens) {
+  if (max_num_batched_tokens < 1)
+    throw_invalid_argument("max_num_batched_tokens must be at least 1, got " + std::to_string(max_num_batched_tokens));
+  return std::max<int64_t>(1, max_num_batched_tokens / 4);
+}
 
 Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {
   if (config.max_num_batched_tokens < 1)
@@ -13,6 +25,12 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config
                            std::to_string(config.max_num_batched_tokens));
   if (config.max_num_seqs < 1)
     throw_invalid_argument("max_num_seqs must be at least 1, got " + std::to_string(config.max_num_seqs));
+  if (config.long_prefill_token_threshold < 0)
+    throw_invalid_argument("long_prefill_token_threshold must be at least 0 (0: max_num_batched_tokens / 4), got " +
+                           std::to_string(config.long_prefill_token_threshold));
+  long_prefill_token_threshold_ = config.long_prefill_token_threshold > 0
+                                      ? config.long_prefill_token_threshold
+                                      : default_long_prefill_token_threshold(config.max_num_batched_tokens);
 }
 
 void Scheduler::add(Sequence* seq) {
@@ -39,14 +57,24 @@ void Scheduler::preempt(Sequence* seq) {
 
 std::vector<ScheduledSequence> Scheduler::schedule() {
   std::vector<ScheduledSequence> out;
+  const int64_t cap = long_prefill_token_threshold_;
   int64_t budget = config_.max_num_batched_tokens;
+  // Decodes not yet scheduled in this pass: a prefill ahead of them leaves them a token each.
+  auto decodes_left = static_cast<int64_t>(std::count_if(running_.begin(), running_.end(), is_decode));
   bool preempted = false;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
-    const int64_t n = std::min(seq->num_uncomputed_tokens(), budget);
+    const bool decode = is_decode(seq);
+    if (decode) --decodes_left;
+    const int64_t n = decode ? 1 : std::min({seq->num_uncomputed_tokens(), cap, budget - decodes_left});
+    if (n <= 0) {  // a prefill behind more decodes than the budget has room for beside them
+      ++i;
+      continue;
+    }
     bool self_preempted = false;
     while (!kv_.allocate(seq->id, seq->num_computed_tokens + n)) {
       Sequence* victim = running_.back();
+      if (victim != seq && is_decode(victim)) --decodes_left;
       preempt(victim);
       preempted = true;
       if (victim == seq) {
@@ -64,7 +92,7 @@ std::vector<ScheduledSequence> Scheduler::schedule() {
     Sequence* seq = waiting_.front();
     if (seq->num_computed_tokens == 0 && seq->use_prefix_cache)
       seq->num_computed_tokens = kv_.acquire_cached_prefix(seq->id, seq->token_ids);
-    const int64_t n = std::min(seq->num_uncomputed_tokens(), budget);
+    const int64_t n = std::min({seq->num_uncomputed_tokens(), cap, budget});
     if (!kv_.allocate(seq->id, seq->num_computed_tokens + n)) {
       kv_.free(seq->id);
       seq->num_computed_tokens = 0;
@@ -75,7 +103,33 @@ std::vector<ScheduledSequence> Scheduler::schedule() {
     out.push_back({seq, n});
     budget -= n;
   }
+  const bool anyone_samples = std::any_of(out.begin(), out.end(), [](const ScheduledSequence& s) {
+    return s.num_tokens == s.seq->num_uncomputed_tokens();
+  });
+  if (budget > 0 && !anyone_samples) fill_leftover_budget(out, budget);
   return out;
+}
+
+void Scheduler::fill_leftover_budget(std::vector<ScheduledSequence>& out, int64_t budget) {
+  // Fewest remaining tokens first (the nearest first token), then admission order.
+  std::vector<ScheduledSequence*> order;
+  for (ScheduledSequence& s : out) order.push_back(&s);
+  std::stable_sort(order.begin(), order.end(), [](const ScheduledSequence* a, const ScheduledSequence* b) {
+    return a->seq->num_uncomputed_tokens() - a->num_tokens < b->seq->num_uncomputed_tokens() - b->num_tokens;
+  });
+  const int64_t block_size = kv_.block_size();
+  for (ScheduledSequence* s : order) {
+    if (budget == 0) break;
+    Sequence& seq = *s->seq;
+    const int64_t end = seq.num_computed_tokens + s->num_tokens;
+    // The positions this sequence's blocks and every free block could hold: no preemption here.
+    const int64_t reachable =
+        (static_cast<int64_t>(kv_.block_table(seq.id).size()) + kv_.num_free_blocks()) * block_size;
+    const int64_t extra = std::min({seq.num_uncomputed_tokens() - s->num_tokens, budget, reachable - end});
+    if (extra <= 0 || !kv_.allocate(seq.id, end + extra)) continue;
+    s->num_tokens += extra;
+    budget -= extra;
+  }
 }
 
 }  // namespace ditto
