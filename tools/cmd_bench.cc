@@ -43,6 +43,7 @@ struct BenchOptions {
   int64_t output_tokens = 128;
   std::string kv_cache_memory = "3GiB";
   int64_t max_num_batched_tokens = 2048;
+  int64_t long_prefill_token_threshold = 0;
 };
 
 constexpr int64_t kMaxTokens = int64_t{1} << 20;
@@ -84,6 +85,7 @@ void run_offline(const BenchOptions& o) {
   config.block_size = o.model.block_size;
   config.num_kv_blocks = kv_blocks_for_memory(model.config(), o.model.block_size, kv_bytes);
   config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  config.scheduler.long_prefill_token_threshold = o.long_prefill_token_threshold;
   Engine engine(model, nullptr, {}, config);
   const std::vector<int32_t> prompt_ids =
       random_prompt(o.num_requests * offline_prompt, model.config().vocab_size, o.seed);
@@ -115,6 +117,7 @@ void run_offline(const BenchOptions& o) {
       {"prompt_tokens", offline_prompt},
       {"output_tokens", o.output_tokens},
       {"max_num_batched_tokens", o.max_num_batched_tokens},
+      {"long_prefill_token_threshold", engine.scheduler().long_prefill_token_threshold()},
       {"kv_cache_bytes", kv_bytes},
       {"seconds", seconds},
       {"engine_steps", engine.num_steps()},
@@ -251,6 +254,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache for the offline scenario, e.g. 3GiB")
       ->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step (offline)")
+      ->capture_default_str();
+  cmd->add_option("--long-prefill-token-threshold", o->long_prefill_token_threshold,
+                  "Most prompt tokens one request prefills in a step shared with others (offline); 0: a quarter "
+                  "of --max-num-batched-tokens")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
       ->capture_default_str();
   cmd->callback([o] { run_bench(*o); });
 }

@@ -35,6 +35,7 @@ struct GenerateOptions {
   // Engine arguments (both modes).
   std::string kv_cache_memory = "2GiB";
   int64_t max_num_batched_tokens = 2048;
+  int64_t long_prefill_token_threshold = 0;
   int64_t max_num_seqs = 256;
   int64_t max_model_len = 0;
   bool no_prefix_caching = false;
@@ -78,6 +79,7 @@ EngineArgs engine_args(const GenerateOptions& o) {
   a.block_size = o.model.block_size;
   a.kv_cache_memory = parse_size_bytes(o.kv_cache_memory, "--kv-cache-memory");
   a.max_num_batched_tokens = o.max_num_batched_tokens;
+  a.long_prefill_token_threshold = o.long_prefill_token_threshold;
   a.max_num_seqs = o.max_num_seqs;
   a.max_model_len = o.max_model_len;
   a.enable_prefix_caching = !o.no_prefix_caching;
@@ -179,6 +181,11 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache size, e.g. 2GiB or 512MB")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->capture_default_str();
+  cmd->add_option("--long-prefill-token-threshold", o->long_prefill_token_threshold,
+                  "Most prompt tokens one request prefills in a step shared with others, so no request waits behind a "
+                  "long prompt (vLLM's); 0: a quarter of --max-num-batched-tokens")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
       ->capture_default_str();
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences running at once")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))

@@ -31,6 +31,7 @@ struct ServeOptions {
   std::string kv_cache_memory = "2GiB";
   std::string max_request_body = "32MiB";
   int64_t max_num_batched_tokens = 2048;
+  int64_t long_prefill_token_threshold = 0;
   int64_t max_num_seqs = 256;
   int64_t max_model_len = 0;
   bool no_prefix_caching = false;
@@ -73,6 +74,7 @@ void run_serve(ServeOptions o) {
   lo.block_size = o.block_size;
   lo.kv_cache_memory = parse_size_bytes(o.kv_cache_memory, "--kv-cache-memory");
   lo.max_num_batched_tokens = o.max_num_batched_tokens;
+  lo.long_prefill_token_threshold = o.long_prefill_token_threshold;
   lo.max_num_seqs = o.max_num_seqs;
   lo.enable_prefix_caching = !o.no_prefix_caching;
   o.server.max_request_body_bytes = parse_size_bytes(o.max_request_body, "--max-request-body-bytes");
@@ -135,6 +137,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache size, e.g. 2GiB or 512MB")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->capture_default_str();
+  cmd->add_option("--long-prefill-token-threshold", o->long_prefill_token_threshold,
+                  "Most prompt tokens one request prefills in a step shared with others, so no request waits behind a "
+                  "long prompt (vLLM's); 0: a quarter of --max-num-batched-tokens")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
       ->capture_default_str();
   cmd->add_option("--max-model-len", o->max_model_len,
                   "Context length in tokens (prompt + output) every request must fit; also caps a chat's default "

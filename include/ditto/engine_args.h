@@ -15,6 +15,11 @@ struct EngineArgs {
   int64_t kv_cache_memory = int64_t{2} << 30;  // bytes of bf16 KV cache
   int64_t max_num_batched_tokens = 2048;       // tokens per engine step
   int64_t max_num_seqs = 256;                  // sequences running at once
+  // The most prompt tokens one request prefills in an engine step it shares with others (vLLM's
+  // long_prefill_token_threshold), so that no request waits behind a long prompt; ≥ 0. 0: a
+  // quarter of max_num_batched_tokens; max_num_batched_tokens or more: no cap. Never changes a bit
+  // of any output (chunking does not).
+  int64_t long_prefill_token_threshold = 0;
   bool enable_prefix_caching = true;
   // Context in tokens (prompt + output) every request must fit; 0: the model's
   // max_position_embeddings. A smaller value caps a chat's default max_tokens.

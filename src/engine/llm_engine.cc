@@ -64,6 +64,11 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
                         "max_model_len (--max-model-len) must be in [1, " + std::to_string(c.max_position_embeddings) +
                             "] (the model's max_position_embeddings), got " + std::to_string(args_.max_model_len));
   if (args_.max_logprobs < 0) throw_invalid_field("max_logprobs", "max_logprobs must be at least 0");
+  if (args_.long_prefill_token_threshold < 0)
+    throw_invalid_field("long_prefill_token_threshold",
+                        "long_prefill_token_threshold (--long-prefill-token-threshold) must be at least 0 (0: a "
+                        "quarter of max_num_batched_tokens), got " +
+                            std::to_string(args_.long_prefill_token_threshold));
   const EngineConfig config = engine_config();
   if (config.num_kv_blocks < 1)
     throw_invalid_field("kv_cache_memory", "kv_cache_memory " + std::to_string(args_.kv_cache_memory) +
@@ -80,6 +85,7 @@ EngineConfig LLMEngine::engine_config() const {
   config.enable_prefix_caching = args_.enable_prefix_caching;
   config.scheduler.max_num_batched_tokens = args_.max_num_batched_tokens;
   config.scheduler.max_num_seqs = args_.max_num_seqs;
+  config.scheduler.long_prefill_token_threshold = args_.long_prefill_token_threshold;
   return config;
 }
 

@@ -30,14 +30,15 @@ class LLMEngine {
   // Loads the model, tokenizer and chat template. Throws Error naming the file or field at fault,
   // Error(kResourceExhausted) when the weights or kv_cache_memory exceed the memory available,
   // Error(kInvalidArgument) for engine arguments out of range (max_model_len above the model's
-  // context, kv_cache_memory that holds no block).
+  // context, kv_cache_memory that holds no block, a negative long_prefill_token_threshold).
   explicit LLMEngine(const EngineArgs& args);
   ~LLMEngine();
   LLMEngine(const LLMEngine&) = delete;
   LLMEngine& operator=(const LLMEngine&) = delete;
 
   // Engine limits for later engines and requests (block_size, kv_cache_memory,
-  // max_num_batched_tokens, max_num_seqs, enable_prefix_caching, max_model_len, max_logprobs);
+  // max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, enable_prefix_caching,
+  // max_model_len, max_logprobs);
   // model and threads stay as loaded. Throws as the constructor for bad values.
   void set_engine_args(const EngineArgs& args);
   const EngineArgs& args() const { return args_; }

@@ -196,3 +196,10 @@ def test_max_tokens_beyond_the_context_is_refused_up_front(ditto_bin, tiny_model
     proc = run_ditto(ditto_bin, "generate", "--model", tiny_model, "--prompt-token-ids", "1,2",
                      "--max-tokens", "5000", check=False)
     assert proc.returncode == 1 and "max_position_embeddings = 4096" in proc.stderr, proc.stderr
+
+
+def test_negative_long_prefill_token_threshold_is_named(ditto_bin, tiny_model):
+    proc = run_ditto(ditto_bin, "generate", "--model", tiny_model, "--prompt-token-ids", "1,2",
+                     "--long-prefill-token-threshold", "-1", check=False)
+    assert proc.returncode != 0
+    assert "--long-prefill-token-threshold" in proc.stderr, proc.stderr

@@ -48,6 +48,7 @@ def test_alone_equals_in_batch_in_any_order_budget_and_cache_size(ditto_bin, mod
     filler = [{"request_id": f"f{i}", "prompt": " ".join(["word"] * rng.randint(1, 50)),
                "temperature": rng.random(), "max_tokens": rng.randint(1, 20), "seed": i} for i in range(12)]
     for extra in ([], ["--max-num-batched-tokens", "16"], ["--max-num-batched-tokens", "64"],
+                  ["--max-num-batched-tokens", "64", "--long-prefill-token-threshold", "3"],
                   ["--kv-cache-memory", "2MiB", "--block-size", "8"], ["--no-prefix-caching", "--threads", "1"]):
         batch = REQUESTS + filler
         rng.shuffle(batch)
