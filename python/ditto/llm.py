@@ -81,8 +81,10 @@ class LLM:
     seed + k), so a script gives the same text every run; None: drawn from the OS.
     One LLM runs one generate() or chat() at a time; calls from other threads wait their turn. max_model_len: the context (prompt +
     output) in tokens, default the model's. max_num_seqs, max_num_batched_tokens, block_size,
-    enable_prefix_caching, max_logprobs: the engine's, as in vLLM. ditto's own: kv_cache_memory (bytes or
-    "2GiB"), threads (default: $DITTO_NUM_THREADS or every core).
+    enable_prefix_caching, max_logprobs: the engine's, as in vLLM. long_prefill_token_threshold (vLLM's
+    EngineArgs field): the most prompt tokens one request prefills in a step shared with others, so no
+    request waits behind a long prompt; 0 (the default): a quarter of max_num_batched_tokens. ditto's
+    own: kv_cache_memory (bytes or "2GiB"), threads (default: $DITTO_NUM_THREADS or every core).
 
     Raises FileNotFoundError for a model that is not there, ValueError for a bad argument or file
     (naming it), MemoryError when the weights or KV cache do not fit, TypeError for an argument
@@ -94,7 +96,8 @@ class LLM:
                  max_num_batched_tokens: int = 2048, enable_prefix_caching: bool = True, block_size: int = 16,
                  max_logprobs: int = 20, quantization: Optional[str] = None, skip_tokenizer_init: bool = False,
                  generation_config: str = "auto", override_generation_config: Optional[dict] = None,
-                 kv_cache_memory: Union[int, str] = "2GiB", threads: Optional[int] = None, **kwargs: Any) -> None:
+                 kv_cache_memory: Union[int, str] = "2GiB", threads: Optional[int] = None,
+                 long_prefill_token_threshold: int = 0, **kwargs: Any) -> None:
         for name, value in kwargs.items():
             if name in _REFUSED_ARGS:
                 if value:
@@ -130,6 +133,11 @@ class LLM:
         args.kv_cache_memory = _bytes("kv_cache_memory", kv_cache_memory)
         args.max_num_batched_tokens = _positive("max_num_batched_tokens", max_num_batched_tokens)
         args.max_num_seqs = _positive("max_num_seqs", max_num_seqs)
+        if (isinstance(long_prefill_token_threshold, bool) or not isinstance(long_prefill_token_threshold, int)
+                or long_prefill_token_threshold < 0):
+            raise ValueError("long_prefill_token_threshold must be a non-negative integer (0: a quarter of "
+                             f"max_num_batched_tokens), got {long_prefill_token_threshold!r}")
+        args.long_prefill_token_threshold = long_prefill_token_threshold
         args.enable_prefix_caching = bool(enable_prefix_caching)
         args.max_model_len = 0 if max_model_len is None else _positive("max_model_len", max_model_len)
         args.max_logprobs = max_logprobs

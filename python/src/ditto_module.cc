@@ -173,6 +173,7 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readwrite("kv_cache_memory", &EngineArgs::kv_cache_memory)
       .def_readwrite("max_num_batched_tokens", &EngineArgs::max_num_batched_tokens)
       .def_readwrite("max_num_seqs", &EngineArgs::max_num_seqs)
+      .def_readwrite("long_prefill_token_threshold", &EngineArgs::long_prefill_token_threshold)
       .def_readwrite("enable_prefix_caching", &EngineArgs::enable_prefix_caching)
       .def_readwrite("max_model_len", &EngineArgs::max_model_len)
       .def_readwrite("max_logprobs", &EngineArgs::max_logprobs);

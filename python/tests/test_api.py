@@ -95,6 +95,8 @@ def test_bad_engine_arguments(model_dir, tmp_path):
         LLM(model=model_dir, kv_cache_memory="lots")
     with pytest.raises(ValueError, match="max_num_seqs"):
         LLM(model=model_dir, max_num_seqs=0)
+    with pytest.raises(ValueError, match="long_prefill_token_threshold"):
+        LLM(model=model_dir, long_prefill_token_threshold=-1)
 
 
 def test_bad_prompts_name_the_prompt(llm):
