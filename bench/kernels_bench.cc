@@ -12,8 +12,9 @@
 //              ÷ measured read bandwidth, target ≥ 0.85. A matrix smaller than kWorkingSetBytes is
 //              copied until the copies exceed it, and a timed pass runs the GEMV on every copy in
 //              turn, so no weight is still in L3 when it is read again.
-//   gemm       m = 512 (a prefill step) on the same matrices: ratio = 2·m·n·k FLOP/s ÷ measured FMA
-//              peak of the active ISA, target ≥ 0.6.
+//   gemm       m = 512 (a prefill step) on the same matrices: ratio = 2·m·n·k FLOP/s ÷ measured peak
+//              of the instruction the bf16-weight GEMM runs (VDPBF16PS on avx512 with AVX512-BF16,
+//              twice the float32 FMA peak; else the FMA peak), target ≥ 0.6.
 //   qgemv      gemv on quantized weights (GGML blocks of each --quant type, random integer fields and
 //              scales): ratio = weight bytes/s (as stored in the checkpoint: PackedMatrix::weight_bytes)
 //              ÷ measured read bandwidth, target ≥ 0.85.
@@ -83,10 +84,11 @@ struct Row {
   int64_t m = 0, n = 0, k = 0;
   int copies = 1;
   RunTimes times;
-  bool bandwidth_bound = true;  // judged by read bandwidth (bytes/s), else by FMA peak (FLOP/s)
-  double achieved = 0;          // bytes/s or FLOP/s
-  double limit = 0;             // the limit, measured around and between the row's passes: bytes/s or FLOP/s
-  double ratio = 0;             // achieved / limit
+  bool bandwidth_bound = true;         // judged by read bandwidth (bytes/s), else by a compute peak (FLOP/s)
+  std::string peak_name = "fma peak";  // the compute peak: "fma peak" or "bf16 dot peak"
+  double achieved = 0;                 // bytes/s or FLOP/s
+  double limit = 0;                    // the limit, measured around and between the row's passes: bytes/s or FLOP/s
+  double ratio = 0;                    // achieved / limit
   std::optional<double> target;
 };
 
@@ -189,6 +191,7 @@ int copies_for(int64_t bytes) { return static_cast<int>(std::max<int64_t>(1, (kW
 struct Meters {
   ReadBandwidthMeter bandwidth;
   FmaPeakMeter fma;
+  FmaPeakMeter bf16_dot;  // the bf16-weight GEMM's instruction (VDPBF16PS where used)
 };
 
 // Times a row's passes under kRowPolicy and sets *limit to the best of a full measurement of the
@@ -234,8 +237,10 @@ void matrix_rows(const std::string& model, const MatrixShape& s, bool gemv, bool
     std::vector<float> y(static_cast<size_t>(kPrefillRows * s.n));
     Row r = make_row(quantized ? "qgemm" : "gemm", model, shape, kPrefillRows, s.n, s.k, 1);
     r.bandwidth_bound = false;
-    r.times =
-        judged_by(meters.fma, &r.limit, [&] { gemm(x.data(), kPrefillRows, s.k, copies[0], y.data(), s.n, pool); });
+    // bf16 weights: judged by the peak of the instruction their GEMM runs (VDPBF16PS doubles it).
+    r.peak_name = quantized ? "fma peak" : "bf16 dot peak";
+    r.times = judged_by(quantized ? meters.fma : meters.bf16_dot, &r.limit,
+                        [&] { gemm(x.data(), kPrefillRows, s.k, copies[0], y.data(), s.n, pool); });
     r.achieved = 2.0 * static_cast<double>(kPrefillRows) * static_cast<double>(s.n) * static_cast<double>(s.k) /
                  r.times.best_seconds;
     r.ratio = r.achieved / r.limit;
@@ -331,7 +336,7 @@ void print_row(const Row& r) {
   std::printf("%-9s %-11s %-18s m=%-3lld n=%-6lld k=%-5lld x%-2d %8.2f %-7s of %8.2f %-14s = %5.3f  %s\n",
               r.kernel.c_str(), r.model.c_str(), r.shape.c_str(), static_cast<long long>(r.m),
               static_cast<long long>(r.n), static_cast<long long>(r.k), r.copies, r.achieved / 1e9, unit, r.limit / 1e9,
-              r.bandwidth_bound ? "read bandwidth" : "fma peak", r.ratio, verdict);
+              r.bandwidth_bound ? "read bandwidth" : r.peak_name.c_str(), r.ratio, verdict);
 }
 
 nlohmann::ordered_json row_json(const Row& r, int threads) {
@@ -345,6 +350,7 @@ nlohmann::ordered_json row_json(const Row& r, int threads) {
       {"copies", r.copies},
       {"isa", std::string(isa_name(active_isa()))},
       {"avx512_vnni", active_isa() == Isa::kAvx512 && avx512_vnni_enabled()},
+      {"avx512_bf16", active_isa() == Isa::kAvx512 && avx512_bf16_enabled()},
       {"threads", threads},
       {"best_seconds", r.times.best_seconds},
       {"median_seconds", r.times.median_seconds},
@@ -355,7 +361,7 @@ nlohmann::ordered_json row_json(const Row& r, int threads) {
     j["read_bandwidth_gbps"] = r.limit / 1e9;
   } else {
     j["gflops"] = r.achieved / 1e9;
-    j["fma_gflops"] = r.limit / 1e9;
+    j[r.peak_name == "fma peak" ? "fma_gflops" : "bf16_dot_gflops"] = r.limit / 1e9;
   }
   j["ratio"] = r.ratio;
   j["target"] = r.target ? nlohmann::ordered_json(*r.target) : nlohmann::ordered_json(nullptr);
@@ -401,7 +407,7 @@ int run(int argc, char** argv) {
   for (const std::string& p : split_list(models)) configs.emplace_back(p, preset_model_config(p));
 
   ThreadPool pool(threads);
-  Meters meters{ReadBandwidthMeter(&pool), FmaPeakMeter(&pool)};
+  Meters meters{ReadBandwidthMeter(&pool), FmaPeakMeter(&pool), FmaPeakMeter(&pool, FmaPeakMeter::Kind::kBf16Dot)};
   if (!json)
     std::printf("isa %s%s, %d threads\n", std::string(isa_name(active_isa())).c_str(),
                 active_isa() == Isa::kAvx512 && avx512_vnni_enabled() ? " (avx512_vnni for quantized weights)" : "",

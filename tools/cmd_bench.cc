@@ -170,9 +170,16 @@ void run_bench(const BenchOptions& options) {
   // each of the phase's runs and a full measurement right after: the phase's fastest run catches
   // the quietest moment of a shared machine, so must its limit.
   FmaPeakMeter fma(pool);
-  double peak = fma.measure();  // FLOP/s
-  const RunTimes prefill = bench.time_prefill([&] { peak = std::max(peak, fma.pass()); });
+  FmaPeakMeter dot(pool, FmaPeakMeter::Kind::kBf16Dot);  // the bf16-weight GEMM's instruction
+  double peak = fma.measure();                           // FLOP/s
+  double dot_peak = dot.measure();
+  const RunTimes prefill = bench.time_prefill([&] {
+    peak = std::max(peak, fma.pass());
+    dot_peak = std::max(dot_peak, dot.pass());
+  });
   peak = std::max(peak, fma.measure());
+  dot_peak = std::max(dot_peak, dot.measure());
+  const double prefill_flops_per_s = model.prefill_flops(o.prompt_tokens) / prefill.best_seconds;
   ReadBandwidthMeter meter(pool);
   double bandwidth = meter.measure();  // bytes/s
   const RunTimes decode = bench.time_decode([&] { bandwidth = std::max(bandwidth, meter.pass()); });
@@ -197,6 +204,11 @@ void run_bench(const BenchOptions& options) {
         {"seed", o.seed},
         {"read_bandwidth_gbps", bandwidth / 1e9},
         {"fma_gflops", peak / 1e9},
+        {"bf16_dot_gflops", dot_peak / 1e9},
+        {"bf16_dot_instruction", dot.bf16_dot() ? "vdpbf16ps" : "fma"},
+        {"prefill_gflops", prefill_flops_per_s / 1e9},
+        {"prefill_fma_peak_ratio", prefill_flops_per_s / peak},
+        {"prefill_bf16_dot_peak_ratio", prefill_flops_per_s / dot_peak},
         {"prefill_tokens_per_s", prefill_tokens_per_s},
         {"prefill_tokens_per_s_median", o.prompt_tokens / prefill.median_seconds},
         {"prefill_runs", prefill.runs},
@@ -214,8 +226,11 @@ void run_bench(const BenchOptions& options) {
   std::printf("isa, threads     %s, %d\n", isa.c_str(), pool->num_threads());
   std::printf("read bandwidth   %10.2f GB/s\n", bandwidth / 1e9);
   std::printf("fma peak         %10.2f GFLOP/s\n", peak / 1e9);
+  std::printf("bf16 dot peak    %10.2f GFLOP/s   (%s)\n", dot_peak / 1e9, dot.bf16_dot() ? "vdpbf16ps" : "float32 fma");
   std::printf("prefill          %10.2f tokens/s   (%lld-token prompt; best of %d, median %.2f)\n", prefill_tokens_per_s,
               static_cast<long long>(o.prompt_tokens), prefill.runs, o.prompt_tokens / prefill.median_seconds);
+  std::printf("prefill compute  %10.2f GFLOP/s    (%.3f of the fma peak, %.3f of the bf16 dot peak)\n",
+              prefill_flops_per_s / 1e9, prefill_flops_per_s / peak, prefill_flops_per_s / dot_peak);
   std::printf(
       "decode           %10.2f tokens/s   (%lld steps at batch 1 from position %lld; best of %d, median %.2f)\n",
       decode_tokens_per_s, static_cast<long long>(o.decode_tokens),

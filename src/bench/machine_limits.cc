@@ -134,6 +134,23 @@ __attribute__((target("avx512f,fma"))) float fma_avx512(int64_t iterations) {
   _mm512_store_ps(lanes, acc[0]);
   return lanes[0];  // every lane holds the same value
 }
+
+// VDPBF16PS on 16 accumulators: pairs x = (1, −1), w = (1, 1) add −1 then +1 (odd element
+// first), so every accumulator stays exactly 1.
+__attribute__((target("avx512f,avx512bf16"))) float bf16_dot_avx512(int64_t iterations) {
+  __m512 acc[kAvx512Accumulators];
+  const float one = g_one;
+  for (auto& v : acc) v = _mm512_set1_ps(one);
+  const uint32_t plus_one = 0x3f80u * static_cast<uint32_t>(one), minus_one = 0xbf80u * static_cast<uint32_t>(one);
+  const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(plus_one | (minus_one << 16))));
+  const __m512bh w = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(plus_one | (plus_one << 16))));
+  for (int64_t i = 0; i < iterations; ++i)
+    for (auto& v : acc) v = _mm512_dpbf16_ps(v, x, w);
+  for (int j = 1; j < kAvx512Accumulators; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, acc[0]);
+  return lanes[0];
+}
 #endif
 
 float fma_loop(Isa isa, int64_t iterations) {
@@ -206,12 +223,15 @@ double measure_read_bandwidth(ThreadPool* pool, int64_t buffer_bytes, int64_t pa
   return ReadBandwidthMeter(pool, buffer_bytes, pass_bytes).measure();
 }
 
-FmaPeakMeter::FmaPeakMeter(ThreadPool* pool) : pool_(pool), isa_(active_isa()) {
+FmaPeakMeter::FmaPeakMeter(ThreadPool* pool, Kind kind)
+    : pool_(pool),
+      isa_(active_isa()),
+      bf16_dot_(kind == Kind::kBf16Dot && isa_ == Isa::kAvx512 && avx512_bf16_enabled()) {
   // Calibrate on the calling thread: grow the count until one loop takes kFmaPassSeconds.
   iterations_ = 1 << 12;
   for (;;) {
     const auto t0 = std::chrono::steady_clock::now();
-    g_sink.fetch_xor(static_cast<uint64_t>(fma_loop(isa_, iterations_)), std::memory_order_relaxed);
+    g_sink.fetch_xor(static_cast<uint64_t>(loop()), std::memory_order_relaxed);
     const double s = seconds_since(t0);
     if (s >= kFmaPassSeconds || iterations_ >= (int64_t{1} << 40)) break;
     // Jump most of the way at once (a first loop of a few µs is too noisy to extrapolate far).
@@ -221,12 +241,11 @@ FmaPeakMeter::FmaPeakMeter(ThreadPool* pool) : pool_(pool), isa_(active_isa()) {
 
 double FmaPeakMeter::pass() {
   const auto t0 = std::chrono::steady_clock::now();
-  on_every_thread(pool_, [&](int) {
-    g_sink.fetch_xor(static_cast<uint64_t>(fma_loop(isa_, iterations_)), std::memory_order_relaxed);
-  });
+  on_every_thread(pool_, [&](int) { g_sink.fetch_xor(static_cast<uint64_t>(loop()), std::memory_order_relaxed); });
   const double seconds = seconds_since(t0);
-  return 2.0 * static_cast<double>(lane_fmas_per_iteration(isa_)) * static_cast<double>(iterations_) *
-         num_threads(pool_) / seconds;
+  // VDPBF16PS: two multiply-adds per lane.
+  const double lane_flops = bf16_dot_ ? 4.0 * kAvx512Accumulators * 16 : 2.0 * lane_fmas_per_iteration(isa_);
+  return lane_flops * static_cast<double>(iterations_) * num_threads(pool_) / seconds;
 }
 
 double FmaPeakMeter::measure() {
@@ -234,6 +253,13 @@ double FmaPeakMeter::measure() {
   double best = 0;
   for (int i = 0; i < kFmaPasses; ++i) best = std::max(best, pass());
   return best;
+}
+
+float FmaPeakMeter::loop() const {
+#if defined(__x86_64__)
+  if (bf16_dot_) return bf16_dot_avx512(iterations_);
+#endif
+  return fma_loop(isa_, iterations_);
 }
 
 double measure_fma_peak(ThreadPool* pool) { return FmaPeakMeter(pool).measure(); }

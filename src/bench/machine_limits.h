@@ -74,19 +74,28 @@ double measure_read_bandwidth(ThreadPool* pool, int64_t buffer_bytes = kReadBand
 // calibrated so one pass takes about 5 ms on one thread (short, like a GEMM pass, for the reason
 // given above); FLOP/s = 2 · lanes · accumulators · iterations · threads ÷ wall time of the
 // fastest of 20 passes after 1 warm-up pass.
+// With kBf16Dot the loop is the instruction of the bf16-weight GEMM (kernels/gemm.h) instead:
+// VDPBF16PS (2 multiply-adds per lane, 4 FLOPs) on the avx512 path when avx512_bf16_enabled();
+// elsewhere the GEMM emulates that instruction with float32 FMAs, so its peak is the FMA peak.
 class FmaPeakMeter {
  public:
+  enum class Kind { kFloat32Fma, kBf16Dot };
   // Calibrates the pass length for active_isa() now; every pass runs that path.
-  explicit FmaPeakMeter(ThreadPool* pool);
+  explicit FmaPeakMeter(ThreadPool* pool, Kind kind = Kind::kFloat32Fma);
   // FLOP/s: the fastest of 20 passes after 1 warm-up pass.
   double measure();
   // FLOP/s of one pass, for interleaving with a kernel's own passes.
   double pass();
+  // Whether the passes run VDPBF16PS (kBf16Dot on a CPU and path that use it).
+  bool bf16_dot() const { return bf16_dot_; }
 
  private:
+  float loop() const;  // one calibrated loop on the calling thread
+
   ThreadPool* pool_;
   Isa isa_;
-  int64_t iterations_ = 0;  // of the FMA loop, per thread and pass
+  bool bf16_dot_;           // the VDPBF16PS loop
+  int64_t iterations_ = 0;  // of the loop, per thread and pass
 };
 
 // One FmaPeakMeter(pool).measure().

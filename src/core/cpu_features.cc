@@ -13,8 +13,9 @@ namespace {
 // -1: not decided yet.
 std::atomic<int> g_active{-1};
 std::once_flag g_env_once;
-// -1: not decided yet; 0/1: VNNI allowed.
+// Optional instructions of the avx512 path: -1 not decided yet; 0/1 allowed.
 std::atomic<int> g_vnni_allowed{-1};
+std::atomic<int> g_bf16_allowed{-1};
 
 // libgcc's __builtin_cpu_supports checks the CPUID bits and, for AVX/AVX-512, that the OS saves
 // the wider registers (XGETBV), so a "true" here means the instructions will not fault.
@@ -29,6 +30,7 @@ bool this_cpu_has(std::string_view feature) {
   if (feature == "avx512dq") return __builtin_cpu_supports("avx512dq");
   if (feature == "avx512vl") return __builtin_cpu_supports("avx512vl");
   if (feature == "avx512vnni") return __builtin_cpu_supports("avx512vnni");
+  if (feature == "avx512bf16") return __builtin_cpu_supports("avx512bf16");
 #endif
   (void)feature;
   return false;
@@ -118,25 +120,39 @@ void set_active_isa(Isa isa) {
 
 bool cpu_has_avx512_vnni() { return cpu_supports(Isa::kAvx512) && this_cpu_has("avx512vnni"); }
 
-bool avx512_vnni_enabled() {
-  int allowed = g_vnni_allowed.load(std::memory_order_acquire);
-  if (allowed < 0) {
-    const char* env = std::getenv("DITTO_AVX512_VNNI");
+namespace {
+
+// Whether an optional instruction of the avx512 path is allowed: `allowed` once decided, else
+// decided now from $env ("0" forbids it; read once).
+bool optional_allowed(std::atomic<int>& allowed, const char* env) {
+  int value = allowed.load(std::memory_order_acquire);
+  if (value < 0) {
+    const char* text = std::getenv(env);
     int expected = -1;
-    g_vnni_allowed.compare_exchange_strong(expected, env != nullptr && std::string_view(env) == "0" ? 0 : 1);
-    allowed = g_vnni_allowed.load(std::memory_order_acquire);
+    allowed.compare_exchange_strong(expected, text != nullptr && std::string_view(text) == "0" ? 0 : 1);
+    value = allowed.load(std::memory_order_acquire);
   }
-  return allowed == 1 && cpu_has_avx512_vnni();
+  return value == 1;
 }
 
+}  // namespace
+
+bool avx512_vnni_enabled() { return optional_allowed(g_vnni_allowed, "DITTO_AVX512_VNNI") && cpu_has_avx512_vnni(); }
+
 void set_avx512_vnni_allowed(bool allowed) { g_vnni_allowed.store(allowed ? 1 : 0, std::memory_order_release); }
+
+bool cpu_has_avx512_bf16() { return cpu_supports(Isa::kAvx512) && this_cpu_has("avx512bf16"); }
+
+bool avx512_bf16_enabled() { return optional_allowed(g_bf16_allowed, "DITTO_AVX512_BF16") && cpu_has_avx512_bf16(); }
+
+void set_avx512_bf16_allowed(bool allowed) { g_bf16_allowed.store(allowed ? 1 : 0, std::memory_order_release); }
 
 std::string isa_description() {
   std::string s =
       "isa " + std::string(isa_name(active_isa())) + " (cpu supports " + std::string(isa_name(detect_isa()));
 #if defined(__x86_64__)
   if (active_isa() == Isa::kAvx512 && avx512_vnni_enabled()) s += "; avx512_vnni for quantized weights";
-  if (__builtin_cpu_supports("avx512bf16")) s += "; avx512_bf16 present, not used";
+  if (active_isa() == Isa::kAvx512 && avx512_bf16_enabled()) s += "; avx512_bf16 for bf16 weights";
 #endif
   return s + ")";
 }

@@ -49,17 +49,31 @@ bool cpu_has_avx512_vnni();
 bool avx512_vnni_enabled();
 void set_avx512_vnni_allowed(bool allowed);
 
-// Restores the previous VNNI permission on scope exit.
-class ScopedAvx512Vnni {
+// Whether this CPU (and OS) has AVX512-BF16, whose VDPBF16PS the avx512 path's bf16-weight GEMM
+// uses when allowed.
+bool cpu_has_avx512_bf16();
+
+// Whether the avx512 path's bf16-weight GEMM uses VDPBF16PS now: cpu_has_avx512_bf16(), unless
+// switched off by $DITTO_AVX512_BF16=0 (read at first call) or set_avx512_bf16_allowed(false).
+// Without it the path emulates the instruction with float32 FMAs (kernels/bf16_dot.h): same bits.
+bool avx512_bf16_enabled();
+void set_avx512_bf16_allowed(bool allowed);
+
+// Restores the previous permission of an optional avx512 instruction on scope exit, e.g.
+// ScopedAvx512Vnni v(false) runs the scope without VNNI.
+template <bool (*kEnabled)(), void (*kSetAllowed)(bool)>
+class ScopedPermission {
  public:
-  explicit ScopedAvx512Vnni(bool allowed) : previous_(avx512_vnni_enabled()) { set_avx512_vnni_allowed(allowed); }
-  ~ScopedAvx512Vnni() { set_avx512_vnni_allowed(previous_); }
-  ScopedAvx512Vnni(const ScopedAvx512Vnni&) = delete;
-  ScopedAvx512Vnni& operator=(const ScopedAvx512Vnni&) = delete;
+  explicit ScopedPermission(bool allowed) : previous_(kEnabled()) { kSetAllowed(allowed); }
+  ~ScopedPermission() { kSetAllowed(previous_); }
+  ScopedPermission(const ScopedPermission&) = delete;
+  ScopedPermission& operator=(const ScopedPermission&) = delete;
 
  private:
   bool previous_;
 };
+using ScopedAvx512Vnni = ScopedPermission<avx512_vnni_enabled, set_avx512_vnni_allowed>;
+using ScopedAvx512Bf16 = ScopedPermission<avx512_bf16_enabled, set_avx512_bf16_allowed>;
 
 // Restores the previous path on scope exit.
 class ScopedIsa {

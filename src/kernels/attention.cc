@@ -10,70 +10,22 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/attention_blocked.h"
+#include "kernels/convert.h"
 #include "kernels/math.h"
 #include "kernels/reduce.h"
 #include "kernels/simd.h"
 
 namespace ditto {
 
-namespace {
-
-void to_bf16_portable(const float* x, int64_t n, uint16_t* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
-}
-
-#if defined(__x86_64__)
-// f32_to_bf16 (core/dtype.h) lane-wise: round to nearest even on the bit pattern; NaN → quiet NaN.
-DITTO_AVX512 void to_bf16_avx512(const float* x, int64_t n, uint16_t* out) {
-  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = simd::first_lanes_x16(n - i < 16 ? n - i : 16);
-    const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, x + i));
-    const __m512i hi = _mm512_srli_epi32(u, 16);
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(hi, one))), 16);
-    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs_mask), inf);
-    r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
-    _mm256_mask_storeu_epi16(out + i, m, _mm512_cvtepi32_epi16(r));
-  }
-}
-
-DITTO_AVX2 void to_bf16_avx2(const float* x, int64_t n, uint16_t* out) {
-  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + i));
-    const __m256i hi = _mm256_srli_epi32(u, 16);
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(hi, one))), 16);
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
-    r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
-    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), packed);
-  }
-  for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
-}
-#endif
-
-}  // namespace
-
 void write_kv(const float* k, int64_t ldk, const float* v, int64_t ldv, const int64_t* slot_mapping, int64_t num_tokens,
               int64_t kv_dim, KvCacheLayer cache) {
-  auto convert = to_bf16_portable;
-#if defined(__x86_64__)
-  switch (active_isa()) {
-    case Isa::kAvx512: convert = to_bf16_avx512; break;
-    case Isa::kAvx2: convert = to_bf16_avx2; break;
-    case Isa::kScalar: break;
-  }
-#endif
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int64_t slot = slot_mapping[t];
     if (slot < 0 || slot >= cache.num_slots)
       throw_invalid_argument("slot_mapping[" + std::to_string(t) + "] = " + std::to_string(slot) +
                              " is outside the KV cache (" + std::to_string(cache.num_slots) + " slots)");
-    convert(k + t * ldk, kv_dim, cache.k + slot * kv_dim);
-    convert(v + t * ldv, kv_dim, cache.v + slot * kv_dim);
+    round_to_bf16(k + t * ldk, kv_dim, cache.k + slot * kv_dim);
+    round_to_bf16(v + t * ldv, kv_dim, cache.v + slot * kv_dim);
   }
 }
 

@@ -4,14 +4,58 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "core/cpu_features.h"
+#include "core/error.h"
+#include "kernels/bf16_dot.h"
+#include "kernels/convert.h"
 #include "kernels/quant_gemm.h"
 #include "kernels/simd.h"
 
 namespace ditto {
 namespace {
+
+// ---- bf16 activations ----------------------------------------------------------------------
+// A bf16-weight GEMM rounds x to bf16 (core/dtype.h f32_to_bf16) once per call, into pairs:
+// row r holds ceil(k/2) 32-bit words, word j = (x[r, 2j], x[r, 2j + 1]) with element 0 in the low
+// half and an odd k's missing last element zero (kernels/bf16_dot.h's operand layout).
+
+struct BfPairs {
+  const uint16_t* data = nullptr;  // [m, ld] pairs: [m, 2·ld] bf16
+  int64_t ld = 0;                  // pairs per row: ceil(k / 2)
+
+  // Pair j of row r as one word (element 0 in bits 0–15 on this little-endian machine).
+  uint32_t at(int64_t r, int64_t j) const {
+    uint32_t v;
+    std::memcpy(&v, data + 2 * (r * ld + j), sizeof(v));
+    return v;
+  }
+};
+
+// Rounds x [m, k] (row stride ldx) into this thread's pair buffer (reused across calls: its size is
+// bounded by the largest m·k seen, i.e. by the step's token budget), rows split over pool.
+BfPairs round_rows_to_bf16_pairs(const float* x, int64_t m, int64_t ldx, int64_t k, ThreadPool* pool) {
+  thread_local std::vector<uint16_t> buffer;
+  const int64_t ld = (k + 1) / 2;
+  if (buffer.size() < static_cast<size_t>(2 * m * ld)) buffer.resize(static_cast<size_t>(2 * m * ld));
+  uint16_t* out = buffer.data();
+  auto run = [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      uint16_t* row = out + static_cast<int64_t>(r) * 2 * ld;
+      if (k % 2 == 1) row[k] = 0;  // the missing odd element is zero
+      round_to_bf16(x + static_cast<int64_t>(r) * ldx, k, row);
+    }
+  };
+  if (pool == nullptr || m < 16) {
+    run(0, static_cast<size_t>(m));
+  } else {
+    pool->parallel_for(static_cast<size_t>(m), run);
+  }
+  return {out, ld};
+}
 
 // ---- Portable path: the definition -----------------------------------------------------------
 
@@ -53,9 +97,28 @@ void panel_kernel(const float* x, int64_t rows, int64_t ldx, const uint8_t* pane
   for (int64_t r = 0; r < rows; ++r) std::memcpy(acc_out + r * kPanelWidth, acc[r], sizeof(acc[r]));
 }
 
+// bf16 weights: one panel against rows m0 .. m0 + rows − 1 (at most kRowBlock) of the pairs xp,
+// acc[r][j] = bf16_dot2(acc[r][j], xp[r, jj], W pair jj of lane j) for jj ascending, stored
+// with NaNs canonical.
+void panel_kernel_bf16(const BfPairs& xp, int64_t m0, int64_t rows, const uint8_t* panel,
+                       float* acc_out /* [rows, 16] */) {
+  float acc[kRowBlock][kPanelWidth] = {};
+  uint32_t w[kPanelWidth];
+  for (int64_t jj = 0; jj < xp.ld; ++jj) {
+    std::memcpy(w, panel + jj * sizeof(w), sizeof(w));
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint32_t pair = xp.at(m0 + r, jj);
+      for (int j = 0; j < kPanelWidth; ++j) acc[r][j] = bf16_dot2(acc[r][j], pair, w[j]);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int j = 0; j < kPanelWidth; ++j) acc_out[r * kPanelWidth + j] = canonical_nan_if_nan(acc[r][j]);
+}
+
 void gemm_portable(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy,
                    ThreadPool* pool) {
-  const size_t panel_bytes = static_cast<size_t>(w.k * kPanelWidth) * dtype_size(w.dtype);
+  const BfPairs xp = w.dtype == DType::kBF16 ? round_rows_to_bf16_pairs(x, m, ldx, w.k, pool) : BfPairs{};
+  const auto panel_bytes = static_cast<size_t>(w.panel_bytes());
   auto run = [&](size_t begin, size_t end) {
     float out[kRowBlock * kPanelWidth];
     for (size_t p = begin; p < end; ++p) {
@@ -64,7 +127,11 @@ void gemm_portable(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w
       const int64_t width = std::min<int64_t>(kPanelWidth, w.n - n0);
       for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
         const int64_t rows = std::min<int64_t>(kRowBlock, m - m0);
-        panel_kernel(x + m0 * ldx, rows, ldx, panel, w.dtype, w.k, out);
+        if (w.dtype == DType::kBF16) {
+          panel_kernel_bf16(xp, m0, rows, panel, out);
+        } else {
+          panel_kernel(x + m0 * ldx, rows, ldx, panel, w.dtype, w.k, out);
+        }
         for (int64_t r = 0; r < rows; ++r)
           std::memcpy(y + (m0 + r) * ldy + n0, out + r * kPanelWidth, sizeof(float) * width);
       }
@@ -99,7 +166,6 @@ struct Tile {
 
 template <DType D>
 DITTO_AVX512 DITTO_INLINE __m512 load_w_x16(const uint8_t* p) {
-  if constexpr (D == DType::kBF16) return simd::load_bf16_x16(reinterpret_cast<const uint16_t*>(p));
   if constexpr (D == DType::kF16) return simd::load_f16_x16(reinterpret_cast<const uint16_t*>(p));
   if constexpr (D == DType::kF32) return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
 }
@@ -128,7 +194,6 @@ DITTO_AVX512 void micro_avx512(const Tile& t) {
 
 template <DType D>
 DITTO_AVX2 DITTO_INLINE __m256 load_w_x8(const uint8_t* p) {
-  if constexpr (D == DType::kBF16) return simd::load_bf16_x8(reinterpret_cast<const uint16_t*>(p));
   if constexpr (D == DType::kF16) return simd::load_f16_x8(reinterpret_cast<const uint16_t*>(p));
   if constexpr (D == DType::kF32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
@@ -208,47 +273,214 @@ template <template <int, int, DType> class K>
 MicroFn micro_fn(DType d, int rows, int panels) {
   const int i = (rows - 1) * kMaxPanelsAll + (panels - 1);
   switch (d) {
-    case DType::kBF16: return kTable<K, DType::kBF16>[i];
+    case DType::kBF16: break;  // gemm_bf16
     case DType::kF16: return kTable<K, DType::kF16>[i];
     case DType::kF32: return kTable<K, DType::kF32>[i];
   }
   return nullptr;
 }
 
-template <template <int, int, DType> class K>
-void gemm_simd(const Shapes& shapes, const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y,
-               int64_t ldy, ThreadPool* pool) {
+// Runs tile(p0, panels, m0, rows) over every (panel group, row block) of y: groups of
+// shapes.panels panels (panels_one_row when m = 1) handed to threads, rows in blocks of
+// shapes.max_rows. `flush`: each thread runs its tiles under ScopedFlushDenormals.
+template <class TileFn>
+void for_each_tile(const Shapes& shapes, int64_t m, const PackedMatrix& w, ThreadPool* pool, bool flush,
+                   const TileFn& tile) {
   const int64_t num_panels = w.num_panels();
   const int group = m == 1 ? shapes.panels_one_row : shapes.panels;
   const int64_t num_groups = (num_panels + group - 1) / group;
-  const size_t panel_bytes = static_cast<size_t>(w.k * kPanelWidth) * dtype_size(w.dtype);
   auto run = [&](size_t begin, size_t end) {
+    std::optional<ScopedFlushDenormals> ftz_daz;
+    if (flush) ftz_daz.emplace();
     for (size_t g = begin; g < end; ++g) {
       const int64_t p0 = static_cast<int64_t>(g) * group;
       const int panels = static_cast<int>(std::min<int64_t>(group, num_panels - p0));
-      Tile t{};
-      t.ldx = ldx;
-      t.panel = w.data.data() + p0 * panel_bytes;
-      t.panel_bytes = panel_bytes;
-      t.k = w.k;
-      t.ldy = ldy;
-      t.valid = w.n - p0 * kPanelWidth;
-      for (int64_t m0 = 0; m0 < m; m0 += shapes.max_rows) {
-        const int rows = static_cast<int>(std::min<int64_t>(shapes.max_rows, m - m0));
-        t.x = x + m0 * ldx;
-        t.y = y + m0 * ldy + p0 * kPanelWidth;
-        micro_fn<K>(w.dtype, rows, panels)(t);
-      }
+      for (int64_t m0 = 0; m0 < m; m0 += shapes.max_rows)
+        tile(p0, panels, m0, static_cast<int>(std::min<int64_t>(shapes.max_rows, m - m0)));
     }
   };
   if (pool == nullptr) {
     run(0, static_cast<size_t>(num_groups));
   } else {
     // Chunks of about 256 KiB of weights (at least one group), handed out dynamically.
-    const size_t group_bytes = static_cast<size_t>(group) * panel_bytes;
+    const size_t group_bytes = static_cast<size_t>(group * w.panel_bytes());
     const size_t grain = std::max<size_t>(1, (size_t{256} << 10) / std::max<size_t>(group_bytes, 1));
     pool->parallel_for_dynamic(static_cast<size_t>(num_groups), grain, run);
   }
+}
+
+template <template <int, int, DType> class K>
+void gemm_simd(const Shapes& shapes, const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y,
+               int64_t ldy, ThreadPool* pool) {
+  const auto panel_bytes = static_cast<size_t>(w.panel_bytes());
+  for_each_tile(shapes, m, w, pool, /*flush=*/false, [&](int64_t p0, int panels, int64_t m0, int rows) {
+    const Tile t{.x = x + m0 * ldx,
+                 .ldx = ldx,
+                 .panel = w.data.data() + p0 * panel_bytes,
+                 .panel_bytes = panel_bytes,
+                 .k = w.k,
+                 .y = y + m0 * ldy + p0 * kPanelWidth,
+                 .ldy = ldy,
+                 .valid = w.n - p0 * kPanelWidth};
+    micro_fn<K>(w.dtype, rows, panels)(t);
+  });
+}
+
+// ---- bf16 weights: the pair step of kernels/bf16_dot.h on 16 (AVX-512) or 2 × 8 (AVX2) lanes --
+
+// Arguments of one bf16 micro-kernel call.
+struct TileBf16 {
+  const uint16_t* x;  // [MR, 2·ldx] bf16: rows of pairs
+  int64_t ldx;        // pairs per row
+  const uint8_t* panel;
+  size_t panel_bytes;
+  int64_t pairs;  // ceil(k / 2)
+  float* y;
+  int64_t ldy;
+  int64_t valid;
+};
+
+DITTO_INLINE int pair_bits(const uint16_t* p) {
+  int v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+constexpr size_t kPairStep = kPanelWidth * 2 * sizeof(uint16_t);  // bytes of 16 lanes' pairs
+
+template <int NP>
+DITTO_AVX512 DITTO_INLINE void store_bf16_tile_x16(const TileBf16& t, int r, const __m512 (&acc)[NP]) {
+  for (int p = 0; p < NP; ++p) {
+    const int64_t lanes = std::min<int64_t>(kPanelWidth, t.valid - p * kPanelWidth);
+    _mm512_mask_storeu_ps(t.y + r * t.ldy + p * kPanelWidth, simd::first_lanes_x16(lanes),
+                          simd::canonical_nan_x16(acc[p]));
+  }
+}
+
+// VDPBF16PS: MR rows × NP panels of accumulators.
+template <int MR, int NP>
+DITTO_AVX512_BF16 void micro_bf16_native(const TileBf16& t) {
+  __m512 acc[MR][NP];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
+  const uint8_t* w = t.panel;
+  for (int64_t j = 0; j < t.pairs; ++j, w += kPairStep) {
+    __m512i wv[NP];
+    for (int p = 0; p < NP; ++p) wv[p] = _mm512_loadu_si512(w + p * t.panel_bytes);
+    for (int r = 0; r < MR; ++r) {
+      const __m512i xb = _mm512_set1_epi32(pair_bits(t.x + 2 * (r * t.ldx + j)));
+      for (int p = 0; p < NP; ++p) acc[r][p] = simd::bf16_dot2_native_x16(acc[r][p], xb, wv[p]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) store_bf16_tile_x16<NP>(t, r, acc[r]);
+}
+
+// The same tile by two FMAs per pair (CPUs without AVX512-BF16); runs under ScopedFlushDenormals.
+template <int MR, int NP>
+DITTO_AVX512 void micro_bf16_emulated(const TileBf16& t) {
+  __m512 acc[MR][NP];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
+  const uint8_t* w = t.panel;
+  for (int64_t j = 0; j < t.pairs; ++j, w += kPairStep) {
+    __m512i wv[NP];
+    for (int p = 0; p < NP; ++p) wv[p] = _mm512_loadu_si512(w + p * t.panel_bytes);
+    for (int r = 0; r < MR; ++r) {
+      const __m512i xb = _mm512_set1_epi32(pair_bits(t.x + 2 * (r * t.ldx + j)));
+      for (int p = 0; p < NP; ++p) acc[r][p] = simd::bf16_dot2_emulated_x16(acc[r][p], xb, wv[p]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) store_bf16_tile_x16<NP>(t, r, acc[r]);
+}
+
+// AVX2: a panel's 16 lanes are two registers of 8 pairs (h = 0: lanes 0–7, h = 1: lanes 8–15);
+// runs under ScopedFlushDenormals.
+template <int MR, int NP>
+DITTO_AVX2 void micro_bf16_avx2(const TileBf16& t) {
+  __m256 acc[MR][NP][2];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
+  const uint8_t* w = t.panel;
+  for (int64_t j = 0; j < t.pairs; ++j, w += kPairStep) {
+    __m256i wv[NP][2];
+    for (int p = 0; p < NP; ++p) {
+      wv[p][0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + p * t.panel_bytes));
+      wv[p][1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + p * t.panel_bytes + kPairStep / 2));
+    }
+    for (int r = 0; r < MR; ++r) {
+      const __m256i xb = _mm256_set1_epi32(pair_bits(t.x + 2 * (r * t.ldx + j)));
+      for (int p = 0; p < NP; ++p) {
+        acc[r][p][0] = simd::bf16_dot2_emulated_x8(acc[r][p][0], xb, wv[p][0]);
+        acc[r][p][1] = simd::bf16_dot2_emulated_x8(acc[r][p][1], xb, wv[p][1]);
+      }
+    }
+  }
+  for (int p = 0; p < NP; ++p) {
+    const int64_t lanes = std::min<int64_t>(kPanelWidth, t.valid - p * kPanelWidth);
+    for (int r = 0; r < MR; ++r) {
+      alignas(32) float buf[kPanelWidth];
+      _mm256_store_ps(buf, simd::canonical_nan_x8(acc[r][p][0]));
+      _mm256_store_ps(buf + 8, simd::canonical_nan_x8(acc[r][p][1]));
+      std::memcpy(t.y + r * t.ldy + p * kPanelWidth, buf, sizeof(float) * lanes);
+    }
+  }
+}
+
+using MicroBf16Fn = void (*)(const TileBf16&);
+
+template <int MR, int NP>
+struct Bf16NativeK {
+  static constexpr MicroBf16Fn fn = &micro_bf16_native<MR, NP>;
+};
+template <int MR, int NP>
+struct Bf16EmulatedK {
+  static constexpr MicroBf16Fn fn = &micro_bf16_emulated<MR, NP>;
+};
+template <int MR, int NP>
+struct Bf16Avx2K {
+  static constexpr MicroBf16Fn fn = &micro_bf16_avx2<MR, NP>;
+};
+
+template <template <int, int> class K, int... I>
+constexpr std::array<MicroBf16Fn, sizeof...(I)> make_bf16_table(std::integer_sequence<int, I...>) {
+  return {K<I / kMaxPanelsAll + 1, I % kMaxPanelsAll + 1>::fn...};
+}
+template <template <int, int> class K>
+constexpr auto kBf16Table = make_bf16_table<K>(std::make_integer_sequence<int, kMaxRowsAll * kMaxPanelsAll>{});
+
+// Register budgets: native 6 × 4 (24 accumulators); emulated 4 × 4 (16 accumulators, 8 unpacked
+// weight halves); AVX2 4 × 1 (8 accumulators in 16 registers).
+constexpr Shapes kBf16NativeShapes{6, 4, 8};
+constexpr Shapes kBf16EmulatedShapes{4, 4, 8};
+constexpr Shapes kBf16Avx2Shapes{4, 1, 4};
+
+template <template <int, int> class K>
+void gemm_bf16_simd(const Shapes& shapes, bool flush, const BfPairs& xp, int64_t m, const PackedMatrix& w, float* y,
+                    int64_t ldy, ThreadPool* pool) {
+  const auto panel_bytes = static_cast<size_t>(w.panel_bytes());
+  for_each_tile(shapes, m, w, pool, flush, [&](int64_t p0, int panels, int64_t m0, int rows) {
+    const TileBf16 t{.x = xp.data + 2 * m0 * xp.ld,
+                     .ldx = xp.ld,
+                     .panel = w.data.data() + p0 * panel_bytes,
+                     .panel_bytes = panel_bytes,
+                     .pairs = xp.ld,
+                     .y = y + m0 * ldy + p0 * kPanelWidth,
+                     .ldy = ldy,
+                     .valid = w.n - p0 * kPanelWidth};
+    kBf16Table<K>[(rows - 1) * kMaxPanelsAll + (panels - 1)](t);
+  });
+}
+
+void gemm_bf16(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy, ThreadPool* pool) {
+  const BfPairs xp = round_rows_to_bf16_pairs(x, m, ldx, w.k, pool);
+  switch (active_isa()) {
+    case Isa::kAvx512:
+      if (avx512_bf16_enabled()) return gemm_bf16_simd<Bf16NativeK>(kBf16NativeShapes, false, xp, m, w, y, ldy, pool);
+      return gemm_bf16_simd<Bf16EmulatedK>(kBf16EmulatedShapes, true, xp, m, w, y, ldy, pool);
+    case Isa::kAvx2: return gemm_bf16_simd<Bf16Avx2K>(kBf16Avx2Shapes, true, xp, m, w, y, ldy, pool);
+    case Isa::kScalar: break;
+  }
+  DITTO_CHECK(false) << "gemm_bf16: no vector path active";
 }
 
 #endif  // __x86_64__
@@ -260,8 +492,12 @@ void gemm(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* 
   if (w.quant != QuantType::kNone) return quant_gemm(x, m, ldx, w, y, ldy, pool);
 #if defined(__x86_64__)
   switch (active_isa()) {
-    case Isa::kAvx512: return gemm_simd<Avx512K>(kAvx512Shapes, x, m, ldx, w, y, ldy, pool);
-    case Isa::kAvx2: return gemm_simd<Avx2K>(kAvx2Shapes, x, m, ldx, w, y, ldy, pool);
+    case Isa::kAvx512:
+      if (w.dtype == DType::kBF16) return gemm_bf16(x, m, ldx, w, y, ldy, pool);
+      return gemm_simd<Avx512K>(kAvx512Shapes, x, m, ldx, w, y, ldy, pool);
+    case Isa::kAvx2:
+      if (w.dtype == DType::kBF16) return gemm_bf16(x, m, ldx, w, y, ldy, pool);
+      return gemm_simd<Avx2K>(kAvx2Shapes, x, m, ldx, w, y, ldy, pool);
     case Isa::kScalar: break;
   }
 #endif

@@ -1,18 +1,21 @@
 // PackedMatrix layout and GEMM. Contract (gemm.h): each output is one float32 fma chain over k in
-// increasing order from +0.0 with W converted exactly, split over m and n only. Checked as bits
-// against that chain written out here, across batch sizes/positions, thread counts, fused vs
-// separate packing, all three weight dtypes; and for correctness against double dot products.
+// increasing order from +0.0 with W converted exactly (bf16 weights: x rounded to bf16, the
+// VDPBF16PS pair chain), split over m and n only. Checked as bits against that chain written out here, across batch
+// sizes/positions, thread counts, fused vs separate packing, all three weight dtypes; and for correctness against
+// double dot products.
 #include "kernels/gemm.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/kernel_test_util.h"
@@ -31,17 +34,43 @@ PackedMatrix pack_one(const StoredMatrix& w) {
   return pack_matrix({&src, 1});
 }
 
-// The contract sentence of gemm.h, literally: y[r, j] = fma chain over kk ascending from +0.0.
+// A subnormal read or produced by the bf16 pair step becomes a zero of the same sign.
+float flushed(float v) { return std::fabs(v) < 0x1p-126f ? std::copysign(0.0f, v) : v; }
+
+// The contract sentences of gemm.h, literally. f16/f32 weights: y[r, j] = fma chain over kk
+// ascending from +0.0. bf16 weights: x rounded to bf16; per pair (2i, 2i+1), ascending i, the odd
+// element's fma first, every input and result flushed; an odd k's missing element is 0·0; a NaN
+// result is 0x7FC00000.
 std::vector<float> contract_gemm(const float* x, int64_t m, int64_t ldx, const StoredMatrix& w) {
   std::vector<float> y(static_cast<size_t>(m * w.n));
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t j = 0; j < w.n; ++j) {
       float acc = 0.0f;
-      for (int64_t kk = 0; kk < w.k; ++kk) acc = std::fma(x[r * ldx + kk], static_cast<float>(w.at(j, kk)), acc);
+      if (w.dtype != DType::kBF16) {
+        for (int64_t kk = 0; kk < w.k; ++kk) acc = std::fma(x[r * ldx + kk], static_cast<float>(w.at(j, kk)), acc);
+      } else {
+        auto xb = [&](int64_t kk) { return kk < w.k ? flushed(bf16_to_f32(f32_to_bf16(x[r * ldx + kk]))) : 0.0f; };
+        auto wb = [&](int64_t kk) { return kk < w.k ? flushed(static_cast<float>(w.at(j, kk))) : 0.0f; };
+        for (int64_t kk = 0; kk < w.k; kk += 2) {
+          acc = flushed(std::fma(xb(kk + 1), wb(kk + 1), acc));
+          acc = flushed(std::fma(xb(kk), wb(kk), acc));
+        }
+        if (std::isnan(acc)) acc = std::bit_cast<float>(0x7fc00000u);
+      }
       y[static_cast<size_t>(r * w.n + j)] = acc;
     }
   }
   return y;
+}
+
+// Byte offset of W[r, c] in a packed float matrix (packed_matrix.h): bf16 in pairs of k per lane.
+size_t packed_offset(DType dtype, int64_t k, int64_t r, int64_t c) {
+  const size_t es = dtype_size(dtype);
+  if (dtype == DType::kBF16) {
+    const int64_t kp = k + (k & 1);
+    return static_cast<size_t>(((r / 16) * kp + c - c % 2) * 16 + (r % 16) * 2 + c % 2) * es;
+  }
+  return static_cast<size_t>((r / 16) * k * 16 + c * 16 + r % 16) * es;
 }
 
 // Activations with the awkward values mixed in: signed zeros, float32 subnormals, large ones.
@@ -71,12 +100,14 @@ TEST(PackedMatrixTest, LayoutHoldsSourceBitsForEveryDtype) {
         ASSERT_EQ(p.k, k);
         ASSERT_EQ(p.dtype, dtype);
         ASSERT_EQ(p.num_panels(), (n + 15) / 16);
-        ASSERT_EQ(p.data.size(), static_cast<size_t>(p.num_panels() * k * kPanelWidth) * es);
+        const int64_t padded_k = dtype == DType::kBF16 ? k + k % 2 : k;
+        ASSERT_EQ(p.data.size(), static_cast<size_t>(p.num_panels() * padded_k * kPanelWidth) * es);
         std::vector<float> row(static_cast<size_t>(k));
         for (int64_t r = 0; r < p.num_panels() * kPanelWidth; ++r) {
           for (int64_t c = 0; c < k; ++c) {
-            // data[panel][kk][lane] = W[panel·16 + lane, kk]; rows past n are zero.
-            const uint8_t* packed = p.data.data() + ((r / 16) * k * 16 + c * 16 + r % 16) * es;
+            // data[panel][kk][lane] = W[panel·16 + lane, kk] (bf16: [kk / 2][lane][kk % 2]); rows past n
+            // are zero.
+            const uint8_t* packed = p.data.data() + packed_offset(dtype, k, r, c);
             if (r < n) {
               ASSERT_EQ(std::memcmp(packed, w.bytes.data() + (r * k + c) * es, es), 0)
                   << test::dtype_label(dtype) << " W[" << r << ", " << c << "]";
@@ -88,6 +119,10 @@ TEST(PackedMatrixTest, LayoutHoldsSourceBitsForEveryDtype) {
           if (r < n) {
             p.row_to_f32(r, row.data());
             for (int64_t c = 0; c < k; ++c) ASSERT_EQ(row[c], w.at(r, c)) << r << ", " << c;
+          }
+          if (dtype == DType::kBF16 && k % 2 == 1) {  // an odd k's last pair ends in a zero
+            const uint8_t* pad = p.data.data() + packed_offset(dtype, k + 1, r, k);
+            ASSERT_EQ(pad[0] | pad[1], 0) << "pair padding of row " << r;
           }
         }
       }
@@ -134,7 +169,7 @@ TEST(PackedMatrixTest, ManyPartsAndThreadsGiveTheSameLayout) {
     for (const StoredMatrix& part : parts) {
       for (int64_t r = 0; r < part.n; ++r, ++row)
         for (int64_t c = 0; c < k; ++c)
-          std::memcpy(&want[((row / 16) * k * 16 + c * 16 + row % 16) * es], &part.bytes[(r * k + c) * es], es);
+          std::memcpy(&want[packed_offset(dtype, k, row, c)], &part.bytes[(r * k + c) * es], es);
     }
     ASSERT_EQ(p.n, row);
     ASSERT_TRUE(std::equal(p.data.begin(), p.data.end(), want.begin(), want.end())) << "trial " << trial;
@@ -272,11 +307,15 @@ TEST(GemmTest, MatchesDoubleReferenceWithinChainBound) {
   // Every term x·w of an fma chain of length k passes through at most k roundings (its own fma and
   // the later ones), so |y − Σx·w| ≤ γ_k·Σ|x·w| (Higham, eq. 3.5, with fma). The double reference
   // (products exact in double, sum error ≤ γ^double_k·Σ|x·w|) is added to the bound, as is k·2^-150
-  // for possible underflow of tiny products. This worst case is far above typical errors (≈ √k·u),
-  // yet a wrong weight, a dropped term or a bf16-rounded x (2^-9 relative) exceeds it.
+  // for possible underflow of tiny products (bf16: k·2^-125, a flushed result per step). This worst
+  // case is far above typical errors (≈ √k·u), yet a wrong weight or a dropped term exceeds it.
+  // bf16 weights see x rounded to bf16 (x̂, |x̂ − x| ≤ 2^-8·|x|): against Σx̂·w the same bound
+  // holds; against the unrounded Σx·w the bound grows by 2^-8·(1 + γ_k)·Σ|x·w|.
   Rng rng(14);
-  double worst_ratio = 0.0;  // observed error / (u·Σ|x·w|)
+  double worst_ratio = 0.0;      // observed error / (u·Σ|x·w|), against the x the chain used
+  double worst_unrounded = 0.0;  // bf16 weights: observed error / Σ|x·w| against the unrounded x
   for (DType dtype : kAllDTypes) {
+    const bool bf16 = dtype == DType::kBF16;
     for (int64_t k : {1, 2, 17, 255, 1024, 4096}) {
       const int64_t n = 37;
       const int64_t m = 3;
@@ -285,25 +324,36 @@ TEST(GemmTest, MatchesDoubleReferenceWithinChainBound) {
       const std::vector<float> x = rng.normal_vector(static_cast<size_t>(m * k));
       std::vector<float> y(static_cast<size_t>(m * n));
       gemm(x.data(), m, k, p, y.data(), n, nullptr);
-      const double tol_rel = test::gamma_n(k) + static_cast<double>(k) * 0x1p-52;
+      const double gamma = test::gamma_n(k) + static_cast<double>(k) * 0x1p-52;
+      const double underflow = static_cast<double>(k) * (bf16 ? 0x1p-125 : 0x1p-150);
       for (int64_t r = 0; r < m; ++r) {
         for (int64_t j = 0; j < n; ++j) {
-          double sum = 0.0;
-          double abs_sum = 0.0;
+          double sum = 0.0, abs_sum = 0.0;  // with the x the chain multiplies (bf16: rounded)
+          double exact = 0.0;               // with the unrounded x
           for (int64_t kk = 0; kk < k; ++kk) {
-            const double prod = static_cast<double>(x[r * k + kk]) * w.at(j, kk);
-            sum += prod;
-            abs_sum += std::fabs(prod);
+            const float xv = x[r * k + kk];
+            const double used = bf16 ? bf16_to_f32(f32_to_bf16(xv)) : xv;
+            sum += used * w.at(j, kk);
+            abs_sum += std::fabs(used * w.at(j, kk));
+            exact += static_cast<double>(xv) * w.at(j, kk);
           }
           const double err = std::fabs(y[r * n + j] - sum);
-          ASSERT_LE(err, tol_rel * abs_sum + static_cast<double>(k) * 0x1p-150)
+          ASSERT_LE(err, gamma * abs_sum + underflow)
               << test::dtype_label(dtype) << " k=" << k << " y[" << r << ", " << j << "]";
           if (abs_sum > 0) worst_ratio = std::max(worst_ratio, err / (test::kU * abs_sum));
+          if (bf16) {
+            const double err_exact = std::fabs(y[r * n + j] - exact);
+            ASSERT_LE(err_exact, (0x1p-8 * (1 + gamma) + gamma) * abs_sum * (1 + 0x1p-7) + underflow)
+                << "bf16 against unrounded x, k=" << k << " y[" << r << ", " << j << "]";
+            if (abs_sum > 0) worst_unrounded = std::max(worst_unrounded, err_exact / abs_sum);
+          }
         }
       }
     }
   }
   std::printf("[ measured ] gemm max |y - ref| = %.3f u·Σ|x·w| (bound γ_k, k·u up to 4096 u)\n", worst_ratio);
+  std::printf("[ measured ] bf16 gemm against unrounded x: max |y - Σx·w| = 2^%.2f·Σ|x·w| (bound ≈ 2^-8)\n",
+              std::log2(worst_unrounded));
 }
 
 }  // namespace

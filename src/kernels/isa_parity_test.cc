@@ -51,21 +51,28 @@ std::vector<Isa> vector_paths() {
   return ::testing::AssertionSuccess();
 }
 
-// Runs `compute` on the portable path and on every vector path; expects identical bits.
+// Runs `compute` on the portable path and on every vector path; expects identical bits. With
+// both_bf16_paths (computations with a bf16-weight GEMM) on a CPU with AVX512-BF16, the avx512
+// path runs twice: with VDPBF16PS and with its FMA emulation.
 void expect_all_paths_equal(const std::string& what, const std::function<std::vector<float>()>& compute,
-                            bool nan_payloads_free = false) {
+                            bool nan_payloads_free = false, bool both_bf16_paths = false) {
   std::vector<float> want;
   {
     ScopedIsa s(Isa::kScalar);
     want = compute();
   }
   for (Isa isa : vector_paths()) {
-    ScopedIsa s(isa);
-    const std::vector<float> got = compute();
-    if (nan_payloads_free) {
-      EXPECT_TRUE(SameBitsOrBothNan(want, got)) << what << " on " << isa_name(isa);
-    } else {
-      EXPECT_TRUE(BitsEqual(want, got)) << what << " on " << isa_name(isa);
+    for (bool bf16 : {true, false}) {
+      if (bf16 && !(both_bf16_paths && isa == Isa::kAvx512 && cpu_has_avx512_bf16())) continue;
+      ScopedIsa s(isa);
+      ScopedAvx512Bf16 b(bf16);
+      const std::string path = std::string(isa_name(isa)) + (bf16 ? "+bf16" : "");
+      const std::vector<float> got = compute();
+      if (nan_payloads_free) {
+        EXPECT_TRUE(SameBitsOrBothNan(want, got)) << what << " on " << path;
+      } else {
+        EXPECT_TRUE(BitsEqual(want, got)) << what << " on " << path;
+      }
     }
   }
 }
@@ -109,13 +116,15 @@ TEST(IsaParityTest, Gemm) {
           const int64_t ldx = k + 1, ldy = n + 3;
           std::vector<float> x(static_cast<size_t>(m * ldx));
           for (float& v : x) v = rng.next() % 8 == 0 ? adversarial(rng) * 1e-30f : rng.normal();
-          expect_all_paths_equal(std::string("gemm ") + test::dtype_label(dtype) + " m=" + std::to_string(m) +
-                                     " n=" + std::to_string(n) + " k=" + std::to_string(k),
-                                 [&] {
-                                   std::vector<float> y(static_cast<size_t>(m * ldy), -1.0f);
-                                   gemm(x.data(), m, ldx, p, y.data(), ldy, m % 2 ? &pool : nullptr);
-                                   return y;
-                                 });
+          expect_all_paths_equal(
+              std::string("gemm ") + test::dtype_label(dtype) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                  " k=" + std::to_string(k),
+              [&] {
+                std::vector<float> y(static_cast<size_t>(m * ldy), -1.0f);
+                gemm(x.data(), m, ldx, p, y.data(), ldy, m % 2 ? &pool : nullptr);
+                return y;
+              },
+              /*nan_payloads_free=*/false, /*both_bf16_paths=*/dtype == DType::kBF16);
         }
       }
     }
@@ -138,6 +147,33 @@ TEST(IsaParityTest, GemmNearOverflowAndSubnormalProducts) {
         return y;
       },
       /*nan_payloads_free=*/true);
+}
+
+TEST(IsaParityTest, Bf16GemmOnAdversarialValues) {
+  // bf16 weights and activations with subnormals (flushed by the pair step), signed zeros, values
+  // near overflow, infinities and NaN (stored as 0x7FC00000 on every path): identical bits.
+  Rng rng(103);
+  ThreadPool pool(2);
+  for (int64_t k : {1, 2, 3, 64, 77}) {
+    const int64_t n = 45;
+    std::vector<uint16_t> wb(static_cast<size_t>(n * k));
+    for (uint16_t& v : wb) v = rng.next() % 50 == 0 ? 0x7fc1 : f32_to_bf16(adversarial(rng, /*allow_inf=*/true));
+    const MatrixSource src{wb.data(), DType::kBF16, n, k};
+    const PackedMatrix p = pack_matrix(std::span<const MatrixSource>(&src, 1));
+    for (int64_t m : {1, 7}) {
+      std::vector<float> x = adversarial_vector(rng, static_cast<size_t>(m * k), /*allow_inf=*/true);
+      for (float& v : x)
+        if (rng.next() % 40 == 0) v = std::bit_cast<float>(0xffc00123u);
+      expect_all_paths_equal(
+          "bf16 gemm adversarial k=" + std::to_string(k) + " m=" + std::to_string(m),
+          [&] {
+            std::vector<float> y(static_cast<size_t>(m * n));
+            gemm(x.data(), m, k, p, y.data(), n, m > 1 ? &pool : nullptr);
+            return y;
+          },
+          /*nan_payloads_free=*/false, /*both_bf16_paths=*/true);
+    }
+  }
 }
 
 // ---- Quantized GEMM: avx2, avx512 with VNNI (vpdpbusd) and avx512 without (vpmaddwd) ---------------

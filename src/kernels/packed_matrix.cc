@@ -11,8 +11,10 @@ namespace ditto {
 
 int64_t PackedMatrix::panel_bytes() const {
   if (quant != QuantType::kNone) return k / quant_format(quant).block_size * quant_panel_block_bytes(quant);
-  return k * kPanelWidth * static_cast<int64_t>(dtype_size(dtype));
+  return padded_k() * kPanelWidth * static_cast<int64_t>(dtype_size(dtype));
 }
+
+int64_t PackedMatrix::padded_k() const { return dtype == DType::kBF16 ? k + (k & 1) : k; }
 
 int64_t PackedMatrix::weight_bytes() const {
   if (quant != QuantType::kNone) return n * quant_row_bytes(quant, k);
@@ -20,6 +22,13 @@ int64_t PackedMatrix::weight_bytes() const {
 }
 
 namespace {
+
+// Element index of W[row, col] in the packed data of a float matrix (packed_matrix.h's layout).
+int64_t packed_index(const PackedMatrix& w, int64_t row, int64_t col) {
+  const int64_t panel = row / kPanelWidth, lane = row % kPanelWidth;
+  if (w.dtype == DType::kBF16) return ((panel * w.padded_k() + col - col % 2) * kPanelWidth) + lane * 2 + col % 2;
+  return (panel * w.k + col) * kPanelWidth + lane;
+}
 
 // The GGML block `block` of row `row` of a quantized matrix, dequantized to float32 into out.
 void dequantize_packed_block(const PackedMatrix& w, int64_t row, int64_t block, float* out) {
@@ -39,8 +48,7 @@ float PackedMatrix::at(int64_t row, int64_t col) const {
     dequantize_packed_block(*this, row, col / bs, values);
     return values[col % bs];
   }
-  const int64_t index = ((row / kPanelWidth) * k + col) * kPanelWidth + row % kPanelWidth;
-  return load_as_f32(data.data(), dtype, static_cast<size_t>(index));
+  return load_as_f32(data.data(), dtype, static_cast<size_t>(packed_index(*this, row, col)));
 }
 
 void PackedMatrix::row_to_f32(int64_t row, float* out) const {
@@ -49,17 +57,16 @@ void PackedMatrix::row_to_f32(int64_t row, float* out) const {
     for (int64_t b = 0; b < k / bs; ++b) dequantize_packed_block(*this, row, b, out + b * bs);
     return;
   }
-  const int64_t lane = row % kPanelWidth;
-  const int64_t base = (row / kPanelWidth) * k * kPanelWidth + lane;
   for (int64_t col = 0; col < k; ++col)
-    out[col] = load_as_f32(data.data(), dtype, static_cast<size_t>(base + col * kPanelWidth));
+    out[col] = load_as_f32(data.data(), dtype, static_cast<size_t>(packed_index(*this, row, col)));
 }
 
 namespace {
 
 // Copies panel `p` (16 output rows, all k columns) from the row-major sources. Reads 16 rows as
-// parallel sequential streams and writes the panel contiguously. ES: element size in bytes.
-template <size_t ES>
+// parallel sequential streams and writes the panel contiguously. ES: element size in bytes;
+// PAIRS: the bf16 layout (pairs of consecutive k per lane).
+template <size_t ES, bool PAIRS>
 void pack_panel(std::span<const MatrixSource> parts, int64_t p, int64_t k, uint8_t* dst) {
   const uint8_t* rows[kPanelWidth] = {};
   int64_t row = p * kPanelWidth;
@@ -71,9 +78,12 @@ void pack_panel(std::span<const MatrixSource> parts, int64_t p, int64_t k, uint8
     rows[lane] = static_cast<const uint8_t*>(parts[part].data) + static_cast<size_t>((row - part_row0) * k) * ES;
   }
   for (int64_t col = 0; col < k; ++col) {
-    uint8_t* d = dst + static_cast<size_t>(col * kPanelWidth) * ES;
+    // bf16 (pairs): element (col, lane) at ((col − col % 2)·16 + lane·2 + col % 2); else col·16 + lane.
+    const bool pairs = PAIRS;
+    uint8_t* d = dst + static_cast<size_t>(pairs ? (col - col % 2) * kPanelWidth + col % 2 : col * kPanelWidth) * ES;
+    const size_t lane_stride = (pairs ? 2 : 1) * ES;
     for (int lane = 0; lane < kPanelWidth; ++lane)
-      if (rows[lane] != nullptr) std::memcpy(d + lane * ES, rows[lane] + col * ES, ES);
+      if (rows[lane] != nullptr) std::memcpy(d + lane * lane_stride, rows[lane] + col * ES, ES);
   }
 }
 
@@ -128,10 +138,12 @@ PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool, 
       uint8_t* dst = out.data.data() + p * panel_bytes;
       if (out.quant != QuantType::kNone) {
         pack_quant_panel(parts, static_cast<int64_t>(p), out.quant, out.k, dst);
+      } else if (out.dtype == DType::kBF16) {
+        pack_panel<2, true>(parts, static_cast<int64_t>(p), out.k, dst);
       } else if (es == 2) {
-        pack_panel<2>(parts, static_cast<int64_t>(p), out.k, dst);
+        pack_panel<2, false>(parts, static_cast<int64_t>(p), out.k, dst);
       } else {
-        pack_panel<4>(parts, static_cast<int64_t>(p), out.k, dst);
+        pack_panel<4, false>(parts, static_cast<int64_t>(p), out.k, dst);
       }
     }
   };

@@ -1,7 +1,10 @@
 // A weight matrix W [n, k] repacked once at load into panels of kPanelWidth output rows:
-// data[panel][kk][lane] = W[panel·16 + lane, kk], rows past n zero-filled. The GEMM reads one
-// contiguous 16-wide vector of weights per k step (lanes over n) and broadcasts x[m, k].
-// Weights keep their stored dtype (bf16, f16 or f32): packing copies bits, never rounds.
+// f16 and f32: data[panel][kk][lane] = W[panel·16 + lane, kk]; the GEMM reads one contiguous
+// 16-wide vector of weights per k step (lanes over n) and broadcasts x[m, k].
+// bf16: data[panel][kk / 2][lane][kk % 2] = W[panel·16 + lane, kk], pairs of consecutive k per lane
+// (the operand layout of VDPBF16PS, kernels/bf16_dot.h); the GEMM reads 16 pairs per step and
+// broadcasts the pair x[m, kk], x[m, kk + 1]. An odd k's last pair ends in a zero.
+// Rows past n are zero-filled. Weights keep their stored dtype: packing copies bits, never rounds.
 // Quantized weights (quant != kNone, GGML block formats) are regrouped into panels of 16 rows as
 // kernels/quant_gemm.h describes, keeping every stored byte and adding none.
 #pragma once
@@ -36,11 +39,14 @@ struct PackedMatrix {
   int64_t k = 0;                                          // input features (columns of W)
   DType dtype = DType::kBF16;                             // meaningful when quant is kNone
   QuantType quant = QuantType::kNone;                     // GGML block format, or kNone for dtype
-  std::vector<uint8_t, HugePageAllocator<uint8_t>> data;  // [ceil(n/16), k, 16] dtype, or quantized panels
+  std::vector<uint8_t, HugePageAllocator<uint8_t>> data;  // [ceil(n/16), k, 16] dtype (bf16: [ceil(n/16),
+                                                          // ceil(k/2), 16, 2]), or quantized panels
 
   int64_t num_panels() const { return (n + kPanelWidth - 1) / kPanelWidth; }
-  // Bytes of one packed panel (16 rows, all k).
+  // Bytes of one packed panel (16 rows, all k; bf16: k rounded up to even).
   int64_t panel_bytes() const;
+  // k rounded up to the packing's step: even for bf16 (pairs), k otherwise.
+  int64_t padded_k() const;
   // Bytes of the weights as the checkpoint stores them: n·k·dtype_size, or n·quant_row_bytes(quant, k).
   // The decode roofline's numerator (padding rows of the last panel excluded).
   int64_t weight_bytes() const;

@@ -323,6 +323,26 @@ int64_t CausalLM::decode_weight_bytes() const {
   return bytes;
 }
 
+double CausalLM::prefill_flops(int64_t prompt_tokens) const {
+  const ModelConfig& c = config_;
+  auto mac = [](const LinearWeight& w) { return static_cast<double>(w.n()) * static_cast<double>(w.k()); };
+  double per_token = 0;  // multiply-adds of the linear layers per token
+  for (const DecoderLayerWeights& l : layers_) {
+    per_token += mac(l.qkv_proj) + mac(l.o_proj);
+    if (l.is_moe()) {
+      per_token += mac(l.router) + static_cast<double>(c.num_experts_per_tok) *
+                                       (mac(l.experts[0].gate_up_proj) + mac(l.experts[0].down_proj));
+    } else {
+      per_token += mac(l.gate_up_proj) + mac(l.down_proj);
+    }
+  }
+  const auto t = static_cast<double>(prompt_tokens);
+  const double visible_keys = t * (t + 1) / 2;  // query at position p sees p + 1 keys
+  const double attention = 4.0 * static_cast<double>(c.head_dim) * static_cast<double>(c.num_attention_heads) *
+                           visible_keys * static_cast<double>(c.num_hidden_layers);
+  return 2.0 * per_token * t + attention + 2.0 * mac(c.tie_word_embeddings ? embed_tokens_ : lm_head_);
+}
+
 size_t CausalLM::moe_scratch_floats(int64_t num_tokens) const {
   const ModelConfig& c = config_;
   const auto t = static_cast<size_t>(num_tokens);

@@ -110,6 +110,14 @@ class CausalLM {
   // roofline: tokens/s ≤ read bandwidth ÷ decode_weight_bytes().
   int64_t decode_weight_bytes() const;
 
+  // Floating-point operations of one prefill of a `prompt_tokens`-token prompt at positions 0…,
+  // counting a multiply-add as 2: every token through every linear layer (2·n·k each; on MoE
+  // layers the router and num_experts_per_tok experts), causal attention (4·head_dim per query
+  // head and visible key: q·k and p·v), and the LM head for the last token only (what prefill
+  // computes). Norms, RoPE, softmax and activations are not counted. The numerator of prefill's
+  // ratio to the machine's GEMM peak.
+  double prefill_flops(int64_t prompt_tokens) const;
+
   // Runs the model over a flat batch: writes every token's K/V into `cache` at its slot, then
   // computes attention over the sequence's cached keys 0..position. logits: [num_logits,
   // vocab_size] f32 for the rows batch.logits_indices, in that order.

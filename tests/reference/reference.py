@@ -22,7 +22,10 @@ float64, the one approximation ditto's GEMM on GGML-quantized weights makes
 Q8_0/Q4_0/Q4_1 (blocks of 32) or Q4_K/Q6_K (blocks of 256) is replaced, block by block, by
 d * q with d = amax/127, q = round-half-even(x * (1/d)) clamped to [-127, 127] (a block with
 d < 2^-126 becomes 0); the product with the dequantized weights is then exact (float64).
-See quantize_activation_rows.
+See quantize_activation_rows. Variant option ``bf16_activations=True`` emulates ditto's GEMM
+on BF16 weights: each input row of such a matmul is rounded to bf16 (round to nearest even;
+round_to_bf16), after which the products are exact in float64 and ditto's float32 pair chain
+differs from the float64 sum only by its own roundings.
 
 Forward pass (per token row, causal):
 
@@ -557,6 +560,7 @@ def _route(router_logits: np.ndarray, k: int, norm_topk_prob: bool, swap_kth: bo
 class _Group:
     """Variants that share one matmul treatment."""
     quantize: bool                 # quantize_activations
+    bf16: bool                     # bf16_activations
     per_row: bool                  # TEST-ONLY _debug_activation_scale_per_row
     dither: Optional[np.random.Generator]  # activation_dither_seed's generator, or None
     bugs: FrozenSet[str]           # TEST-ONLY weight bugs (gguf_checkpoint.WEIGHT_BUGS)
@@ -662,7 +666,8 @@ class Model:
 
         rid: int [prod(x.shape[:-1])], the row id (variant * T + token) of each row of x.
         Rows of variants with quantize_activations are rounded as ditto's GEMM rounds them
-        when W is GGML-quantized; variants with TEST-ONLY weight bugs get their own (buggy)
+        when W is GGML-quantized (int8 blocks), rows of variants with bf16_activations when
+        W is stored BF16 (to bf16, round to nearest even); variants with TEST-ONLY weight bugs get their own (buggy)
         copy of W."""
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])
@@ -671,10 +676,14 @@ class Model:
         weights = {}  # by the weight bugs that change this tensor: converted once per call
         for g, mask in ps.rows_of(rid):
             xs = x2 if mask is None else x2[mask]
-            if g.quantize and block is not None:
+            wtype = self.st.ggml_type(wname)
+            if (g.quantize and block is not None) or (g.bf16 and wtype == "BF16"):
                 if g.dither is not None:
                     xs = xs * (1.0 + DITHER * g.dither.standard_normal(xs.shape))
-                xq = quantize_activation_rows(xs, xs.shape[1] if g.per_row else block)
+                if block is not None:
+                    xq = quantize_activation_rows(xs, xs.shape[1] if g.per_row else block)
+                else:
+                    xq = round_to_bf16(xs).astype(ps.dt, copy=False)
                 if ps.rounding_log is not None:
                     norm = np.sqrt(np.sum(xs.astype(np.float64) ** 2, axis=1))
                     err = np.sqrt(np.sum((xq - xs).astype(np.float64) ** 2, axis=1))
@@ -771,6 +780,8 @@ class Model:
         A variant is a dict of keyword options: kv_cache_dtype ("float64" | "bfloat16"),
         quantize_activations (bool: round every input row of a matmul on GGML-quantized
         weights to int8 per block, as ditto's GEMM does; no effect on unquantized weights),
+        bf16_activations (bool: round every input row of a matmul on BF16 weights to bf16,
+        round to nearest even, as ditto's GEMM does; no effect on other weights),
         activation_dither_seed (int: with quantize_activations, first multiply each rounded
         input by 1 + DITHER * N(0, 1) from this seed -- another sample of the rounding noise,
         as a float32 computation would draw it; a diagnostic for the parity suite),
@@ -792,7 +803,8 @@ class Model:
         for vi, v in enumerate(variants):
             for k in v:
                 if (k not in ("kv_cache_dtype", "moe_experts_from", "quantize_activations",
-                              "activation_dither_seed") and k not in DEBUG_FLAGS):
+                              "bf16_activations", "activation_dither_seed")
+                        and k not in DEBUG_FLAGS):
                     raise TypeError(f"unknown option {k!r}")
                 if k in gguf_checkpoint.WEIGHT_BUGS and v[k] and not self.gguf:
                     raise ValueError(f"{k} applies to GGUF files only")
@@ -815,13 +827,14 @@ class Model:
         scale = d ** -0.5
 
         keys = [(bool(v.get("quantize_activations", False)),
+                 bool(v.get("bf16_activations", False)),
                  bool(v.get("_debug_activation_scale_per_row", False)),
                  v.get("activation_dither_seed"),
                  frozenset(b for b in gguf_checkpoint.WEIGHT_BUGS if v.get(b))) for v in variants]
-        groups = [_Group(aq, per_row, None if seed is None else np.random.default_rng(seed),
+        groups = [_Group(aq, ab, per_row, None if seed is None else np.random.default_rng(seed),
                          bugs, np.array([i for i, kk in enumerate(keys)
-                                         if kk == (aq, per_row, seed, bugs)]))
-                  for aq, per_row, seed, bugs in dict.fromkeys(keys)]
+                                         if kk == (aq, ab, per_row, seed, bugs)]))
+                  for aq, ab, per_row, seed, bugs in dict.fromkeys(keys)]
         rid = np.arange(V * T)
         ps = _Pass(dt, T, groups, rounding_log)
 
@@ -912,15 +925,17 @@ def load_model(model_dir: str) -> Model:
 
 
 def logits(model_dir: str, token_ids: Sequence[int], kv_cache_dtype: str = "float64",
-           quantize_activations: bool = False, **debug) -> np.ndarray:
+           quantize_activations: bool = False, bf16_activations: bool = False,
+           **debug) -> np.ndarray:
     """float64 logits [len(token_ids), vocab_size]; row i predicts the token after 0..i."""
     return load_model(model_dir).forward_variants(
-        token_ids, [dict(kv_cache_dtype=kv_cache_dtype,
-                         quantize_activations=quantize_activations, **debug)])[0]
+        token_ids, [dict(kv_cache_dtype=kv_cache_dtype, quantize_activations=quantize_activations,
+                         bf16_activations=bf16_activations, **debug)])[0]
 
 
 def log_softmax(model_dir: str, token_ids: Sequence[int], kv_cache_dtype: str = "float64",
-                quantize_activations: bool = False, **debug) -> np.ndarray:
+                quantize_activations: bool = False, bf16_activations: bool = False,
+                **debug) -> np.ndarray:
     """float64 log-probabilities [len(token_ids), vocab_size].
 
     model_dir: a Hugging Face model directory or a GGUF file.
@@ -928,10 +943,12 @@ def log_softmax(model_dir: str, token_ids: Sequence[int], kv_cache_dtype: str = 
     kv_cache_dtype="bfloat16" rounds K (after k_norm and RoPE) and V to bfloat16 (RNE)
     before attention, like ditto's bf16 KV cache. quantize_activations=True rounds the input
     rows of every matmul on GGML-quantized weights to int8 per block, as ditto's GEMM does
-    (quantize_activation_rows). ``**debug``: TEST-ONLY flags (DEBUG_FLAGS).
+    (quantize_activation_rows); bf16_activations=True rounds the input rows of every matmul
+    on BF16 weights to bf16 (round to nearest even), as ditto's GEMM does.
+    ``**debug``: TEST-ONLY flags (DEBUG_FLAGS).
     """
     return _log_softmax_rows(logits(model_dir, token_ids, kv_cache_dtype,
-                                    quantize_activations, **debug))
+                                    quantize_activations, bf16_activations, **debug))
 
 
 def log_softmax_variants(model_dir: str, token_ids: Sequence[int],
@@ -954,6 +971,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kv-cache-dtype", default="float64", choices=["float64", "bfloat16"])
     ap.add_argument("--quantize-activations", action="store_true",
                     help="round matmul inputs on GGML-quantized weights to int8, as ditto")
+    ap.add_argument("--bf16-activations", action="store_true",
+                    help="round matmul inputs on BF16 weights to bf16, as ditto")
     ap.add_argument("--top", type=int, default=1, help="top-k tokens to print per position")
     ap.add_argument("--routing", action="store_true",
                     help="MoE: print each sparse layer's experts, weights and k-th margin")
@@ -962,7 +981,8 @@ def main(argv=None) -> int:
     routing: list = []
     lp = log_softmax_variants(args.model_dir, ids,
                               [{"kv_cache_dtype": args.kv_cache_dtype,
-                                "quantize_activations": args.quantize_activations}],
+                                "quantize_activations": args.quantize_activations,
+                                "bf16_activations": args.bf16_activations}],
                               routing=routing)[0]
     for i, tok in enumerate(ids):
         order = np.argsort(-lp[i], kind="stable")[:args.top]

@@ -17,42 +17,63 @@ Scale of the values: these random models (weights N(0, 0.02^2), norms 1) produce
 with standard deviation 0.02*sqrt(hidden) ~ 0.6 (hidden 1024) .. 1.3 (hidden 4096) and
 log-probabilities in about [-17, -7].
 
-TOL_BF16KV (reference with K/V rounded to bf16, the way ditto's KV cache stores them):
+The rounded reference ("ref(bf16 KV and GEMM inputs)"): ditto's two roundings emulated in
+float64 -- K/V rounded to bf16 as its KV cache stores them, and every matmul input on a BF16
+weight rounded to bf16 as its GEMM does (docs/NUMERICS.md, "bf16 weights: the VDPBF16PS pair
+chain"; reference options kv_cache_dtype="bfloat16", bf16_activations=True).
   * float32 arithmetic. Each GEMM output is one float32 chain over k <= 12288 terms
     (down_proj of qwen3-8b); unit roundoff u = 2^-24 = 6e-8, so the typical relative
-    error is ~sqrt(k)*u ~ 7e-6 (worst-case bound k*u = 7e-4, not reached by random
-    signs). RMSNorm, softmax, SiLU and the own-polynomial exp/log add a few ulps.
-    Running this very algorithm in float32 (reference.py `_emulate_float32`, float64 KV)
-    differs from float64 by 7e-6 on qwen3-0.6b: float32 alone is ~1e-5 on a logprob.
-  * bf16 rounding-boundary flips dominate. bf16 has an 8-bit significand (unit roundoff
-    2^-8, ulp 2^-7 relative). ditto rounds its float32 K/V, the reference rounds its
-    float64 K/V; where the two straddle a bf16 rounding boundary they round one bf16 ulp
-    apart. In layer 0 that is rare (probability ~ float32 error / bf16 ulp ~ 1e-4), but
-    each flip moves the hidden state by ~1e-4 relative, which makes flips in layer 1
-    common. Emulation (same algorithm in float32 vs float64, both with bf16 KV):
-    1.0e-3 (qwen3-0.6b), 3.3e-4 (llama-3.2-1b), 1.8e-3 (qwen3-8b).
-    These flips make the error a heavy-tailed random quantity: over 30 extra random
-    sequences scored by ditto (10x qwen3-0.6b, 10x qwen3-1.7b, 4x qwen3-8b at 24 tokens,
-    6x llama-3.2-1b at 64 tokens) it had median 0.9e-3 .. 1.6e-3 and maximum 2.75e-3.
-  => TOL_BF16KV = 5e-3: 1.8x the largest value seen, 3-5x the medians, and still 4x below
-     the bf16-KV effect itself (so a ditto that did not round K/V would fail it).
+    error is ~sqrt(k)*u ~ 7e-6. RMSNorm, softmax, SiLU and the own exp/log add a few ulps:
+    float32 alone is ~1e-5 on a logprob (measured with reference.py `_emulate_float32`).
+  * bf16 rounding-boundary flips dominate. bf16 has an 8-bit significand (ulp 2^-7
+    relative). ditto rounds float32 values, the reference float64 ones; where the two
+    straddle a rounding boundary they round one bf16 ulp apart, and every flip perturbs
+    everything downstream, where more values then straddle boundaries. With K/V alone rounded
+    this noise was 1e-3 .. 3e-3; with every GEMM input rounded as well (about 9,000 rounded
+    values per token and layer on qwen3-0.6b instead of 2,048) it is 1e-2 .. 3e-2, half the size
+    of the roundings' whole effect. It is the rounding's, not ditto's: the same float64
+    reference with its rounded inputs perturbed by 1e-6 relative (activation_dither_seed,
+    another draw of the noise) moves by 1.3e-2 .. 1.5e-2 on qwen3-0.6b, and the reference run in
+    float32 (`_emulate_float32`) by 1.1e-2 -- as far as ditto is (1.2e-2).
+  => The tolerance is measured in each run: noise = the largest |rounded reference - dithered
+     draw| over DITHER_SEEDS (two draws, sharing the expert sets on MoE), and
+     tol = max(TOL_FLOOR, NOISE_FACTOR x noise) with NOISE_FACTOR = 3: ditto must be no
+     further from the rounded reference than three draws of the noise. TOL_FLOOR = 5e-3 (the
+     former K/V-only tolerance) keeps the test from collapsing if a model had no noise, and
+     test_rounding_noise_is_in_the_measured_range fails if the noise were absent (< 1e-4) or
+     above 5e-2. Measured (ditto at the time of writing): see MEASURED below.
 
-TOL_F64 (pure float64 reference, no KV rounding): the whole bf16 KV-cache effect.
-  Relative perturbations of 2^-8 on every K/V element move scores and attention
-  outputs by ~2^-8/sqrt(3) relative, i.e. logprobs by ~1e-2: measured reference(bf16 KV)
-  vs reference(float64) = 1.0e-2 (qwen3-0.6b), 1.6e-2 (llama-3.2-1b), 2.7e-2 (qwen3-8b);
-  ditto vs float64 over the 30 extra sequences: at most 2.8e-2 (qwen3-8b), 1.9e-2 (1.7b).
-  This is systematic, not flip noise, so it varies little between sequences.
-  => TOL_F64 = 5e-2 (1.8x the largest value seen).
+Float64 reference (no rounding at all): the roundings' whole, systematic effect. K/V and GEMM
+inputs rounded by 2^-8 relative move logprobs by 2e-2 .. 5e-2 (rounded reference vs float64;
+the K/V rounding alone was 1.0e-2 .. 2.7e-2). Tolerance: that gap, computed noise-free between
+the two references, plus the rounded tolerance (triangle inequality); the gap itself must stay
+below TOL_F64_GAP = 1e-1 (2x the largest seen).
 
-Top-1: where the reference's top-2 margin exceeds 2*TOL_BF16KV (each of the two
-logprobs can move by TOL, so the order is then guaranteed), ditto's argmax must agree.
+Top-1: where the rounded reference's top-2 margin exceeds 2 x tol (each of the two logprobs
+can move by tol, so the order is then guaranteed), ditto's argmax must agree; at least a
+quarter of the rows must have such a margin.
 
-Sensitivity: the reference run with a deliberate bug (RoPE off, interleaved-pair RoPE,
-Qwen3 q_norm/k_norm skipped) must be >= 10 * TOL_F64 away from ditto -- proof that the
-comparison can fail. Llama uses 64 tokens so that its llama3 rope scaling (which only
-changes wavelengths > 2048, i.e. small angles at small positions) is visible too:
-disabling the scaling must be >= 3 * TOL_BF16KV away (informational margin printed).
+Sensitivity: the rounded reference run with a deliberate bug (RoPE off, interleaved-pair RoPE,
+Qwen3 q_norm/k_norm skipped, the MoE bugs below) must be >= SENSITIVITY_FACTOR (3) x tol away
+from ditto -- proof that the comparison can fail. Llama uses 64 tokens so that its llama3 rope
+scaling (which only changes wavelengths > 2048, i.e. small angles at small positions) is
+visible too. Disabling the scaling moves the log-probabilities by 7.4e-2, only three draws of
+the rounding noise at 64 tokens: the test requires that distance to be >= 2 x noise (the bug
+stands out of the noise), which no longer proves that a ditto ignoring the scaling would fail
+the tolerance; the scaling's frequencies are checked exactly by rope_test and
+GgufModel.Llama3RopeScalingFromRopeFreqs.
+
+MEASURED (2026-12-01, 24 tokens; llama 64; MoE on its 14 compared rows):
+
+    preset          noise    tol      ditto-rounded  rounded-f64  ditto-f64
+    qwen3-0.6b      1.46e-2  4.39e-2  1.20e-2        2.04e-2      2.08e-2
+    qwen3-1.7b      2.08e-2  6.26e-2  2.01e-2        3.65e-2      3.56e-2
+    qwen3-8b        3.63e-2  1.09e-1  2.83e-2        4.92e-2      5.20e-2
+    llama-3.2-1b    2.51e-2  7.53e-2  2.19e-2        3.43e-2      3.60e-2
+    qwen3-30b-a3b   1.22e-2  3.66e-2  1.17e-2        2.02e-2      1.88e-2
+
+ditto sits at 0.8 .. 1.0 noise from the rounded reference on every preset, as a further draw of
+the noise would; the deliberate bugs are 5.6x (MoE renormalisation) to 58x the tolerance away.
 
 Qwen3-MoE (qwen3-30b-a3b: hidden 2048, 2 layers, 16 experts, top-8, norm_topk_prob)
 -----------------------------------------------------------------------------------
@@ -64,31 +85,28 @@ flip (layer 0, one token) between the bf16-KV and float64 references moved them 
   * Are near-ties plausible? Yes. Router logits x.Wgate^T have std ~0.98 here; the k-th
     and (k+1)-th of 16 sit in the middle of the distribution, where neighbouring order
     statistics are ~0.15 apart on average, so P(gap < g) ~ g / 0.15 per (layer, token).
-    The router-logit discrepancy ditto would have (emulated: the same algorithm in float32
-    vs float64, both with bf16 KV, seeds 1, 2, 1234) is at most 4.4e-4 in layer 0 and
-    9.8e-4 in layer 1 (medians 0.6e-4 .. 6e-4; the bf16 K/V rounding flips dominate, as
-    for the logprobs). A choice can flip only where the logit gap between the k-th and
-    (k+1)-th expert is below twice that (2e-3): ~1.3% of (layer, token) pairs, i.e. about
-    one sequence in two of 24 tokens x 2 layers has one somewhere.
+    With K/V alone rounded, the router-logit discrepancy a float32 engine has was at most
+    ~1e-3. Rounding every GEMM input to bf16 (the router's too) makes it the rounding noise:
+    the k-th/(k+1)-th logit gap of the rounded reference moves by up to 6.4e-3 .. 1.23e-2
+    between dithered draws (seeds 3..7 of this preset, 24 tokens), so a choice can flip
+    wherever the gap is below about 1e-2: ~7% of (layer, token) pairs.
   * So the reference reports, per sparse layer and token, the margin between the k-th and
     (k+1)-th routing probabilities and their logit gap (reference.Routing.kth_margin), and
-    a token whose gap is below ROUTING_GAP_MIN = 5e-3 (2.5x the largest emulated gap change,
-    5x the largest logit discrepancy) is a NEAR-TIE. Rows a near-tie could change are left
-    out of the comparisons, with a printed message and a warning naming the layer, token and
-    margin: the token itself for the last layer, that token and every later one for an
-    earlier layer (its output reaches later tokens through the next layer's attention).
-    At least half of the rows must remain. The seed (2) was chosen so that no (layer, token)
-    of this sequence has a gap below 2.5 * ROUTING_GAP_MIN (smallest 8.6e-3 and 1.0e-2), so
-    normally nothing is left out; seed 1234 would leave rows 14..23 out (gaps 4.2e-3 at layer
-    0 token 14, 3.5e-3 at layer 1 token 20).
-  * TOL_BF16KV unchanged: the emulated float32 error with bf16 KV was 0.8e-3 .. 3.0e-3
-    (dense 1e-3 .. 1.8e-3), the same rounding-boundary-flip mechanism.
-  * TOL_F64 unchanged, against a float64 reference that takes the bf16-KV reference's
+    a token whose gap is below ROUTING_GAP_MIN = 2.5e-2 (2x the largest gap change seen) is a
+    NEAR-TIE. Rows a near-tie could change are left out of the comparisons, with a printed
+    message and a warning naming the layer, token and margin: the token itself for the last
+    layer, that token and every later one for an earlier layer (its output reaches later
+    tokens through the next layer's attention). At least a third of the rows must remain.
+    The seed (SEED_MOE) was chosen for the most rows free of near-ties: seed 4 keeps rows 0..13 of 24 (at
+    a 2e-2 threshold seeds 3..7 kept 7, 14, 7, 11 and 12 rows).
+  * The rounded tolerance is measured the same way (the dithered draws take the rounded
+    reference's expert sets, so a routing flip never enters the noise).
+  * The float64 comparison is made against a float64 reference that takes the rounded reference's
     expert sets (reference option moe_experts_from; the weights still come from its own
     probabilities): that isolates the smooth bf16-KV effect, 1.09e-2 .. 1.14e-2 (dense
     1.0e-2 .. 2.7e-2). Routing freely, the float64 reference flipped an expert on seed 1234
     (printed for information only: it is the bf16 KV cache choosing, not an error).
-  * Sensitivity adds two MoE bugs, each >= 10 * TOL_BF16KV away from ditto: renormalisation
+  * Sensitivity adds two MoE bugs, each >= 3 x tol away from ditto: renormalisation
     ignored (measured 0.21 .. 0.25) and the (k+1)-th expert taken instead of the k-th (0.18
     .. 0.24).
   Measured with ditto's forward pass at the time of writing (24 tokens): vs the bf16-KV
@@ -121,10 +139,13 @@ pytestmark = pytest.mark.skipif(
     not os.path.exists(DITTO_BIN),
     reason=f"ditto binary not found at {DITTO_BIN} (build it, or set DITTO_BIN)")
 
-TOL_BF16KV = 5e-3
-TOL_F64 = 5e-2
-SENSITIVITY_FACTOR = 10.0
-ROUTING_GAP_MIN = 5e-3  # MoE: k-th vs (k+1)-th router-logit gap below this is a near-tie
+TOL_FLOOR = 5e-3      # the smallest tolerance against the rounded reference (see the docstring)
+NOISE_FACTOR = 3.0    # tolerance = NOISE_FACTOR x the rounding noise measured in the run
+DITHER_SEEDS = (1, 2)  # two more draws of the rounding noise
+TOL_F64_GAP = 1e-1    # bound on |rounded reference - float64 reference| (the roundings' effect)
+SENSITIVITY_FACTOR = 3.0
+SEED_MOE = 4  # qwen3-30b-a3b's seed (docstring)
+ROUTING_GAP_MIN = 2.5e-2  # MoE: k-th vs (k+1)-th router-logit gap below this is a near-tie
 
 
 def _llama_ids(n):
@@ -146,8 +167,8 @@ PRESETS = {
     "qwen3-8b": (QWEN_IDS, 1234, []),
     "llama-3.2-1b": (_llama_ids(64), 1234, []),
     "qwen3-1.7b": (QWEN_IDS, 1234, []),
-    # seed 2: no routing near-ties on this sequence (see the docstring)
-    "qwen3-30b-a3b": (QWEN_IDS, 2, ["--num-experts", "16"]),
+    # the seed with the most rows free of routing near-ties (see the docstring)
+    "qwen3-30b-a3b": (QWEN_IDS, SEED_MOE, ["--num-experts", "16"]),
 }
 
 BUG_VARIANTS = {
@@ -232,13 +253,19 @@ def run(request, tmp_path_factory):
     moe = cfg.num_experts > 0
     # variant 1: float64 KV; for MoE with the expert sets of variant 0 (bf16 KV), so that it
     # measures the smooth KV-rounding effect, not a routing flip between the two references
-    variants = [{"kv_cache_dtype": "bfloat16"},
+    rounded = {"kv_cache_dtype": "bfloat16", "bf16_activations": True}
+    variants = [rounded,
                 {"kv_cache_dtype": "float64", "moe_experts_from": 0} if moe
                 else {"kv_cache_dtype": "float64"}]
     if moe:
         variants.append({"kv_cache_dtype": "float64"})  # routing freely: informational
+    # the rounded reference again with its rounded inputs perturbed by 1e-6 relative: other
+    # draws of the bf16 rounding noise (the same expert sets, so no routing flip enters)
+    n_dither = len(variants)
+    variants += [dict(rounded, activation_dither_seed=s, **({"moe_experts_from": 0} if moe else {}))
+                 for s in DITHER_SEEDS]
     n_base = len(variants)
-    variants += [dict(kv_cache_dtype="bfloat16", **v) for v in bugs.values()]
+    variants += [dict(kv_cache_dtype="bfloat16", bf16_activations=True, **v) for v in bugs.values()]
     t = time.time()
     routing = []
     lps = ref.log_softmax_variants(str(model), ids, variants, routing=routing)
@@ -247,6 +274,7 @@ def run(request, tmp_path_factory):
     r = {
         "preset": preset, "ids": ids, "cfg": cfg, "ditto": ditto, "score_error": score_error,
         "ref_bf16": lps[0], "ref_f64": lps[1], "bugs": dict(zip(bugs, lps[n_base:])),
+        "ref_dither": lps[n_dither:n_base],
         "ref_f64_own_routing": lps[2] if moe else None,
         "routing": routing, "rows": rows, "near_ties": ties,
     }
@@ -298,7 +326,7 @@ def test_moe_routing_near_ties_reported(run):
     print(f"[{run['preset']}] bf16-KV vs float64 reference routing freely: "
           f"{_maxerr(run['ref_bf16'], free):.3e}; expert sets differ at (layer, token) {flips}")
     n = int(run["rows"].sum())
-    assert n >= T // 2, (f"only {n}/{T} rows are free of routing near-ties "
+    assert n >= T // 3, (f"only {n}/{T} rows are free of routing near-ties "
                          f"{run['near_ties']}: choose another --seed for this preset")
 
 
@@ -315,34 +343,57 @@ def _rows_note(run):
     return "" if n == T else f" [{n}/{T} rows compared: routing near-ties, see above]"
 
 
-def test_matches_reference_bf16_kv(run):
+def _noise(run):
+    """The bf16 rounding noise of this run: the largest |rounded reference - a dithered draw|."""
+    base = _ref(run, "ref_bf16")
+    return max(_maxerr(base, d[run["rows"]]) for d in run["ref_dither"])
+
+
+def _tol(run):
+    """Tolerance against the rounded reference: NOISE_FACTOR x the measured noise, at least TOL_FLOOR."""
+    return max(TOL_FLOOR, NOISE_FACTOR * _noise(run))
+
+
+def test_rounding_noise_is_in_the_measured_range(run):
+    """Reference only: the noise that sets the tolerance is neither absent (the dithered draws
+    must differ, or the tolerance would rest on nothing) nor larger than measured."""
+    noise = _noise(run)
+    print(f"\n[{run['preset']}] bf16 rounding noise (rounded reference vs {len(DITHER_SEEDS)} dithered "
+          f"draws): {noise:.3e} -> tolerance {_tol(run):.3e}")
+    assert 1e-4 < noise < 5e-2
+
+
+def test_matches_reference_rounded(run):
     d = _ditto(run)
     err = np.abs(d - _ref(run, "ref_bf16"))
     rows = err.max(axis=1)
     idx = np.nonzero(run["rows"])[0]
-    print(f"\n[{run['preset']}] max |ditto - ref(bf16 KV)| = {err.max():.3e} "
-          f"(tol {TOL_BF16KV:.0e}); row 0 {rows[0]:.2e}, per-row median "
-          f"{np.median(rows):.2e}{_rows_note(run)}")
-    assert err.max() <= TOL_BF16KV, f"worst row {int(idx[rows.argmax()])}: {rows.max():.3e}"
+    tol = _tol(run)
+    print(f"\n[{run['preset']}] max |ditto - ref(bf16 KV and GEMM inputs)| = {err.max():.3e} "
+          f"(tol {tol:.2e} = max({TOL_FLOOR:.0e}, {NOISE_FACTOR:.0f} x noise {_noise(run):.2e})); "
+          f"row 0 {rows[0]:.2e}, per-row median {np.median(rows):.2e}{_rows_note(run)}")
+    assert err.max() <= tol, f"worst row {int(idx[rows.argmax()])}: {rows.max():.3e}"
 
 
 def test_matches_reference_float64(run):
     err = _maxerr(_ditto(run), _ref(run, "ref_f64"))
     ref_gap = _maxerr(_ref(run, "ref_bf16"), _ref(run, "ref_f64"))
-    print(f"\n[{run['preset']}] max |ditto - ref(float64)| = {err:.3e} (tol {TOL_F64:.0e}); "
-          f"ref bf16-KV vs float64: {ref_gap:.3e}{_rows_note(run)}")
-    assert err <= TOL_F64
+    tol = ref_gap + _tol(run)
+    print(f"\n[{run['preset']}] max |ditto - ref(float64)| = {err:.3e} (tol {tol:.2e} = the roundings' "
+          f"effect {ref_gap:.2e} + the rounded tolerance){_rows_note(run)}")
+    assert ref_gap <= TOL_F64_GAP
+    assert err <= tol
 
 
 def test_top1_agrees_where_margin_is_clear(run):
     d, r = _ditto(run), _ref(run, "ref_bf16")
     top2 = np.sort(r, axis=1)[:, -2:]
     margin = top2[:, 1] - top2[:, 0]
-    clear = margin > 2 * TOL_BF16KV
+    clear = margin > 2 * _tol(run)
     agree = np.argmax(d, axis=1) == np.argmax(r, axis=1)
     print(f"\n[{run['preset']}] top-1 agrees on {int(agree.sum())}/{len(agree)} rows; "
-          f"{int(clear.sum())} rows have a clear margin (> {2 * TOL_BF16KV:.0e})")
-    assert clear.sum() >= len(clear) // 2, "too few rows with a clear top-2 margin"
+          f"{int(clear.sum())} rows have a clear margin (> {2 * _tol(run):.1e})")
+    assert clear.sum() >= len(clear) // 4, "too few rows with a clear top-2 margin"
     bad = np.nonzero(run["rows"])[0][clear & ~agree]
     assert len(bad) == 0, f"argmax differs at rows {bad.tolist()}"
 
@@ -350,15 +401,11 @@ def test_top1_agrees_where_margin_is_clear(run):
 def test_sensitivity_deliberate_bugs_are_caught(run):
     """The comparison can fail: a buggy reference is far from ditto."""
     d = _ditto(run)
+    tol = _tol(run)
     for name, lp in run["bugs"].items():
         dist = _maxerr(d, lp[run["rows"]])
-        if name == "rope_scaling_ignored":
-            need = 3 * TOL_BF16KV
-        elif name.startswith("moe_"):
-            need = SENSITIVITY_FACTOR * TOL_BF16KV
-        else:
-            need = SENSITIVITY_FACTOR * TOL_F64
+        # rope scaling: its effect at 64 tokens is about three draws of the noise (docstring)
+        need = 2 * _noise(run) if name == "rope_scaling_ignored" else SENSITIVITY_FACTOR * tol
         print(f"\n[{run['preset']}] bug '{name}': max |ditto - buggy ref| = {dist:.3e} "
-              f"= {dist / TOL_BF16KV:.0f}x TOL_BF16KV, {dist / TOL_F64:.1f}x TOL_F64 "
-              f"(need >= {need:.1e})")
+              f"= {dist / tol:.1f}x the tolerance (need >= {need:.1e})")
         assert dist >= need, f"bug {name} not detectable: {dist:.3e} < {need:.3e}"
