@@ -53,9 +53,12 @@ void set_avx512_vnni_allowed(bool allowed);
 // uses when allowed.
 bool cpu_has_avx512_bf16();
 
-// Whether the avx512 path's bf16-weight GEMM uses VDPBF16PS now: cpu_has_avx512_bf16(), unless
-// switched off by $DITTO_AVX512_BF16=0 (read at first call) or set_avx512_bf16_allowed(false).
-// Without it the path emulates the instruction with float32 FMAs (kernels/bf16_dot.h): same bits.
+// Whether the avx512 path's bf16-weight GEMM uses VDPBF16PS now. Without it the path emulates the
+// instruction with float32 FMAs (kernels/bf16_dot.h): the same bits, so the choice is by speed.
+// $DITTO_AVX512_BF16 (read at first call): "0" never, "1" always (on a CPU with AVX512-BF16),
+// unset: where a one-off timing (about 2 ms) finds VDPBF16PS doing at least 0.8 of the FMAs'
+// multiply-adds per second (the emulation also spends issue slots unpacking) — some cores issue it
+// at a quarter of the FMA instruction rate. set_avx512_bf16_allowed(b) sets never / always.
 bool avx512_bf16_enabled();
 void set_avx512_bf16_allowed(bool allowed);
 

@@ -92,13 +92,16 @@ DITTO_AVX512 DITTO_INLINE __m512 bf16_odd_x16(__m512i pairs) {
   return _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 DITTO_AVX512 DITTO_INLINE __m512 bf16_even_x16(__m512i pairs) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
+  // maskz with every lane: GCC 12's unmasked _mm512_slli_epi32 trips -Wuninitialized at -O2.
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(static_cast<__mmask16>(0xffff), pairs, 16));
 }
 
-// 16 lanes of bf16_dot2 by two FMAs; exact only under ScopedFlushDenormals.
-DITTO_AVX512 DITTO_INLINE __m512 bf16_dot2_emulated_x16(__m512 acc, __m512i x, __m512i w) {
-  acc = _mm512_fmadd_ps(bf16_odd_x16(x), bf16_odd_x16(w), acc);
-  return _mm512_fmadd_ps(bf16_even_x16(x), bf16_even_x16(w), acc);
+// 16 lanes of bf16_dot2 by two FMAs; exact only under ScopedFlushDenormals. x1, x0 and w1, w0:
+// the odd and even elements of the x and w pairs as float32 (bf16_odd_x16 / bf16_even_x16 of
+// the pairs, or rounded values widened once and broadcast).
+DITTO_AVX512 DITTO_INLINE __m512 bf16_dot2_emulated_x16(__m512 acc, __m512 x1, __m512 x0, __m512 w1, __m512 w0) {
+  acc = _mm512_fmadd_ps(x1, w1, acc);
+  return _mm512_fmadd_ps(x0, w0, acc);
 }
 
 // Every NaN lane as kCanonicalNan.
@@ -112,10 +115,10 @@ DITTO_AVX2 DITTO_INLINE __m256 bf16_odd_x8(__m256i pairs) {
 }
 DITTO_AVX2 DITTO_INLINE __m256 bf16_even_x8(__m256i pairs) { return _mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16)); }
 
-// 8 lanes of bf16_dot2 by two FMAs; exact only under ScopedFlushDenormals.
-DITTO_AVX2 DITTO_INLINE __m256 bf16_dot2_emulated_x8(__m256 acc, __m256i x, __m256i w) {
-  acc = _mm256_fmadd_ps(bf16_odd_x8(x), bf16_odd_x8(w), acc);
-  return _mm256_fmadd_ps(bf16_even_x8(x), bf16_even_x8(w), acc);
+// 8 lanes of bf16_dot2 by two FMAs; exact only under ScopedFlushDenormals. Arguments as above.
+DITTO_AVX2 DITTO_INLINE __m256 bf16_dot2_emulated_x8(__m256 acc, __m256 x1, __m256 x0, __m256 w1, __m256 w0) {
+  acc = _mm256_fmadd_ps(x1, w1, acc);
+  return _mm256_fmadd_ps(x0, w0, acc);
 }
 
 DITTO_AVX2 DITTO_INLINE __m256 canonical_nan_x8(__m256 v) {

@@ -87,18 +87,23 @@ DITTO_AVX512_BF16 void native_x16(const Inputs& in, float* out) {
 
 DITTO_AVX512 void emulated_x16(const Inputs& in, float* out) {
   ScopedFlushDenormals flush;
-  for (int64_t i = 0; i < kBatch; i += 16)
-    _mm512_storeu_ps(out + i, simd::bf16_dot2_emulated_x16(_mm512_loadu_ps(&in.acc[i]), _mm512_loadu_si512(&in.x[i]),
-                                                           _mm512_loadu_si512(&in.w[i])));
+  for (int64_t i = 0; i < kBatch; i += 16) {
+    const __m512i x = _mm512_loadu_si512(&in.x[i]), w = _mm512_loadu_si512(&in.w[i]);
+    _mm512_storeu_ps(
+        out + i, simd::bf16_dot2_emulated_x16(_mm512_loadu_ps(&in.acc[i]), simd::bf16_odd_x16(x),
+                                              simd::bf16_even_x16(x), simd::bf16_odd_x16(w), simd::bf16_even_x16(w)));
+  }
 }
 
 DITTO_AVX2 void emulated_x8(const Inputs& in, float* out) {
   ScopedFlushDenormals flush;
-  for (int64_t i = 0; i < kBatch; i += 8)
-    _mm256_storeu_ps(out + i,
-                     simd::bf16_dot2_emulated_x8(_mm256_loadu_ps(&in.acc[i]),
-                                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&in.x[i])),
-                                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&in.w[i]))));
+  for (int64_t i = 0; i < kBatch; i += 8) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&in.x[i]));
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&in.w[i]));
+    _mm256_storeu_ps(
+        out + i, simd::bf16_dot2_emulated_x8(_mm256_loadu_ps(&in.acc[i]), simd::bf16_odd_x8(x), simd::bf16_even_x8(x),
+                                             simd::bf16_odd_x8(w), simd::bf16_even_x8(w)));
+  }
 }
 #endif
 

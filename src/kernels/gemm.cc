@@ -26,6 +26,9 @@ namespace {
 struct BfPairs {
   const uint16_t* data = nullptr;  // [m, ld] pairs: [m, 2·ld] bf16
   int64_t ld = 0;                  // pairs per row: ceil(k / 2)
+  // With `widen`: the same values as float32, [m, 2·ld] (element 2j even, 2j + 1 odd), for the
+  // FMA emulation to broadcast straight from memory; else null.
+  const float* wide = nullptr;
 
   // Pair j of row r as one word (element 0 in bits 0–15 on this little-endian machine).
   uint32_t at(int64_t r, int64_t j) const {
@@ -35,18 +38,25 @@ struct BfPairs {
   }
 };
 
-// Rounds x [m, k] (row stride ldx) into this thread's pair buffer (reused across calls: its size is
-// bounded by the largest m·k seen, i.e. by the step's token budget), rows split over pool.
-BfPairs round_rows_to_bf16_pairs(const float* x, int64_t m, int64_t ldx, int64_t k, ThreadPool* pool) {
+// Rounds x [m, k] (row stride ldx) into this thread's pair buffers (reused across calls: their size
+// is bounded by the largest m·k seen, i.e. by the step's token budget), rows split over pool.
+BfPairs round_rows_to_bf16_pairs(const float* x, int64_t m, int64_t ldx, int64_t k, ThreadPool* pool,
+                                 bool widen = false) {
   thread_local std::vector<uint16_t> buffer;
+  thread_local std::vector<float> wide_buffer;
   const int64_t ld = (k + 1) / 2;
-  if (buffer.size() < static_cast<size_t>(2 * m * ld)) buffer.resize(static_cast<size_t>(2 * m * ld));
+  const auto size = static_cast<size_t>(2 * m * ld);
+  if (buffer.size() < size) buffer.resize(size);
+  if (widen && wide_buffer.size() < size) wide_buffer.resize(size);
   uint16_t* out = buffer.data();
+  float* wide = widen ? wide_buffer.data() : nullptr;
   auto run = [&](size_t begin, size_t end) {
     for (size_t r = begin; r < end; ++r) {
       uint16_t* row = out + static_cast<int64_t>(r) * 2 * ld;
       if (k % 2 == 1) row[k] = 0;  // the missing odd element is zero
       round_to_bf16(x + static_cast<int64_t>(r) * ldx, k, row);
+      if (wide != nullptr)
+        for (int64_t i = 0; i < 2 * ld; ++i) wide[static_cast<int64_t>(r) * 2 * ld + i] = bf16_to_f32(row[i]);
     }
   };
   if (pool == nullptr || m < 16) {
@@ -54,7 +64,7 @@ BfPairs round_rows_to_bf16_pairs(const float* x, int64_t m, int64_t ldx, int64_t
   } else {
     pool->parallel_for(static_cast<size_t>(m), run);
   }
-  return {out, ld};
+  return {out, ld, wide};
 }
 
 // ---- Portable path: the definition -----------------------------------------------------------
@@ -330,7 +340,8 @@ void gemm_simd(const Shapes& shapes, const float* x, int64_t m, int64_t ldx, con
 
 // Arguments of one bf16 micro-kernel call.
 struct TileBf16 {
-  const uint16_t* x;  // [MR, 2·ldx] bf16: rows of pairs
+  const uint16_t* x;  // [MR, 2·ldx] bf16: rows of pairs (VDPBF16PS)
+  const float* xw;    // the same widened to float32 (FMA emulation), or null
   int64_t ldx;        // pairs per row
   const uint8_t* panel;
   size_t panel_bytes;
@@ -375,7 +386,10 @@ DITTO_AVX512_BF16 void micro_bf16_native(const TileBf16& t) {
   for (int r = 0; r < MR; ++r) store_bf16_tile_x16<NP>(t, r, acc[r]);
 }
 
-// The same tile by two FMAs per pair (CPUs without AVX512-BF16); runs under ScopedFlushDenormals.
+// The same tile by two FMAs per pair (CPUs without AVX512-BF16, or where VDPBF16PS is slower);
+// runs under ScopedFlushDenormals. Per pair, each weight vector is unpacked once (one and, one
+// shift) into its odd and even halves, shared by the tile's MR rows; x comes widened to float32
+// (t.xw), two broadcasts per row shared by the NP panels.
 template <int MR, int NP>
 DITTO_AVX512 void micro_bf16_emulated(const TileBf16& t) {
   __m512 acc[MR][NP];
@@ -383,18 +397,23 @@ DITTO_AVX512 void micro_bf16_emulated(const TileBf16& t) {
     for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
   const uint8_t* w = t.panel;
   for (int64_t j = 0; j < t.pairs; ++j, w += kPairStep) {
-    __m512i wv[NP];
-    for (int p = 0; p < NP; ++p) wv[p] = _mm512_loadu_si512(w + p * t.panel_bytes);
+    __m512 w1[NP], w0[NP];
+    for (int p = 0; p < NP; ++p) {
+      const __m512i wv = _mm512_loadu_si512(w + p * t.panel_bytes);
+      w1[p] = simd::bf16_odd_x16(wv);
+      w0[p] = simd::bf16_even_x16(wv);
+    }
     for (int r = 0; r < MR; ++r) {
-      const __m512i xb = _mm512_set1_epi32(pair_bits(t.x + 2 * (r * t.ldx + j)));
-      for (int p = 0; p < NP; ++p) acc[r][p] = simd::bf16_dot2_emulated_x16(acc[r][p], xb, wv[p]);
+      const float* xr = t.xw + 2 * (r * t.ldx + j);
+      const __m512 x1 = _mm512_set1_ps(xr[1]), x0 = _mm512_set1_ps(xr[0]);
+      for (int p = 0; p < NP; ++p) acc[r][p] = simd::bf16_dot2_emulated_x16(acc[r][p], x1, x0, w1[p], w0[p]);
     }
   }
   for (int r = 0; r < MR; ++r) store_bf16_tile_x16<NP>(t, r, acc[r]);
 }
 
 // AVX2: a panel's 16 lanes are two registers of 8 pairs (h = 0: lanes 0–7, h = 1: lanes 8–15);
-// runs under ScopedFlushDenormals.
+// runs under ScopedFlushDenormals, x widened as above.
 template <int MR, int NP>
 DITTO_AVX2 void micro_bf16_avx2(const TileBf16& t) {
   __m256 acc[MR][NP][2];
@@ -402,16 +421,16 @@ DITTO_AVX2 void micro_bf16_avx2(const TileBf16& t) {
     for (int p = 0; p < NP; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
   const uint8_t* w = t.panel;
   for (int64_t j = 0; j < t.pairs; ++j, w += kPairStep) {
-    __m256i wv[NP][2];
     for (int p = 0; p < NP; ++p) {
-      wv[p][0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + p * t.panel_bytes));
-      wv[p][1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + p * t.panel_bytes + kPairStep / 2));
-    }
-    for (int r = 0; r < MR; ++r) {
-      const __m256i xb = _mm256_set1_epi32(pair_bits(t.x + 2 * (r * t.ldx + j)));
-      for (int p = 0; p < NP; ++p) {
-        acc[r][p][0] = simd::bf16_dot2_emulated_x8(acc[r][p][0], xb, wv[p][0]);
-        acc[r][p][1] = simd::bf16_dot2_emulated_x8(acc[r][p][1], xb, wv[p][1]);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i wv =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + p * t.panel_bytes + h * (kPairStep / 2)));
+        const __m256 w1 = simd::bf16_odd_x8(wv), w0 = simd::bf16_even_x8(wv);
+        for (int r = 0; r < MR; ++r) {
+          const float* xr = t.xw + 2 * (r * t.ldx + j);
+          acc[r][p][h] =
+              simd::bf16_dot2_emulated_x8(acc[r][p][h], _mm256_set1_ps(xr[1]), _mm256_set1_ps(xr[0]), w1, w0);
+        }
       }
     }
   }
@@ -448,11 +467,12 @@ constexpr std::array<MicroBf16Fn, sizeof...(I)> make_bf16_table(std::integer_seq
 template <template <int, int> class K>
 constexpr auto kBf16Table = make_bf16_table<K>(std::make_integer_sequence<int, kMaxRowsAll * kMaxPanelsAll>{});
 
-// Register budgets: native 6 × 4 (24 accumulators); emulated 4 × 4 (16 accumulators, 8 unpacked
-// weight halves); AVX2 4 × 1 (8 accumulators in 16 registers).
+// Register budgets: VDPBF16PS 6 × 4 (24 accumulators, 4 weight vectors); its emulation 6 × 3 (18
+// accumulators, 6 unpacked weight halves, 2 broadcasts); AVX2 6 × 1 (12 accumulators in 16
+// registers).
 constexpr Shapes kBf16NativeShapes{6, 4, 8};
-constexpr Shapes kBf16EmulatedShapes{4, 4, 8};
-constexpr Shapes kBf16Avx2Shapes{4, 1, 4};
+constexpr Shapes kBf16EmulatedShapes{5, 4, 8};
+constexpr Shapes kBf16Avx2Shapes{6, 1, 4};
 
 template <template <int, int> class K>
 void gemm_bf16_simd(const Shapes& shapes, bool flush, const BfPairs& xp, int64_t m, const PackedMatrix& w, float* y,
@@ -460,6 +480,7 @@ void gemm_bf16_simd(const Shapes& shapes, bool flush, const BfPairs& xp, int64_t
   const auto panel_bytes = static_cast<size_t>(w.panel_bytes());
   for_each_tile(shapes, m, w, pool, flush, [&](int64_t p0, int panels, int64_t m0, int rows) {
     const TileBf16 t{.x = xp.data + 2 * m0 * xp.ld,
+                     .xw = xp.wide != nullptr ? xp.wide + 2 * m0 * xp.ld : nullptr,
                      .ldx = xp.ld,
                      .panel = w.data.data() + p0 * panel_bytes,
                      .panel_bytes = panel_bytes,
@@ -472,10 +493,11 @@ void gemm_bf16_simd(const Shapes& shapes, bool flush, const BfPairs& xp, int64_t
 }
 
 void gemm_bf16(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy, ThreadPool* pool) {
-  const BfPairs xp = round_rows_to_bf16_pairs(x, m, ldx, w.k, pool);
+  const bool native = active_isa() == Isa::kAvx512 && avx512_bf16_enabled();
+  const BfPairs xp = round_rows_to_bf16_pairs(x, m, ldx, w.k, pool, /*widen=*/!native);
   switch (active_isa()) {
     case Isa::kAvx512:
-      if (avx512_bf16_enabled()) return gemm_bf16_simd<Bf16NativeK>(kBf16NativeShapes, false, xp, m, w, y, ldy, pool);
+      if (native) return gemm_bf16_simd<Bf16NativeK>(kBf16NativeShapes, false, xp, m, w, y, ldy, pool);
       return gemm_bf16_simd<Bf16EmulatedK>(kBf16EmulatedShapes, true, xp, m, w, y, ldy, pool);
     case Isa::kAvx2: return gemm_bf16_simd<Bf16Avx2K>(kBf16Avx2Shapes, true, xp, m, w, y, ldy, pool);
     case Isa::kScalar: break;

@@ -1,6 +1,6 @@
 """The whole model gives the same bits on every kernel path: `ditto score` and `ditto generate`
-under DITTO_ISA=scalar, avx2 and avx512 (those this CPU runs; on a CPU with AVX512-BF16 also
-avx512 with DITTO_AVX512_BF16=0, the FMA emulation of VDPBF16PS) on a generated 2-layer
+under DITTO_ISA=scalar, avx2 and avx512 (those this CPU runs; on a CPU with AVX512-BF16, avx512
+both with VDPBF16PS forced on and with its FMA emulation, DITTO_AVX512_BF16=1 / 0) on a generated 2-layer
 qwen3-0.6b, compared as JSON text (shortest round-trip floats) and raw float32 log-probability
 rows."""
 import json
@@ -17,13 +17,13 @@ SEQ_A = ",".join(str((i * 7919) % 151643) for i in range(1, 80))  # 79 tokens: s
 SEQ_B = "9707,11,1879,0,3"
 
 
-NO_BF16 = "avx512-without-bf16"  # avx512 with DITTO_AVX512_BF16=0
+BF16_VARIANTS = {"avx512-with-bf16": "1", "avx512-without-bf16": "0"}  # DITTO_AVX512_BF16
 
 
 def run_isa(ditto_bin, isa, *args, check=True):
     env = dict(os.environ, DITTO_ISA=isa)
-    if isa == NO_BF16:
-        env.update(DITTO_ISA="avx512", DITTO_AVX512_BF16="0")
+    if isa in BF16_VARIANTS:
+        env.update(DITTO_ISA="avx512", DITTO_AVX512_BF16=BF16_VARIANTS[isa])
     proc = subprocess.run([ditto_bin, *map(str, args)], capture_output=True, text=True, timeout=900, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"DITTO_ISA={isa} ditto {' '.join(map(str, args))} failed:\n{proc.stderr}")
@@ -34,7 +34,7 @@ def supported_paths(ditto_bin):
     out = run_ditto(ditto_bin, "--version").stdout
     best = re.search(r"cpu supports (\w+)", out).group(1)
     paths = PATHS[: PATHS.index(best) + 1]
-    return paths + [NO_BF16] if "avx512_bf16" in out else paths
+    return paths + list(BF16_VARIANTS) if "avx512_bf16" in out else paths
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +48,9 @@ def model(ditto_bin, tmp_path_factory):
 def test_version_names_the_path(ditto_bin):
     for isa in supported_paths(ditto_bin):
         out = run_isa(ditto_bin, isa, "--version").stdout
-        assert f"isa {'avx512' if isa == NO_BF16 else isa} " in out, out
-        assert ("avx512_bf16 for bf16 weights" in out) == (isa == "avx512" and NO_BF16 in supported_paths(ditto_bin)), out
+        assert f"isa {'avx512' if isa in BF16_VARIANTS else isa} " in out, out
+        if isa in BF16_VARIANTS:
+            assert ("avx512_bf16 for bf16 weights" in out) == (BF16_VARIANTS[isa] == "1"), out
 
 
 def test_score_bits_identical_on_every_path(ditto_bin, model, tmp_path):
