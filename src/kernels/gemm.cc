@@ -290,12 +290,11 @@ MicroFn micro_fn(DType d, int rows, int panels) {
   return nullptr;
 }
 
-// Runs tile(p0, panels, m0, rows) over every (panel group, row block) of y: groups of
-// shapes.panels panels (panels_one_row when m = 1) handed to threads, rows in blocks of
-// shapes.max_rows. `flush`: each thread runs its tiles under ScopedFlushDenormals.
-template <class TileFn>
-void for_each_tile(const Shapes& shapes, int64_t m, const PackedMatrix& w, ThreadPool* pool, bool flush,
-                   const TileFn& tile) {
+// Runs group(p0, panels) over every group of shapes.panels panels (panels_one_row when m = 1),
+// groups handed to threads. `flush`: each thread runs its groups under ScopedFlushDenormals.
+template <class GroupFn>
+void for_each_group(const Shapes& shapes, int64_t m, const PackedMatrix& w, ThreadPool* pool, bool flush,
+                    const GroupFn& group_fn) {
   const int64_t num_panels = w.num_panels();
   const int group = m == 1 ? shapes.panels_one_row : shapes.panels;
   const int64_t num_groups = (num_panels + group - 1) / group;
@@ -304,9 +303,7 @@ void for_each_tile(const Shapes& shapes, int64_t m, const PackedMatrix& w, Threa
     if (flush) ftz_daz.emplace();
     for (size_t g = begin; g < end; ++g) {
       const int64_t p0 = static_cast<int64_t>(g) * group;
-      const int panels = static_cast<int>(std::min<int64_t>(group, num_panels - p0));
-      for (int64_t m0 = 0; m0 < m; m0 += shapes.max_rows)
-        tile(p0, panels, m0, static_cast<int>(std::min<int64_t>(shapes.max_rows, m - m0)));
+      group_fn(p0, static_cast<int>(std::min<int64_t>(group, num_panels - p0)));
     }
   };
   if (pool == nullptr) {
@@ -317,6 +314,17 @@ void for_each_tile(const Shapes& shapes, int64_t m, const PackedMatrix& w, Threa
     const size_t grain = std::max<size_t>(1, (size_t{256} << 10) / std::max<size_t>(group_bytes, 1));
     pool->parallel_for_dynamic(static_cast<size_t>(num_groups), grain, run);
   }
+}
+
+// Runs tile(p0, panels, m0, rows) over every (panel group, row block) of y: for_each_group's
+// groups, rows in blocks of shapes.max_rows.
+template <class TileFn>
+void for_each_tile(const Shapes& shapes, int64_t m, const PackedMatrix& w, ThreadPool* pool, bool flush,
+                   const TileFn& tile) {
+  for_each_group(shapes, m, w, pool, flush, [&](int64_t p0, int panels) {
+    for (int64_t m0 = 0; m0 < m; m0 += shapes.max_rows)
+      tile(p0, panels, m0, static_cast<int>(std::min<int64_t>(shapes.max_rows, m - m0)));
+  });
 }
 
 template <template <int, int, DType> class K>
@@ -412,6 +420,63 @@ DITTO_AVX512 void micro_bf16_emulated(const TileBf16& t) {
   for (int r = 0; r < MR; ++r) store_bf16_tile_x16<NP>(t, r, acc[r]);
 }
 
+// The emulation for many rows: a thread unpacks a group's weights for a block of pairs once —
+// per pair, the NP panels' odd halves, then their even halves, as float32 (exact) — and runs every
+// row block of x over that block with FMAs alone, the weights' unpacking no longer repeated per
+// row block. Accumulators pass through y between blocks of pairs (a float32 store and load keep
+// every bit), so each output runs the same chain: x1·w1 then x0·w0 for pair 0, 1, 2, ...
+struct TileUnpacked {
+  const float* xw;  // widened x, [MR, 2·ldx] float32, at the block's first pair
+  int64_t ldx;      // pairs per row of x
+  const float* w;   // [pairs, 2 (odd, even), NP, 16] float32
+  int64_t pairs;    // pairs in this block
+  float* y;
+  int64_t ldy;
+  int64_t valid;
+  bool first;  // the block starts the chain (accumulators from +0.0, else from y)
+  bool last;   // the block ends it (NaNs made canonical)
+};
+
+template <int MR, int NP>
+DITTO_AVX512 void micro_bf16_unpacked(const TileUnpacked& t) {
+  __m512 acc[MR][NP];
+  for (int p = 0; p < NP; ++p) {
+    const __mmask16 mask = simd::first_lanes_x16(std::min<int64_t>(kPanelWidth, t.valid - p * kPanelWidth));
+    for (int r = 0; r < MR; ++r)
+      acc[r][p] = t.first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, t.y + r * t.ldy + p * kPanelWidth);
+  }
+  const float* w = t.w;
+  for (int64_t j = 0; j < t.pairs; ++j) {
+    for (int h = 0; h < 2; ++h, w += NP * kPanelWidth) {  // h = 0: odd elements, 1: even
+      __m512 wv[NP];
+      for (int p = 0; p < NP; ++p) wv[p] = _mm512_load_ps(w + p * kPanelWidth);
+      for (int r = 0; r < MR; ++r) {
+        const __m512 xb = _mm512_set1_ps(t.xw[2 * (r * t.ldx + j) + 1 - h]);
+        for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_fmadd_ps(xb, wv[p], acc[r][p]);
+      }
+    }
+  }
+  for (int p = 0; p < NP; ++p) {
+    const __mmask16 mask = simd::first_lanes_x16(std::min<int64_t>(kPanelWidth, t.valid - p * kPanelWidth));
+    for (int r = 0; r < MR; ++r)
+      _mm512_mask_storeu_ps(t.y + r * t.ldy + p * kPanelWidth, mask,
+                            t.last ? simd::canonical_nan_x16(acc[r][p]) : acc[r][p]);
+  }
+}
+
+// Unpacks pairs [j0, j0 + pairs) of `panels` consecutive panels from `panel` into out
+// ([pairs, 2, panels, 16] float32, 64-byte aligned).
+DITTO_AVX512 void unpack_bf16_block(const uint8_t* panel, size_t panel_bytes, int panels, int64_t j0, int64_t pairs,
+                                    float* out) {
+  for (int64_t j = 0; j < pairs; ++j) {
+    for (int p = 0; p < panels; ++p) {
+      const __m512i wv = _mm512_loadu_si512(panel + p * panel_bytes + (j0 + j) * kPairStep);
+      _mm512_store_ps(out + (2 * j * panels + p) * kPanelWidth, simd::bf16_odd_x16(wv));
+      _mm512_store_ps(out + ((2 * j + 1) * panels + p) * kPanelWidth, simd::bf16_even_x16(wv));
+    }
+  }
+}
+
 // AVX2: a panel's 16 lanes are two registers of 8 pairs (h = 0: lanes 0–7, h = 1: lanes 8–15);
 // runs under ScopedFlushDenormals, x widened as above.
 template <int MR, int NP>
@@ -456,13 +521,17 @@ struct Bf16EmulatedK {
   static constexpr MicroBf16Fn fn = &micro_bf16_emulated<MR, NP>;
 };
 template <int MR, int NP>
+struct Bf16UnpackedK {
+  static constexpr void (*fn)(const TileUnpacked&) = &micro_bf16_unpacked<MR, NP>;
+};
+template <int MR, int NP>
 struct Bf16Avx2K {
   static constexpr MicroBf16Fn fn = &micro_bf16_avx2<MR, NP>;
 };
 
 template <template <int, int> class K, int... I>
-constexpr std::array<MicroBf16Fn, sizeof...(I)> make_bf16_table(std::integer_sequence<int, I...>) {
-  return {K<I / kMaxPanelsAll + 1, I % kMaxPanelsAll + 1>::fn...};
+constexpr auto make_bf16_table(std::integer_sequence<int, I...>) {
+  return std::array{K<I / kMaxPanelsAll + 1, I % kMaxPanelsAll + 1>::fn...};
 }
 template <template <int, int> class K>
 constexpr auto kBf16Table = make_bf16_table<K>(std::make_integer_sequence<int, kMaxRowsAll * kMaxPanelsAll>{});
@@ -492,12 +561,53 @@ void gemm_bf16_simd(const Shapes& shapes, bool flush, const BfPairs& xp, int64_t
   });
 }
 
+// Rows from which the emulation unpacks each weight block once (micro_bf16_unpacked): below, the
+// unpacking costs more than it saves. Pairs per unpacked block: a 4-panel block of 2048 pairs is
+// 1 MiB of float32, held in L2 while every row block runs over it (smaller blocks measured slower:
+// each block sends every accumulator through memory and restarts x's streams; kernels_bench
+// gemm on qwen3-0.6b shapes, 64 / 128 / 256 pairs: 0.48 / 0.56 / 0.65 of the FMA peak, whole k
+// 0.78).
+constexpr int64_t kUnpackMinRows = 16;
+constexpr int64_t kUnpackPairs = 2048;
+constexpr Shapes kBf16UnpackedShapes{6, 4, 4};
+
+void gemm_bf16_unpacked(const BfPairs& xp, int64_t m, const PackedMatrix& w, float* y, int64_t ldy, ThreadPool* pool) {
+  const auto panel_bytes = static_cast<size_t>(w.panel_bytes());
+  const Shapes& shapes = kBf16UnpackedShapes;
+  const int64_t block_pairs = std::min(kUnpackPairs, xp.ld);
+  for_each_group(shapes, m, w, pool, /*flush=*/true, [&](int64_t p0, int panels) {
+    thread_local std::vector<float> storage;
+    const size_t floats = static_cast<size_t>(block_pairs * 2 * shapes.panels * kPanelWidth);
+    if (storage.size() < floats + kPanelWidth) storage.resize(floats + kPanelWidth);
+    float* block = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63});
+    const uint8_t* panel = w.data.data() + p0 * panel_bytes;
+    for (int64_t j0 = 0; j0 < xp.ld; j0 += block_pairs) {
+      const int64_t pairs = std::min(block_pairs, xp.ld - j0);
+      unpack_bf16_block(panel, panel_bytes, panels, j0, pairs, block);
+      for (int64_t m0 = 0; m0 < m; m0 += shapes.max_rows) {
+        const int rows = static_cast<int>(std::min<int64_t>(shapes.max_rows, m - m0));
+        const TileUnpacked t{.xw = xp.wide + 2 * (m0 * xp.ld + j0),
+                             .ldx = xp.ld,
+                             .w = block,
+                             .pairs = pairs,
+                             .y = y + m0 * ldy + p0 * kPanelWidth,
+                             .ldy = ldy,
+                             .valid = w.n - p0 * kPanelWidth,
+                             .first = j0 == 0,
+                             .last = j0 + pairs == xp.ld};
+        kBf16Table<Bf16UnpackedK>[(rows - 1) * kMaxPanelsAll + (panels - 1)](t);
+      }
+    }
+  });
+}
+
 void gemm_bf16(const float* x, int64_t m, int64_t ldx, const PackedMatrix& w, float* y, int64_t ldy, ThreadPool* pool) {
   const bool native = active_isa() == Isa::kAvx512 && avx512_bf16_enabled();
   const BfPairs xp = round_rows_to_bf16_pairs(x, m, ldx, w.k, pool, /*widen=*/!native);
   switch (active_isa()) {
     case Isa::kAvx512:
       if (native) return gemm_bf16_simd<Bf16NativeK>(kBf16NativeShapes, false, xp, m, w, y, ldy, pool);
+      if (m >= kUnpackMinRows) return gemm_bf16_unpacked(xp, m, w, y, ldy, pool);
       return gemm_bf16_simd<Bf16EmulatedK>(kBf16EmulatedShapes, true, xp, m, w, y, ldy, pool);
     case Isa::kAvx2: return gemm_bf16_simd<Bf16Avx2K>(kBf16Avx2Shapes, true, xp, m, w, y, ldy, pool);
     case Isa::kScalar: break;

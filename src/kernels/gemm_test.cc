@@ -199,10 +199,10 @@ TEST(GemmTest, MatchesContractFmaChainBitwise) {
   Rng rng(10);
   for (DType dtype : kAllDTypes) {
     for (int64_t n : {1, 15, 16, 17, 50}) {
-      for (int64_t k : {1, 2, 7, 64, 129}) {
+      for (int64_t k : {1, 2, 7, 64, 129, 301}) {
         const StoredMatrix w = test::random_matrix(rng, dtype, n, k);
         const PackedMatrix p = pack_one(w);
-        for (int64_t m : {1, 3, 4, 5, 9}) {
+        for (int64_t m : {1, 3, 4, 5, 9, 19}) {  // 19: bf16's many-row path (unpacked blocks)
           const int64_t ldx = k + 3;
           const int64_t ldy = n + 5;
           const std::vector<float> x = random_activations(rng, m * ldx);
