@@ -5,6 +5,7 @@
 #
 #   bench/llama_cpp.sh build               fetch and build llama.cpp only
 #   bench/llama_cpp.sh bench MODEL_DIR     llama-bench -p 512 -n 128: prefill/decode tokens/s as JSON
+#                                          (-p PREFILL_TOKENS -n DECODE_TOKENS when set; 0: that phase skipped)
 #   bench/llama_cpp.sh validate MODEL_DIR  next-token log-probabilities and tokenization vs ditto
 #   bench/llama_cpp.sh compare MODEL_DIR   ditto bench, llama-bench, ditto bench again: ditto ÷ llama.cpp
 #                                          (MODEL_DIR may be a GGUF file: both engines run that file)
@@ -17,7 +18,9 @@
 #
 # Environment: DITTO_BENCH_CACHE (llama.cpp source, build and GGUF files; default
 # ~/.cache/ditto-bench), BUILD_DIR (ditto's build, default build), THREADS (llama-bench -t,
-# default 2), REPETITIONS (llama-bench -r, default 5), JOBS (compile jobs, default 2); for batched:
+# default 2), REPETITIONS (llama-bench -r, default 5), JOBS (compile jobs, default 2); for bench and
+# compare: PREFILL_TOKENS (default 512; e.g. 8192, or 32768 for a long prompt's time to first token)
+# and DECODE_TOKENS (default 128; 0 skips decode); for batched:
 # NUM_SEQS (default 32), PROMPT_TOKENS (per sequence, default 256), OUTPUT_TOKENS (default 128);
 # for agree: PROMPTS (default bench/agree_prompts.jsonl), MAX_TOKENS (default 32), REFERENCE=1
 # (also ask the float64 reference, tests/reference, at each divergence: minutes more).
@@ -160,28 +163,42 @@ cmd_bench() {
   build_llama_cpp
   build_ditto
   export_gguf "$model"
-  log "llama-bench -p 512 -n 128 -t $THREADS -r $REPETITIONS (minutes for a 0.6B model on 2 cores)"
-  local out; out=$("$LLAMA_BIN/llama-bench" -m "$GGUF" -p 512 -n 128 -t "$THREADS" \
-    -r "$REPETITIONS" -o json 2>"$LLAMA/llama-bench.log") ||
+  local p=${PREFILL_TOKENS:-512} n=${DECODE_TOKENS:-128} warmup=()
+  # A long prompt's warm-up would be one more full prompt: WARMUP=0 skips it.
+  [[ ${WARMUP:-1} == 0 ]] && warmup=(--no-warmup)
+  log "llama-bench -p $p -n $n -t $THREADS -r $REPETITIONS ${warmup[*]} (minutes for a 0.6B model on 2 cores)"
+  local out; out=$("$LLAMA_BIN/llama-bench" -m "$GGUF" -p "$p" -n "$n" -t "$THREADS" \
+    -r "$REPETITIONS" "${warmup[@]}" -o json 2>"$LLAMA/llama-bench.log") ||
     die "llama-bench failed; see $LLAMA/llama-bench.log"
   local commit; commit=$(git -C "$LLAMA_SRC" rev-parse --short HEAD)
   LLAMA_BENCH_JSON=$out "$PYTHON" - "$model" "$GGUF" "$THREADS" "$commit" <<'EOF'
 import json, os, statistics, sys
 model, gguf, threads, commit = sys.argv[1:]
 runs = json.loads(os.environ["LLAMA_BENCH_JSON"])
-prefill = next(r for r in runs if r["n_prompt"] > 0 and r["n_gen"] == 0)
-decode = next(r for r in runs if r["n_gen"] > 0 and r["n_prompt"] == 0)
+prefill = next((r for r in runs if r["n_prompt"] > 0 and r["n_gen"] == 0), None)
+decode = next((r for r in runs if r["n_gen"] > 0 and r["n_prompt"] == 0), None)
+first = prefill or decode
 # The median beside llama-bench's mean: on a shared machine one slow repetition moves the mean.
-print(json.dumps({
+result = {
     "model": model, "gguf": gguf, "engine": "llama.cpp (node-llama-cpp 3.21.1, " + commit + ")",
-    "cpu": prefill.get("cpu_info"), "threads": int(threads), "type": prefill.get("model_type"),
-    "prefill_tokens": prefill["n_prompt"], "prefill_tokens_per_s": round(prefill["avg_ts"], 2),
-    "prefill_median": round(statistics.median(prefill["samples_ts"]), 2),
-    "prefill_stddev": round(prefill["stddev_ts"], 2),
-    "decode_tokens": decode["n_gen"], "decode_tokens_per_s": round(decode["avg_ts"], 2),
-    "decode_median": round(statistics.median(decode["samples_ts"]), 2),
-    "decode_stddev": round(decode["stddev_ts"], 2), "repetitions": len(prefill["samples_ts"]),
-}))
+    "cpu": first.get("cpu_info"), "threads": int(threads), "type": first.get("model_type"),
+    "repetitions": len(first["samples_ts"]),
+}
+if prefill:
+    result.update({
+        "prefill_tokens": prefill["n_prompt"], "prefill_tokens_per_s": round(prefill["avg_ts"], 2),
+        "prefill_median": round(statistics.median(prefill["samples_ts"]), 2),
+        "prefill_stddev": round(prefill["stddev_ts"], 2),
+        # A prompt's time to first token: llama-bench times the prompt's evaluation alone.
+        "prefill_seconds_median": round(prefill["n_prompt"] / statistics.median(prefill["samples_ts"]), 2),
+    })
+if decode:
+    result.update({
+        "decode_tokens": decode["n_gen"], "decode_tokens_per_s": round(decode["avg_ts"], 2),
+        "decode_median": round(statistics.median(decode["samples_ts"]), 2),
+        "decode_stddev": round(decode["stddev_ts"], 2),
+    })
+print(json.dumps(result))
 EOF
 }
 
@@ -192,11 +209,13 @@ cmd_compare() {
   build_llama_cpp
   build_ditto
   local d1 d2 l
-  log "ditto bench (1/2)"
-  d1=$("$REPO/$BUILD_DIR/tools/ditto" bench --model "$model" --threads "$THREADS" --json)
+  local args=(bench --model "$model" --threads "$THREADS" --json --prompt-tokens "${PREFILL_TOKENS:-512}"
+              --decode-tokens "${DECODE_TOKENS:-128}")
+  log "ditto ${args[*]} (1/2)"
+  d1=$("$REPO/$BUILD_DIR/tools/ditto" "${args[@]}")
   l=$(cmd_bench "$model")
   log "ditto bench (2/2)"
-  d2=$("$REPO/$BUILD_DIR/tools/ditto" bench --model "$model" --threads "$THREADS" --json)
+  d2=$("$REPO/$BUILD_DIR/tools/ditto" "${args[@]}")
   DITTO1=$d1 DITTO2=$d2 LLAMA=$l "$PYTHON" - <<'EOF'
 import json, os
 d = [json.loads(os.environ["DITTO1"]), json.loads(os.environ["DITTO2"])]
@@ -204,27 +223,38 @@ l = json.loads(os.environ["LLAMA"])
 def mean(key):
     return sum(r[key] for r in d) / len(d)
 prefill = mean("prefill_tokens_per_s_median")
-decode = mean("decode_tokens_per_s_median")
-print(json.dumps({
+result = {
     "model": d[0]["model"], "threads": d[0]["threads"], "isa": d[0]["isa"],
+    "prompt_tokens": d[0]["prompt_tokens"],
     "read_bandwidth_gbps": [round(r["read_bandwidth_gbps"], 1) for r in d],
     "fma_gflops": [round(r["fma_gflops"], 1) for r in d],
+    "bf16_dot_gflops": [round(r["bf16_dot_gflops"], 1) for r in d],
+    "ditto_prefill_tokens_per_s": [round(r["prefill_tokens_per_s_median"], 1) for r in d],
+    "ditto_prefill_bf16_dot_peak_ratio": [round(r["prefill_bf16_dot_peak_ratio"], 3) for r in d],
+    "llama_cpp_prefill_tokens_per_s": l["prefill_median"],
+    "prefill_ratio": round(prefill / l["prefill_median"], 3),
+    # The prompt's time to first token, ditto ÷ llama.cpp (medians; ditto's two runs averaged).
+    "time_to_first_token_ratio": round(mean("prefill_seconds_median") / l["prefill_seconds_median"], 3),
+}
+if "decode_median" not in l:
+    print(json.dumps(result))
+    raise SystemExit
+decode = mean("decode_tokens_per_s_median")
+result.update({
     # Bytes one batch-1 decode step must read (MoE: router and the top-k experts only); the
     # roofline is bandwidth ÷ these, for either engine (llama.cpp reads the same weights, its
     # F32 router aside).
     "decode_weight_bytes": d[0]["decode_weight_bytes"],
     "decode_roofline_tokens_per_s": [round(r["decode_roofline_tokens_per_s"], 2) for r in d],
-    "ditto_prefill_tokens_per_s": [round(r["prefill_tokens_per_s_median"], 1) for r in d],
     "ditto_decode_tokens_per_s": [round(r["decode_tokens_per_s_median"], 2) for r in d],
     "ditto_decode_roofline_ratio": [round(r["decode_roofline_ratio"], 3) for r in d],
-    "llama_cpp_prefill_tokens_per_s": l["prefill_median"],
     "llama_cpp_decode_tokens_per_s": l["decode_median"],
     # Against each ditto run's roofline: the bandwidth llama-bench saw is not measured.
     "llama_cpp_decode_roofline_ratio": [round(l["decode_median"] / r["decode_roofline_tokens_per_s"], 3)
                                         for r in d],
-    "prefill_ratio": round(prefill / l["prefill_median"], 3),
     "decode_ratio": round(decode / l["decode_median"], 3),
-}))
+})
+print(json.dumps(result))
 EOF
 }
 

@@ -57,7 +57,7 @@ void check_flags(const BenchOptions& o) {
                              ", " + std::to_string(hi) + "]");
   };
   in_range("--prompt-tokens", o.prompt_tokens, 1, kMaxTokens);
-  in_range("--decode-tokens", o.decode_tokens, 1, kMaxTokens);
+  in_range("--decode-tokens", o.decode_tokens, 0, kMaxTokens);
   in_range("--repeat", o.repeat, 1, kMaxRepeat);
 }
 
@@ -181,18 +181,20 @@ void run_bench(const BenchOptions& options) {
   dot_peak = std::max(dot_peak, dot.measure());
   const double prefill_flops_per_s = model.prefill_flops(o.prompt_tokens) / prefill.best_seconds;
   ReadBandwidthMeter meter(pool);
-  double bandwidth = meter.measure();  // bytes/s
-  const RunTimes decode = bench.time_decode([&] { bandwidth = std::max(bandwidth, meter.pass()); });
+  double bandwidth = meter.measure();            // bytes/s
+  const bool with_decode = o.decode_tokens > 0;  // 0: a prompt's time alone (e.g. a long prompt's)
+  const RunTimes decode =
+      with_decode ? bench.time_decode([&] { bandwidth = std::max(bandwidth, meter.pass()); }) : RunTimes{};
   bandwidth = std::max(bandwidth, meter.measure());
   const double prefill_tokens_per_s = o.prompt_tokens / prefill.best_seconds;
-  const double decode_tokens_per_s = o.decode_tokens / decode.best_seconds;
+  const double decode_tokens_per_s = with_decode ? o.decode_tokens / decode.best_seconds : 0.0;
 
   const int64_t weight_bytes = model.decode_weight_bytes();
   const double roofline = bandwidth / static_cast<double>(weight_bytes);  // decode tokens/s bound
   const double ratio = decode_tokens_per_s / roofline;
   const std::string isa(isa_name(active_isa()));
   if (o.json) {
-    const nlohmann::ordered_json j = {
+    nlohmann::ordered_json j = {
         {"model", dir},
         {"isa", isa},
         {"threads", pool->num_threads()},
@@ -212,12 +214,16 @@ void run_bench(const BenchOptions& options) {
         {"prefill_tokens_per_s", prefill_tokens_per_s},
         {"prefill_tokens_per_s_median", o.prompt_tokens / prefill.median_seconds},
         {"prefill_runs", prefill.runs},
-        {"decode_tokens_per_s", decode_tokens_per_s},
-        {"decode_tokens_per_s_median", o.decode_tokens / decode.median_seconds},
-        {"decode_runs", decode.runs},
+        {"prefill_seconds", prefill.best_seconds},
+        {"prefill_seconds_median", prefill.median_seconds},
         {"decode_roofline_tokens_per_s", roofline},
-        {"decode_roofline_ratio", ratio},
     };
+    if (with_decode) {
+      j["decode_tokens_per_s"] = decode_tokens_per_s;
+      j["decode_tokens_per_s_median"] = o.decode_tokens / decode.median_seconds;
+      j["decode_runs"] = decode.runs;
+      j["decode_roofline_ratio"] = ratio;
+    }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return;
   }
@@ -231,6 +237,9 @@ void run_bench(const BenchOptions& options) {
               static_cast<long long>(o.prompt_tokens), prefill.runs, o.prompt_tokens / prefill.median_seconds);
   std::printf("prefill compute  %10.2f GFLOP/s    (%.3f of the fma peak, %.3f of the bf16 dot peak)\n",
               prefill_flops_per_s / 1e9, prefill_flops_per_s / peak, prefill_flops_per_s / dot_peak);
+  std::printf("prompt time      %10.2f s          (best; median %.2f s)\n", prefill.best_seconds,
+              prefill.median_seconds);
+  if (!with_decode) return;
   std::printf(
       "decode           %10.2f tokens/s   (%lld steps at batch 1 from position %lld; best of %d, median %.2f)\n",
       decode_tokens_per_s, static_cast<long long>(o.decode_tokens),
