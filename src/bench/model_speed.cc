@@ -32,7 +32,8 @@ SamplingParams greedy(int64_t max_tokens) {
 
 const ModelSpeedOptions& checked(const ModelSpeedOptions& o, const ModelConfig& config) {
   if (o.prompt_tokens < 1) throw_invalid_argument("--prompt-tokens must be at least 1");
-  if (o.decode_tokens < 1) throw_invalid_argument("--decode-tokens must be at least 1");
+  // 0: the prompt alone (time_decode is then not to be called).
+  if (o.decode_tokens < 0) throw_invalid_argument("--decode-tokens must not be negative");
   // The request that decodes after the prompt holds the prompt, the token sampled from it and
   // decode_tokens more.
   if (o.prompt_tokens + o.decode_tokens >= config.max_position_embeddings)

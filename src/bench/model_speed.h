@@ -21,7 +21,7 @@ inline constexpr int64_t kPrefillStepTokens = 512;
 
 struct ModelSpeedOptions {
   int64_t prompt_tokens = 512;
-  int64_t decode_tokens = 128;
+  int64_t decode_tokens = 128;  // 0: prefill only
   uint64_t seed = 0;        // of the random prompt
   int64_t block_size = 16;  // KV cache block, tokens
   // Where decode starts: false (default) from an empty context, the first prompt token at position
@@ -46,7 +46,7 @@ std::vector<int32_t> random_prompt(int64_t num_tokens, int64_t vocab_size, uint6
 class ModelSpeedBench {
  public:
   // Makes the engines (KV caches for the prompt and for the decode run). Throws
-  // Error(kInvalidArgument) if prompt_tokens or decode_tokens is under 1 or together they exceed
+  // Error(kInvalidArgument) if prompt_tokens is under 1, decode_tokens negative, or together they exceed
   // the model's max_position_embeddings.
   ModelSpeedBench(const CausalLM& model, const ModelSpeedOptions& options);
 
