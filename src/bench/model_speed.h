@@ -22,8 +22,8 @@ inline constexpr int64_t kPrefillStepTokens = 512;
 struct ModelSpeedOptions {
   int64_t prompt_tokens = 512;
   int64_t decode_tokens = 128;  // 0: prefill only
-  uint64_t seed = 0;        // of the random prompt
-  int64_t block_size = 16;  // KV cache block, tokens
+  uint64_t seed = 0;            // of the random prompt
+  int64_t block_size = 16;      // KV cache block, tokens
   // Where decode starts: false (default) from an empty context, the first prompt token at position
   // 0, as llama-bench's tg test does; true right after the prompt (positions prompt_tokens…),
   // which adds the attention over the prompt to every step.
