@@ -12,7 +12,8 @@
 //              ÷ measured read bandwidth, target ≥ 0.85. A matrix smaller than kWorkingSetBytes is
 //              copied until the copies exceed it, and a timed pass runs the GEMV on every copy in
 //              turn, so no weight is still in L3 when it is read again.
-//   gemm       m = 512 (a prefill step) on the same matrices: ratio = 2·m·n·k FLOP/s ÷ measured peak
+//   gemm       m = 512 (a prefill step; --gemm-rows for others) on the same matrices: ratio = 2·m·n·k FLOP/s ÷ measured
+//   peak
 //              of the instruction the bf16-weight GEMM runs (VDPBF16PS on avx512 with AVX512-BF16,
 //              twice the float32 FMA peak; else the FMA peak), target ≥ 0.6.
 //   qgemv      gemv on quantized weights (GGML blocks of each --quant type, random integer fields and
@@ -41,6 +42,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -210,7 +212,7 @@ RunTimes judged_by(Meter& meter, double* limit, const std::function<void()>& row
 // quant: kNone for the bf16 rows ("gemv", "gemm"), else the quantized rows ("qgemv", "qgemm") whose
 // shape names carry the type. Bytes per pass are the weights as stored (weight_bytes()).
 void matrix_rows(const std::string& model, const MatrixShape& s, bool gemv, bool gemm_rows, QuantType quant,
-                 ThreadPool* pool, Meters& meters, std::vector<Row>& rows) {
+                 const std::vector<int64_t>& gemm_ms, ThreadPool* pool, Meters& meters, std::vector<Row>& rows) {
   const bool quantized = quant != QuantType::kNone;
   const std::string shape = quantized ? s.name + ":" + std::string(quant_format(quant).name) : s.name;
   std::vector<PackedMatrix> copies;
@@ -232,17 +234,17 @@ void matrix_rows(const std::string& model, const MatrixShape& s, bool gemv, bool
     rows.push_back(r);
     copies.resize(1);
   }
-  if (gemm_rows) {
-    const std::vector<float> x = random_f32(kPrefillRows * s.k, 2);
-    std::vector<float> y(static_cast<size_t>(kPrefillRows * s.n));
-    Row r = make_row(quantized ? "qgemm" : "gemm", model, shape, kPrefillRows, s.n, s.k, 1);
+  for (const int64_t m : gemm_rows ? gemm_ms : std::vector<int64_t>{}) {
+    const std::vector<float> x = random_f32(m * s.k, 2);
+    std::vector<float> y(static_cast<size_t>(m * s.n));
+    Row r = make_row(quantized ? "qgemm" : "gemm", model, shape, m, s.n, s.k, 1);
     r.bandwidth_bound = false;
     // bf16 weights: judged by the peak of the instruction their GEMM runs (VDPBF16PS doubles it).
     r.peak_name = quantized ? "fma peak" : "bf16 dot peak";
     r.times = judged_by(quantized ? meters.fma : meters.bf16_dot, &r.limit,
-                        [&] { gemm(x.data(), kPrefillRows, s.k, copies[0], y.data(), s.n, pool); });
-    r.achieved = 2.0 * static_cast<double>(kPrefillRows) * static_cast<double>(s.n) * static_cast<double>(s.k) /
-                 r.times.best_seconds;
+                        [&] { gemm(x.data(), m, s.k, copies[0], y.data(), s.n, pool); });
+    r.achieved =
+        2.0 * static_cast<double>(m) * static_cast<double>(s.n) * static_cast<double>(s.k) / r.times.best_seconds;
     r.ratio = r.achieved / r.limit;
     if (!quantized) r.target = kGemmTarget;
     rows.push_back(r);
@@ -376,6 +378,7 @@ int run(int argc, char** argv) {
   std::string models = "qwen3-0.6b,qwen3-8b";
   std::string kernels = "gemv,gemm,attention,prefill_attention";
   std::string quant_types = "q8_0,q4_k";
+  std::string gemm_rows = std::to_string(kPrefillRows);
   app.add_option("--threads", threads, "Worker threads (default: $DITTO_NUM_THREADS or all cores)")
       ->check(CLI::Range(1, ThreadPool::kMaxThreads));
   app.add_flag("--json", json, "One JSON array of rows instead of the table");
@@ -384,6 +387,9 @@ int run(int argc, char** argv) {
                  "Comma-separated subset of gemv, gemm, attention, prefill_attention, qgemv, qgemm")
       ->capture_default_str();
   app.add_option("--quant", quant_types, "GGML types of the qgemv/qgemm rows (q8_0, q4_0, q4_1, q4_k, q6_k)")
+      ->capture_default_str();
+  app.add_option("--gemm-rows", gemm_rows,
+                 "Comma-separated m of the gemm/qgemm rows (e.g. 32 for a batched decode step)")
       ->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -400,6 +406,14 @@ int run(int argc, char** argv) {
                              "'; choose from gemv, gemm, attention, prefill_attention, qgemv, qgemm");
   std::vector<QuantType> quants;
   for (const std::string& q : split_list(quant_types)) quants.push_back(parse_quant(q));
+  std::vector<int64_t> gemm_ms;
+  for (const std::string& m : split_list(gemm_rows)) {
+    char* end = nullptr;
+    const long long v = std::strtoll(m.c_str(), &end, 10);
+    if (m.empty() || *end != '\0' || v < 1 || v > 65536)
+      throw_invalid_argument("--gemm-rows: '" + m + "' is not a row count in [1, 65536]");
+    gemm_ms.push_back(v);
+  }
   const auto wants = [&](const char* kname) {
     return std::find(kernel_list.begin(), kernel_list.end(), kname) != kernel_list.end();
   };
@@ -422,9 +436,10 @@ int run(int argc, char** argv) {
     for (const MatrixShape& s : matrix_shapes(config)) {
       const size_t from = rows.size();
       if (wants("gemv") || wants("gemm"))
-        matrix_rows(name, s, wants("gemv"), wants("gemm"), QuantType::kNone, &pool, meters, rows);
+        matrix_rows(name, s, wants("gemv"), wants("gemm"), QuantType::kNone, gemm_ms, &pool, meters, rows);
       if (wants("qgemv") || wants("qgemm"))
-        for (QuantType q : quants) matrix_rows(name, s, wants("qgemv"), wants("qgemm"), q, &pool, meters, rows);
+        for (QuantType q : quants)
+          matrix_rows(name, s, wants("qgemv"), wants("qgemm"), q, gemm_ms, &pool, meters, rows);
       emit(from);
     }
     if (wants("attention")) {

@@ -578,13 +578,15 @@ void gemm_bf16_simd(const Shapes& shapes, bool flush, const BfPairs& xp, int64_t
   });
 }
 
-// Rows from which the emulation unpacks each weight block once (micro_bf16_unpacked): below, the
-// unpacking costs more than it saves. Pairs per unpacked block: a 4-panel block of 2048 pairs is
-// 1 MiB of float32, held in L2 while every row block runs over it (smaller blocks measured slower:
-// each block sends every accumulator through memory and restarts x's streams; kernels_bench
-// gemm on qwen3-0.6b shapes, 64 / 128 / 256 pairs: 0.48 / 0.56 / 0.65 of the FMA peak, whole k
-// 0.78).
-constexpr int64_t kUnpackMinRows = 16;
+// Rows from which the emulation unpacks each weight block once (micro_bf16_unpacked): the
+// unpacked block is written to L2 and read back by every row block, which pays off only over
+// enough row blocks (kernels_bench gemm --gemm-rows 16..256 on qwen3-0.6b shapes, 2 threads:
+// unpacking loses at 16–64 rows, e.g. 0.39–0.63 against 0.53–0.73 of the FMA peak, and wins from
+// about 128). Pairs per unpacked block: a 4-panel block of 2048 pairs is 1 MiB of float32, held in
+// L2 while every row block runs over it (smaller blocks measured slower: each block sends every
+// accumulator through memory and restarts x's streams; at m = 512, 64 / 128 / 256 pairs gave 0.48
+// / 0.56 / 0.65 of the FMA peak, the whole k 0.78; 64 pairs also lost at m = 32).
+constexpr int64_t kUnpackMinRows = 128;
 constexpr int64_t kUnpackPairs = 2048;
 constexpr Shapes kBf16UnpackedShapes{6, 4, 4};
 
