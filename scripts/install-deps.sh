@@ -11,6 +11,7 @@ apt_packages=(
   build-essential cmake g++ make pkg-config clang-format
   nlohmann-json3-dev libcli11-dev libgtest-dev
   libpcre2-dev libutf8proc-dev libcpp-httplib-dev
+  openmpi-bin libopenmpi-dev nginx
   python3 python3-numpy python3-pytest python3-jinja2 python3-venv python3-dev python3-pip
   nodejs npm
 )

@@ -25,6 +25,7 @@
 #include "engine/engine.h"
 #include "model/hub.h"
 #include "model_options.h"
+#include "parallel/tensor_parallel.h"
 
 namespace ditto {
 namespace {
@@ -146,6 +147,7 @@ void run_offline(const BenchOptions& o) {
 }
 
 void run_bench(const BenchOptions& options) {
+  if (serve_as_tensor_parallel_rank(options.model.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   if (options.scenario == "offline") return run_offline(options);
   if (options.scenario != "model")
     throw_invalid_argument("--scenario must be 'model' (prefill and batch-1 decode) or 'offline', got '" +
@@ -173,18 +175,34 @@ void run_bench(const BenchOptions& options) {
   FmaPeakMeter dot(pool, FmaPeakMeter::Kind::kBf16Dot);  // the bf16-weight GEMM's instruction
   double peak = fma.measure();                           // FLOP/s
   double dot_peak = dot.measure();
+  // Under tensor parallelism: what rank 0 receives from the other ranks per run (every run of a
+  // phase is the same work), counted around the phase over its calls, warm-ups included.
+  const TensorParallelGroup* tp = TensorParallelGroup::current();
+  int64_t calls = 0;
+  int64_t received = tp ? tp->bytes_received() : 0;
   const RunTimes prefill = bench.time_prefill([&] {
+    ++calls;
     peak = std::max(peak, fma.pass());
     dot_peak = std::max(dot_peak, dot.pass());
   });
   peak = std::max(peak, fma.measure());
   dot_peak = std::max(dot_peak, dot.measure());
   const double prefill_flops_per_s = model.prefill_flops(o.prompt_tokens) / prefill.best_seconds;
+  const double prefill_bytes_per_token =
+      tp ? static_cast<double>(tp->bytes_received() - received) / static_cast<double>(calls * o.prompt_tokens) : 0.0;
+  calls = 0;
+  received = tp ? tp->bytes_received() : 0;
   ReadBandwidthMeter meter(pool);
   double bandwidth = meter.measure();            // bytes/s
   const bool with_decode = o.decode_tokens > 0;  // 0: a prompt's time alone (e.g. a long prompt's)
-  const RunTimes decode =
-      with_decode ? bench.time_decode([&] { bandwidth = std::max(bandwidth, meter.pass()); }) : RunTimes{};
+  const RunTimes decode = with_decode ? bench.time_decode([&] {
+    ++calls;
+    bandwidth = std::max(bandwidth, meter.pass());
+  })
+                                      : RunTimes{};
+  const double decode_bytes_per_token = tp && with_decode ? static_cast<double>(tp->bytes_received() - received) /
+                                                                static_cast<double>(calls * o.decode_tokens)
+                                                          : 0.0;
   bandwidth = std::max(bandwidth, meter.measure());
   const double prefill_tokens_per_s = o.prompt_tokens / prefill.best_seconds;
   const double decode_tokens_per_s = with_decode ? o.decode_tokens / decode.best_seconds : 0.0;
@@ -198,6 +216,7 @@ void run_bench(const BenchOptions& options) {
         {"model", dir},
         {"isa", isa},
         {"threads", pool->num_threads()},
+        {"tensor_parallel_size", tp ? tp->size() : 1},
         {"num_hidden_layers", model.config().num_hidden_layers},
         {"decode_weight_bytes", weight_bytes},
         {"prompt_tokens", o.prompt_tokens},
@@ -218,7 +237,9 @@ void run_bench(const BenchOptions& options) {
         {"prefill_seconds_median", prefill.median_seconds},
         {"decode_roofline_tokens_per_s", roofline},
     };
+    if (tp) j["tensor_parallel_prefill_bytes_received_per_token"] = prefill_bytes_per_token;
     if (with_decode) {
+      if (tp) j["tensor_parallel_decode_bytes_received_per_token"] = decode_bytes_per_token;
       j["decode_tokens_per_s"] = decode_tokens_per_s;
       j["decode_tokens_per_s_median"] = o.decode_tokens / decode.median_seconds;
       j["decode_runs"] = decode.runs;
@@ -230,6 +251,9 @@ void run_bench(const BenchOptions& options) {
   std::printf("model            %s (%lld layers, %.1f MB of weights per decode step)\n", dir.c_str(),
               static_cast<long long>(model.config().num_hidden_layers), weight_bytes / 1e6);
   std::printf("isa, threads     %s, %d\n", isa.c_str(), pool->num_threads());
+  if (tp)
+    std::printf("tensor parallel  %d ranks; rank 0 receives %.0f bytes per prefill token, %.0f per decode token\n",
+                tp->size(), prefill_bytes_per_token, decode_bytes_per_token);
   std::printf("read bandwidth   %10.2f GB/s\n", bandwidth / 1e9);
   std::printf("fma peak         %10.2f GFLOP/s\n", peak / 1e9);
   std::printf("bf16 dot peak    %10.2f GFLOP/s   (%s)\n", dot_peak / 1e9, dot.bf16_dot() ? "vdpbf16ps" : "float32 fma");

@@ -136,6 +136,7 @@ struct Row {
 };
 
 void run_check(const CheckOptions& o) {
+  if (serve_as_tensor_parallel_rank(o.model.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   if (o.num_prompts < 1) throw_invalid_argument("--num-prompts must be at least 1");
   if (o.min_prompt_tokens < 1 || o.max_prompt_tokens < o.min_prompt_tokens)
     throw_invalid_argument("--min-prompt-tokens / --max-prompt-tokens: need 1 <= min <= max");
@@ -144,6 +145,7 @@ void run_check(const CheckOptions& o) {
   EngineArgs base;
   base.model = o.model.model;
   base.threads = o.model.threads > 0 ? o.model.threads : 2;
+  base.tensor_parallel_size = o.model.tensor_parallel_size;
   base.block_size = o.model.block_size;
   LLMEngine llm(base);
   const EngineConfig::LogitsHook fault = o.inject_fault.empty() ? nullptr : EngineConfig::LogitsHook(batch_size_fault);

@@ -76,6 +76,7 @@ EngineArgs engine_args(const GenerateOptions& o) {
   EngineArgs a;
   a.model = o.model.model;
   a.threads = o.model.threads;
+  a.tensor_parallel_size = o.model.tensor_parallel_size;
   a.block_size = o.model.block_size;
   a.kv_cache_memory = parse_size_bytes(o.kv_cache_memory, "--kv-cache-memory");
   a.max_num_batched_tokens = o.max_num_batched_tokens;
@@ -87,6 +88,7 @@ EngineArgs engine_args(const GenerateOptions& o) {
 }
 
 void run_generate(const GenerateOptions& o) {
+  if (serve_as_tensor_parallel_rank(o.model.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   if (!o.prompts_file.empty()) {
     if (!o.prompt_token_ids.empty() || !o.prompts.empty() || !o.chats.empty())
       throw_invalid_argument(

@@ -27,6 +27,7 @@ struct ServeOptions {
   std::string model;
   ServerOptions server;
   int threads = 0;
+  int tensor_parallel_size = 1;
   int64_t block_size = 16;
   std::string kv_cache_memory = "2GiB";
   std::string max_request_body = "32MiB";
@@ -54,6 +55,7 @@ void check_batch_invariant_env() {
 }
 
 void run_serve(ServeOptions o) {
+  if (serve_as_tensor_parallel_rank(o.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   check_batch_invariant_env();
   // SIGINT/SIGTERM are taken by one thread with sigwait, so every other thread (created below,
   // inheriting this mask) never runs a handler; that thread stops the server cleanly.
@@ -71,6 +73,7 @@ void run_serve(ServeOptions o) {
   lo.model = o.model;
   lo.max_model_len = o.max_model_len;
   lo.threads = o.threads;
+  lo.tensor_parallel_size = o.tensor_parallel_size;
   lo.block_size = o.block_size;
   lo.kv_cache_memory = parse_size_bytes(o.kv_cache_memory, "--kv-cache-memory");
   lo.max_num_batched_tokens = o.max_num_batched_tokens;
@@ -131,6 +134,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
   cmd->add_option("--threads", o->threads, "Compute threads (default: $DITTO_NUM_THREADS or all cores)")
       ->check(CLI::Range(1, 1024));
+  add_tensor_parallel_option(cmd, o->tensor_parallel_size);
   cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();

@@ -9,8 +9,11 @@
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "parallel/tensor_parallel.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"ditto: batch-invariant LLM inference. The same request gives the same bits, always."};
   app.require_subcommand(1);
   // --version names the kernel path this process would run ($DITTO_ISA or CPUID).
@@ -57,4 +60,19 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int status = run(argc, argv);
+  // Rank 0 of a tensor-parallel run (--tensor-parallel-size) releases the other ranks; they have
+  // returned from their command when rank 0 does. A no-op otherwise.
+  try {
+    ditto::TensorParallelGroup::shutdown();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: stopping the tensor-parallel ranks: %s\n", e.what());
+    return status == 0 ? 1 : status;
+  }
+  return status;
 }

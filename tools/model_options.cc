@@ -1,5 +1,7 @@
 #include "model_options.h"
 
+#include "parallel/tensor_parallel.h"
+
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -25,13 +27,24 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_flag("--report-memory", o.report_memory, "Print weight bytes and peak RSS after loading (stderr)");
+  add_tensor_parallel_option(cmd, o.tensor_parallel_size);
+}
+
+void add_tensor_parallel_option(CLI::App* cmd, int& tensor_parallel_size) {
+  cmd->add_option("--tensor-parallel-size,--tp", tensor_parallel_size,
+                  "Split the model over N processes launched with `mpirun -np N` (one rank each, any hosts); "
+                  "outputs are bit-identical for every N")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
 }
 
 LoadedModel load_model(const ModelOptions& o) {
   LoadedModel lm;
   lm.pool = std::make_unique<ThreadPool>(o.threads > 0 ? o.threads : default_num_threads());
   const std::string dir = resolve_model_path(o.model);
-  lm.model = CausalLM::load(dir, lm.pool.get());
+  lm.model =
+      CausalLM::load(dir, lm.pool.get(),
+                     o.tensor_parallel_size > 1 ? TensorParallelGroup::initialize(o.tensor_parallel_size) : nullptr);
   if (o.report_memory) report_load(dir, *lm.model);
   return lm;
 }

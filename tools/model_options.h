@@ -10,6 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
+#include "model/tensor_parallel_worker.h"
 
 namespace ditto {
 
@@ -18,9 +19,12 @@ struct ModelOptions {
   int threads = 0;          // 0: default_num_threads()
   int64_t block_size = 16;  // KV cache block size in tokens
   bool report_memory = false;
+  int tensor_parallel_size = 1;  // MPI ranks the model is split over (mpirun -np N)
 };
 
 void add_model_options(CLI::App* cmd, ModelOptions& options);
+// --tensor-parallel-size (alias --tp), as vLLM's.
+void add_tensor_parallel_option(CLI::App* cmd, int& tensor_parallel_size);
 
 struct LoadedModel {
   std::unique_ptr<ThreadPool> pool;

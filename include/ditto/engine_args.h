@@ -25,6 +25,11 @@ struct EngineArgs {
   // max_position_embeddings. A smaller value caps a chat's default max_tokens.
   int64_t max_model_len = 0;
   int64_t max_logprobs = 20;  // the most top logprobs a request may ask for
+  // Processes the model is split over (vLLM's tensor_parallel_size), one per MPI rank, launched
+  // with `mpirun -np N`; outputs are bit-identical for every N (docs/INVARIANCE.md). Each rank holds
+  // 1/N of the weights and of kv_cache_memory's KV heads. Only rank 0 may construct an engine; the
+  // others serve it (serve_as_tensor_parallel_rank, model/tensor_parallel_worker.h).
+  int tensor_parallel_size = 1;
 };
 
 }  // namespace ditto

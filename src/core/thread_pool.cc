@@ -1,5 +1,7 @@
 #include "core/thread_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -138,6 +140,12 @@ int default_num_threads() {
                              std::to_string(ThreadPool::kMaxThreads) + "], got '" + env + "'");
     return static_cast<int>(n);
   }
+  // The cores this process may run on (taskset, or mpirun binding each rank to its cores), else
+  // every core the machine has online.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) > 0)
+    return std::min(CPU_COUNT(&allowed), ThreadPool::kMaxThreads);
   const unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : std::min(static_cast<int>(hw), ThreadPool::kMaxThreads);
 }

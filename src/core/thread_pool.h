@@ -59,7 +59,8 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
-// Default thread count: $DITTO_NUM_THREADS if set, else the number of hardware threads.
+// Default thread count: $DITTO_NUM_THREADS if set, else the cores this process may run on
+// (sched_getaffinity: taskset, or an MPI launcher binding each rank to its cores).
 int default_num_threads();
 
 }  // namespace ditto

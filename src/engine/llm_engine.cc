@@ -14,6 +14,7 @@
 #include "engine/model_files.h"
 #include "model/causal_lm.h"
 #include "model/hub.h"
+#include "parallel/tensor_parallel.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,7 +23,15 @@ namespace ditto {
 LLMEngine::LLMEngine(const EngineArgs& args) : args_(args) {
   model_dir_ = resolve_model_path(args.model);
   pool_ = std::make_unique<ThreadPool>(args.threads > 0 ? args.threads : default_num_threads());
-  model_ = CausalLM::load(model_dir_, pool_.get());
+  TensorParallelGroup* tp = nullptr;
+  if (args.tensor_parallel_size > 1) {
+    tp = TensorParallelGroup::initialize(args.tensor_parallel_size);
+    if (tp->rank() != 0)
+      throw_invalid_argument("tensor-parallel rank " + std::to_string(tp->rank()) +
+                             " cannot run an engine: only rank 0 does, the others serve it "
+                             "(serve_as_tensor_parallel_rank)");
+  }
+  model_ = CausalLM::load(model_dir_, pool_.get(), tp);
   // The KV cache is allocated when an engine starts; say now if it cannot fit.
   if (const std::optional<int64_t> available = mem_available_bytes(); available && args.kv_cache_memory > *available)
     throw Error(ErrorCode::kResourceExhausted,
@@ -58,6 +67,7 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
   args_ = args;
   args_.model = loaded.model;
   args_.threads = loaded.threads;
+  args_.tensor_parallel_size = loaded.tensor_parallel_size;
   const ModelConfig& c = model_->config();
   if (args_.max_model_len < 0 || args_.max_model_len > c.max_position_embeddings)
     throw_invalid_field("max_model_len",

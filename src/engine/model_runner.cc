@@ -8,7 +8,9 @@
 namespace ditto {
 
 ModelRunner::ModelRunner(const CausalLM& model, int64_t num_blocks, int64_t block_size)
-    : model_(model), cache_(model.config(), num_blocks, block_size) {}
+    : model_(model), cache_(model.make_kv_cache(num_blocks, block_size)) {}
+
+ModelRunner::~ModelRunner() { model_.release_kv_cache(cache_); }
 
 std::vector<float> ModelRunner::step(std::span<const SequenceStep> steps) {
   const int64_t block_size = cache_.block_size();

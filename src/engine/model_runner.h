@@ -22,8 +22,12 @@ struct SequenceStep {
 
 class ModelRunner {
  public:
-  // Allocates a KV cache of num_blocks blocks of block_size tokens.
+  // Allocates a KV cache of num_blocks blocks of block_size tokens (under tensor parallelism, for
+  // this rank's KV heads, and the other ranks allocate theirs: CausalLM::make_kv_cache).
   ModelRunner(const CausalLM& model, int64_t num_blocks, int64_t block_size);
+  ~ModelRunner();
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
 
   // Runs all steps as one flat batch. Returns logits [num_logits, vocab_size] f32: for each step in
   // order, n rows if all_logits else 1 row (its last token).

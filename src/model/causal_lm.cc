@@ -26,6 +26,7 @@
 #include "model/model_tensors.h"
 #include "model/rope_frequencies.h"
 #include "model/safetensors.h"
+#include "parallel/tensor_parallel.h"
 
 namespace ditto {
 
@@ -137,12 +138,20 @@ class GgufTensors final : public CheckpointTensors {
   const ModelConfig& c_;
 };
 
-// The row-wise concatenation of 2-D tensors `descs`, packed: one part per run of tensors of the
-// same type (LinearWeight). Their mapped pages are released as they are packed.
-LinearWeight load_matrix(const CheckpointTensors& tensors, const std::vector<TensorDesc>& descs, ThreadPool* pool) {
+// The row-wise concatenation of rows[i] of each 2-D tensor descs[i], packed: one part per run of
+// tensors of the same type (LinearWeight). Their mapped pages are released as they are packed.
+LinearWeight load_matrix(const CheckpointTensors& tensors, const std::vector<TensorDesc>& descs,
+                         const std::vector<std::pair<int64_t, int64_t>>& rows, ThreadPool* pool) {
   std::vector<MatrixSource> sources;
   std::vector<std::vector<uint8_t>> copies(descs.size());
-  for (size_t i = 0; i < descs.size(); ++i) sources.push_back(tensors.matrix(descs[i], copies[i]));
+  for (size_t i = 0; i < descs.size(); ++i) {
+    MatrixSource s = tensors.matrix(descs[i], copies[i]);
+    const int64_t row_bytes =
+        s.quant != QuantType::kNone ? quant_row_bytes(s.quant, s.k) : s.k * static_cast<int64_t>(dtype_size(s.dtype));
+    s.data = static_cast<const uint8_t*>(s.data) + rows[i].first * row_bytes;
+    s.n = rows[i].second - rows[i].first;
+    sources.push_back(s);
+  }
   LinearWeight w;
   for (size_t begin = 0; begin < descs.size();) {
     size_t end = begin + 1;
@@ -150,7 +159,8 @@ LinearWeight load_matrix(const CheckpointTensors& tensors, const std::vector<Ten
            (sources[end].quant != QuantType::kNone || sources[end].dtype == sources[begin].dtype))
       ++end;
     const auto release_rows = [&](size_t part, int64_t row_begin, int64_t row_end) {
-      tensors.release_rows(descs[begin + part], row_begin, row_end);
+      const int64_t first = rows[begin + part].first;
+      tensors.release_rows(descs[begin + part], first + row_begin, first + row_end);
     };
     w.parts.push_back(
         pack_matrix(std::span<const MatrixSource>(sources.data() + begin, end - begin), pool, release_rows));
@@ -203,14 +213,101 @@ void linear(const float* x, int64_t m, int64_t ldx, const LinearWeight& w, float
   }
 }
 
-std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_path, ThreadPool* pool) {
+std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_path, ThreadPool* pool,
+                                         TensorParallelGroup* tensor_parallel) {
+  if (tensor_parallel == nullptr) return load_local(model_path, pool, 0, 1);
+  DITTO_CHECK(tensor_parallel->rank() == 0) << "only rank 0 loads by itself; the others follow its commands";
+  static int64_t next_model_id = 0;
+  auto lock = tensor_parallel->lock();
+  const int64_t id = next_model_id++;
+  WireBuffer command;
+  command.put_i64(id);
+  command.put_i64(pool != nullptr ? static_cast<int64_t>(pool->num_threads()) : 1);
+  command.put_string(model_path);
+  tensor_parallel->send_command(TensorParallelCommand::kLoadModel, command);
+  return load_shard(model_path, pool, tensor_parallel, id);
+}
+
+std::unique_ptr<CausalLM> CausalLM::load_shard(const std::string& model_path, ThreadPool* pool, TensorParallelGroup* tp,
+                                               int64_t model_id) {
+  std::unique_ptr<CausalLM> m;
+  std::string status;
+  std::optional<Error> failure;
+  try {
+    m = load_local(model_path, pool, tp->rank(), tp->size());
+    // What every rank must agree on: the same configuration and the same checkpoint bytes.
+    const ModelConfig& c = m->config_;
+    status = "ok: " + std::to_string(c.num_hidden_layers) + " layers, hidden_size " + std::to_string(c.hidden_size) +
+             ", vocab_size " + std::to_string(c.vocab_size) + ", " + std::to_string(c.num_attention_heads) + "/" +
+             std::to_string(c.num_key_value_heads) + " heads, " + std::to_string(c.num_experts) + " experts, " +
+             std::to_string(m->load_stats_.weight_bytes) + " checkpoint bytes";
+  } catch (const Error& e) {
+    failure = e;
+    status = e.what();
+  } catch (const std::exception& e) {
+    failure = Error(ErrorCode::kInternal, e.what());
+    status = e.what();
+  }
+  const std::vector<std::string> statuses = tp->all_gather_strings(status);
+  std::string failed;
+  for (size_t r = 0; r < statuses.size(); ++r)
+    if (statuses[r].rfind("ok: ", 0) != 0) failed += "; rank " + std::to_string(r) + ": " + statuses[r];
+  if (!failed.empty())
+    throw Error(failure ? failure->code() : ErrorCode::kInvalidArgument,
+                model_path + ": tensor-parallel ranks could not load their shards" + failed);
+  for (size_t r = 1; r < statuses.size(); ++r)
+    if (statuses[r] != statuses[0])
+      throw_invalid_argument(model_path + ": tensor-parallel ranks loaded different models: rank 0 " + statuses[0] +
+                             "; rank " + std::to_string(r) + " " + statuses[r] + "; give every host the same files");
+  m->tp_ = tp;
+  m->tp_model_id_ = model_id;
+  return m;
+}
+
+CausalLM::~CausalLM() {
+  if (tp_ == nullptr || tp_->rank() != 0 || TensorParallelGroup::current() != tp_) return;
+  auto lock = tp_->lock();
+  WireBuffer command;
+  command.put_i64(tp_model_id_);
+  tp_->send_command(TensorParallelCommand::kUnloadModel, command);
+}
+
+KvCache CausalLM::make_kv_cache(int64_t num_blocks, int64_t block_size) const {
+  ModelConfig local = config_;
+  local.num_key_value_heads = shard_.num_kv_heads;
+  KvCache cache(local, num_blocks, block_size);
+  if (tp_ != nullptr && tp_->rank() == 0) {
+    static int64_t next_cache_id = 0;
+    auto lock = tp_->lock();
+    cache.set_tensor_parallel_id(next_cache_id++);
+    WireBuffer command;
+    command.put_i64(cache.tensor_parallel_id());
+    command.put_i64(tp_model_id_);
+    command.put_i64(num_blocks);
+    command.put_i64(block_size);
+    tp_->send_command(TensorParallelCommand::kCreateCache, command);
+  }
+  return cache;
+}
+
+void CausalLM::release_kv_cache(const KvCache& cache) const {
+  if (tp_ == nullptr || tp_->rank() != 0 || TensorParallelGroup::current() != tp_) return;
+  auto lock = tp_->lock();
+  WireBuffer command;
+  command.put_i64(cache.tensor_parallel_id());
+  tp_->send_command(TensorParallelCommand::kFreeCache, command);
+}
+
+std::unique_ptr<CausalLM> CausalLM::load_local(const std::string& model_path, ThreadPool* pool, int rank, int size) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<CausalLM> m(new CausalLM());
   m->pool_ = pool;
   // The packed weights are one anonymous copy (each tensor's mapped pages are released once it
   // is packed), so loading needs about the checkpoint's size. Refuse now, with the numbers, rather
   // than be killed for memory halfway.
-  const auto check_memory = [&](int64_t bytes) {
+  // Under tensor parallelism a rank keeps about 1/size of them.
+  const auto check_memory = [&](int64_t checkpoint_bytes) {
+    const int64_t bytes = checkpoint_bytes / size;
     if (const std::optional<int64_t> available = mem_available_bytes(); available && bytes > *available)
       throw Error(ErrorCode::kResourceExhausted, model_path + ": the weights need " + format_gib(bytes) +
                                                      " of memory, but " + format_gib(*available) +
@@ -221,6 +318,7 @@ std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_path, ThreadPo
     const std::unique_ptr<GgufFile> g = GgufFile::open(model_path);
     m->config_ = gguf_model_config(*g);
     validate_gguf_weights(*g, m->config_);
+    m->shard_ = TensorParallelShard::of(m->config_, rank, size);
     check_memory(g->total_tensor_bytes());
     m->load_stats_.weight_bytes = g->total_tensor_bytes();
     m->load_tensors(GgufTensors(*g, m->config_), pool);
@@ -228,6 +326,7 @@ std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_path, ThreadPo
     m->config_ = load_model_config(model_path + "/config.json");
     const WeightStore store = WeightStore::open(model_path);
     validate_weights(m->config_, store);
+    m->shard_ = TensorParallelShard::of(m->config_, rank, size);
     check_memory(store.total_bytes());
     m->load_stats_.weight_bytes = store.total_bytes();
     m->load_tensors(SafetensorsTensors(store), pool);
@@ -256,13 +355,15 @@ void CausalLM::load_tensors(const CheckpointTensors& tensors, ThreadPool* pool) 
   });
   layers_.resize(static_cast<size_t>(c.num_hidden_layers));
   for (const Destination& d : destinations) {
+    std::vector<std::pair<int64_t, int64_t>> rows;  // what this rank keeps of each tensor
+    for (size_t part = 0; part < d.descs.size(); ++part) rows.push_back(shard_.rows(c, d.descs[part], part));
     if (is_matrix_slot(d.slot)) {
-      *matrix_slot(d.slot, d.layer, d.expert) = load_matrix(tensors, d.descs, pool);
+      *matrix_slot(d.slot, d.layer, d.expert) = load_matrix(tensors, d.descs, rows, pool);
     } else {
       std::vector<float>& v = *vector_slot(d.slot, d.layer);
-      for (const TensorDesc& t : d.descs) {
-        const std::vector<float> part = tensors.vector(t);
-        v.insert(v.end(), part.begin(), part.end());
+      for (size_t part = 0; part < d.descs.size(); ++part) {
+        const std::vector<float> whole = tensors.vector(d.descs[part]);
+        v.insert(v.end(), whole.begin() + rows[part].first, whole.begin() + rows[part].second);
       }
     }
   }
@@ -349,7 +450,12 @@ size_t CausalLM::moe_scratch_floats(int64_t num_tokens) const {
   const auto rows = t * static_cast<size_t>(c.num_experts_per_tok);  // (token, expert) pairs
   const auto hidden = static_cast<size_t>(c.hidden_size);
   const auto mi = static_cast<size_t>(c.moe_intermediate_size);
-  return t * static_cast<size_t>(c.num_experts) + rows * (hidden + 2 * mi + mi + hidden);
+  const auto mi_local = static_cast<size_t>(shard_.moe_intermediate);
+  const auto hidden_local = static_cast<size_t>(shard_.hidden);
+  // probs, xg, gate_up, act (every rank's), y; under tensor parallelism also act (this rank's)
+  // and the all-gather's landing space
+  const size_t split = shard_.size > 1 ? rows * (mi_local + mi) : 0;
+  return t * static_cast<size_t>(c.num_experts) + rows * (hidden + 2 * mi_local + mi + hidden_local) + split;
 }
 
 void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t num_tokens, float* delta,
@@ -359,13 +465,18 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
   const int64_t k = c.num_experts_per_tok;
   const int64_t hidden = c.hidden_size;
   const int64_t mi = c.moe_intermediate_size;
+  const int64_t mi_local = shard_.moe_intermediate;  // this rank's features of each expert
+  const int64_t out = shard_.hidden;                 // this rank's output columns
   const int64_t rows = num_tokens * k;
   float* probs = scratch;                        // [num_tokens, num_experts] f32 router logits, then softmax
   float* xg = probs + num_tokens * num_experts;  // [rows, hidden] f32 x gathered by expert
-  float* gate_up = xg + rows * hidden;           // [rows, 2·mi] f32
-  float* act = gate_up + rows * 2 * mi;          // [rows, mi] f32
-  float* y = act + rows * mi;                    // [rows, hidden] f32 expert outputs
-  // Routing: per token, its k experts (ascending id) and weights.
+  float* gate_up = xg + rows * hidden;           // [rows, 2·mi_local] f32
+  float* act = gate_up + rows * 2 * mi_local;    // [rows, mi] f32 every rank's features
+  float* y = act + rows * mi;                    // [rows, out] f32 expert outputs, this rank's columns
+  float* act_local = shard_.size > 1 ? y + rows * out : act;  // [rows, mi_local] f32
+  float* landing = act_local + rows * mi_local;               // [size · rows · mi_local] f32
+  // Routing: per token, its k experts (ascending id) and weights. Every rank routes the whole
+  // batch with the whole router, so every rank picks the same experts.
   linear(x, num_tokens, hidden, l.router, probs, num_experts, pool_);
   std::vector<int32_t> expert(static_cast<size_t>(rows));  // [num_tokens, k] ascending expert id
   std::vector<float> weight(static_cast<size_t>(rows));    // [num_tokens, k] matching weights
@@ -408,61 +519,82 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
                   static_cast<size_t>(hidden) * sizeof(float));
   });
 
-  // Each expert over its tokens: its weights are read once for all of them.
+  // Each expert over its tokens: its weights are read once for all of them. Under tensor
+  // parallelism each rank computes its features of silu(gate)·up, the ranks gather all of them,
+  // and each computes its columns of down_proj.
   for (int64_t e = 0; e < num_experts; ++e) {
     const int64_t r0 = begin[static_cast<size_t>(e)];
     const int64_t m = begin[static_cast<size_t>(e) + 1] - r0;
     if (m == 0) continue;
     const ExpertWeights& w = l.experts[static_cast<size_t>(e)];
-    linear(xg + r0 * hidden, m, hidden, w.gate_up_proj, gate_up + r0 * 2 * mi, 2 * mi, pool_);
-    silu_mul(gate_up + r0 * 2 * mi, m, mi, 2 * mi, act + r0 * mi, mi);
-    linear(act + r0 * mi, m, mi, w.down_proj, y + r0 * hidden, hidden, pool_);
+    linear(xg + r0 * hidden, m, hidden, w.gate_up_proj, gate_up + r0 * 2 * mi_local, 2 * mi_local, pool_);
+    silu_mul(gate_up + r0 * 2 * mi_local, m, mi_local, 2 * mi_local, act_local + r0 * mi_local, mi_local);
+  }
+  gather_columns(act_local, rows, mi_local, act, landing);
+  for (int64_t e = 0; e < num_experts; ++e) {
+    const int64_t r0 = begin[static_cast<size_t>(e)];
+    const int64_t m = begin[static_cast<size_t>(e) + 1] - r0;
+    if (m == 0) continue;
+    linear(act + r0 * mi, m, mi, l.experts[static_cast<size_t>(e)].down_proj, y + r0 * out, out, pool_);
   }
 
   // Combine: Σ over the token's experts in ascending id of weight · output, from +0.
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      float* out = delta + t * hidden;
-      std::fill(out, out + hidden, 0.0f);
+      float* o = delta + t * out;
+      std::fill(o, o + out, 0.0f);
       for (int64_t j = 0; j < k; ++j) {
         const float w = weight[static_cast<size_t>(t * k + j)];
-        const float* yr = y + row_of[static_cast<size_t>(t * k + j)] * hidden;
-        for (int64_t i = 0; i < hidden; ++i) out[i] += w * yr[i];
+        const float* yr = y + row_of[static_cast<size_t>(t * k + j)] * out;
+        for (int64_t i = 0; i < out; ++i) o[i] += w * yr[i];
       }
     }
   });
 }
 
 // forward()'s activations for one batch: spans of arena_, which only grows, so a prefill does not
-// pay for fresh zeroed pages on every step.
+// pay for fresh zeroed pages on every step. "Local" buffers hold this rank's columns under tensor
+// parallelism; without it they are the whole-width buffers themselves.
 struct CausalLM::Activations {
   int64_t num_tokens = 0;
-  std::span<float> h;        // [num_tokens, hidden_size] f32 residual stream
-  std::span<float> x;        // [num_tokens, hidden_size] f32 a block's normed input
-  std::span<float> qkv;      // [num_tokens, q_dim + 2·kv_dim] f32 q, k, v of each token
-  std::span<float> attn;     // [num_tokens, q_dim] f32 attention output, heads side by side
-  std::span<float> gate_up;  // [num_tokens, 2·intermediate_size] f32 gate, up
-  std::span<float> act;      // [num_tokens, intermediate_size] f32 silu(gate) · up
-  std::span<float> delta;    // [num_tokens, hidden_size] f32 a block's output, added to h
-  std::span<float> cos_sin;  // [num_tokens, 2, head_dim / 2] f32 RoPE cos, sin of each position
-  std::span<float> moe;      // [moe_scratch_floats(num_tokens)] f32 moe_block's scratch
+  std::span<float> h;            // [num_tokens, hidden_size] f32 residual stream
+  std::span<float> x;            // [num_tokens, hidden_size] f32 a block's normed input
+  std::span<float> qkv;          // [num_tokens, (heads + 2·kv_heads)·head_dim] f32 this rank's q, k, v
+  std::span<float> attn_local;   // [num_tokens, heads·head_dim] f32 this rank's heads' attention output
+  std::span<float> attn;         // [num_tokens, q_dim] f32 every head's, side by side
+  std::span<float> gate_up;      // [num_tokens, 2·shard.intermediate] f32 gate, up
+  std::span<float> act_local;    // [num_tokens, shard.intermediate] f32 silu(gate) · up
+  std::span<float> act;          // [num_tokens, intermediate_size] f32 every rank's features
+  std::span<float> delta_local;  // [num_tokens, shard.hidden] f32 this rank's columns of a block's output
+  std::span<float> delta;        // [num_tokens, hidden_size] f32 a block's output, added to h
+  std::span<float> gathered;     // [size · num_tokens · widest local] f32 all-gather landing space
+  std::span<float> cos_sin;      // [num_tokens, 2, head_dim / 2] f32 RoPE cos, sin of each position
+  std::span<float> moe;          // [moe_scratch_floats(num_tokens)] f32 moe_block's scratch
 };
 
 CausalLM::Activations CausalLM::activations(int64_t num_tokens) const {
   const ModelConfig& c = config_;
+  const TensorParallelShard& s = shard_;
+  const bool split = s.size > 1;
   const auto n = static_cast<size_t>(num_tokens);
   const auto hidden = static_cast<size_t>(c.hidden_size);
-  const auto q_dim = static_cast<size_t>(c.num_attention_heads * c.head_dim);
-  const auto qkv_dim = q_dim + 2 * static_cast<size_t>(c.num_key_value_heads * c.head_dim);
-  const auto inter = static_cast<size_t>(c.intermediate_size);
+  const auto head_dim = static_cast<size_t>(c.head_dim);
+  const auto q_local = static_cast<size_t>(s.num_heads) * head_dim;
+  const auto qkv_local = q_local + 2 * static_cast<size_t>(s.num_kv_heads) * head_dim;
+  const auto inter_local = static_cast<size_t>(s.intermediate);
+  const size_t widest = std::max({q_local, inter_local, static_cast<size_t>(s.hidden)});
   const size_t sizes[] = {n * hidden,
                           n * hidden,
-                          n * qkv_dim,
-                          n * q_dim,
-                          n * 2 * inter,
-                          n * inter,
+                          n * qkv_local,
+                          split ? n * q_local : 0,
+                          n * static_cast<size_t>(c.num_attention_heads) * head_dim,
+                          n * 2 * inter_local,
+                          split ? n * inter_local : 0,
+                          n * static_cast<size_t>(c.intermediate_size),
+                          split ? n * static_cast<size_t>(s.hidden) : 0,
                           n * hidden,
-                          n * static_cast<size_t>(c.head_dim),
+                          split ? static_cast<size_t>(s.size) * n * widest : 0,
+                          n * head_dim,
                           c.is_moe() ? moe_scratch_floats(num_tokens) : 0};
   size_t total = 0;
   for (size_t sz : sizes) total += sz;
@@ -479,12 +611,21 @@ CausalLM::Activations CausalLM::activations(int64_t num_tokens) const {
   a.h = take();
   a.x = take();
   a.qkv = take();
+  a.attn_local = take();
   a.attn = take();
   a.gate_up = take();
+  a.act_local = take();
   a.act = take();
+  a.delta_local = take();
   a.delta = take();
+  a.gathered = take();
   a.cos_sin = take();
   a.moe = take();
+  if (!split) {  // one process: the local buffers are the whole ones
+    a.attn_local = a.attn;
+    a.act_local = a.act;
+    a.delta_local = a.delta;
+  }
   return a;
 }
 
@@ -492,6 +633,19 @@ CausalLM::Activations CausalLM::activations(int64_t num_tokens) const {
 // token's values are computed by one thread in the same order whatever the split.
 void CausalLM::for_tokens(int64_t num_tokens, const std::function<void(int64_t t0, int64_t t1)>& fn) const {
   split_tokens(pool_, num_tokens, fn);
+}
+
+void CausalLM::gather_columns(const float* local, int64_t rows, int64_t width, float* full, float* scratch) const {
+  const int size = shard_.size;
+  if (size == 1) {
+    if (full != local) std::memcpy(full, local, static_cast<size_t>(rows * width) * sizeof(float));
+    return;
+  }
+  tp_->all_gather(local, static_cast<size_t>(rows * width) * sizeof(float), scratch);
+  for (int r = 0; r < size; ++r)
+    for (int64_t t = 0; t < rows; ++t)
+      std::memcpy(full + (t * size + r) * width, scratch + (r * rows + t) * width,
+                  static_cast<size_t>(width) * sizeof(float));
 }
 
 void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits) const {
@@ -506,10 +660,37 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
       throw_invalid_argument("position " + std::to_string(pos) + " is outside the model's context [0, " +
                              std::to_string(c.max_position_embeddings) + ") (max_position_embeddings)");
   }
+  for (int32_t id : batch.token_ids) {
+    if (id < 0 || id >= c.vocab_size)
+      throw_invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                             std::to_string(c.vocab_size) + ")");
+  }
   if (num_tokens == 0) return;
+  if (tp_ == nullptr || tp_->rank() != 0) return forward_shard(batch, cache, logits);
 
-  Activations a = activations(num_tokens);
-  const AttentionShape shape{c.num_attention_heads, c.num_key_value_heads, c.head_dim, cache.block_size(),
+  auto lock = tp_->lock();
+  WireBuffer command;
+  command.put_i64(tp_model_id_);
+  command.put_i64(cache.tensor_parallel_id());
+  command.put_array(batch.token_ids);
+  command.put_array(batch.positions);
+  command.put_array(batch.slot_mapping);
+  command.put_array(batch.token_seq);
+  command.put_array(batch.block_tables);
+  command.put_i64(batch.max_blocks_per_seq);
+  command.put_array(batch.logits_indices);
+  tp_->send_command(TensorParallelCommand::kForward, command);
+  try {
+    forward_shard(batch, cache, logits);
+  } catch (const std::exception& e) {  // the other ranks are inside the same pass: stop them all
+    tp_->abort(std::string("forward pass failed: ") + e.what());
+  }
+}
+
+void CausalLM::forward_shard(const ForwardBatch& batch, KvCache& cache, float* logits) const {
+  const ModelConfig& c = config_;
+  Activations a = activations(batch.num_tokens());
+  const AttentionShape shape{shard_.num_heads, shard_.num_kv_heads, c.head_dim, cache.block_size(),
                              static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
   embedding_block(batch, a);
   for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
@@ -520,22 +701,50 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
   final_norm_and_lm_head(batch, a, logits);
 }
 
-// h = embed_tokens[token_ids]; the RoPE cos/sin of every position.
+// h = embed_tokens[token_ids]; the RoPE cos/sin of every position. Under tensor parallelism each
+// rank looks up the tokens in its vocabulary rows and the ranks gather the rows.
 void CausalLM::embedding_block(const ForwardBatch& batch, Activations& a) const {
-  embedding(embed_tokens_.parts[0], batch.token_ids.data(), a.num_tokens, a.h.data());
   rope_cos_sin(batch.positions.data(), a.num_tokens, inv_freq_, a.cos_sin.data());
+  if (shard_.size == 1) return embedding(embed_tokens_.parts[0], batch.token_ids.data(), a.num_tokens, a.h.data());
+  const int size = shard_.size;
+  const int64_t hidden = config_.hidden_size;
+  std::vector<int> owner(static_cast<size_t>(a.num_tokens));
+  std::vector<size_t> bytes(static_cast<size_t>(size), 0);
+  std::vector<int32_t> mine;  // this rank's tokens, as rows of its shard, in batch order
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    const int32_t id = batch.token_ids[static_cast<size_t>(t)];
+    int r = 0;
+    while (TensorParallelShard::vocab_range(config_.vocab_size, r, size).second <= id) ++r;
+    owner[static_cast<size_t>(t)] = r;
+    bytes[static_cast<size_t>(r)] += static_cast<size_t>(hidden) * sizeof(float);
+    if (r == shard_.rank) mine.push_back(static_cast<int32_t>(id - shard_.vocab_begin));
+  }
+  float* rows = a.x.data();  // [mine, hidden] this rank's rows; x is free until the first layer
+  if (!mine.empty()) embedding(embed_tokens_.parts[0], mine.data(), static_cast<int64_t>(mine.size()), rows);
+  float* all = a.delta.data();  // [num_tokens, hidden] every rank's rows, rank-major
+  tp_->all_gather_v(rows, bytes, all);
+  std::vector<int64_t> next(static_cast<size_t>(size), 0);  // rank r's next row in `all`
+  for (int r = 1; r < size; ++r)
+    next[static_cast<size_t>(r)] =
+        next[static_cast<size_t>(r) - 1] + static_cast<int64_t>(bytes[static_cast<size_t>(r) - 1] / sizeof(float));
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    int64_t& from = next[static_cast<size_t>(owner[static_cast<size_t>(t)])];
+    std::memcpy(a.h.data() + t * hidden, all + from, static_cast<size_t>(hidden) * sizeof(float));
+    from += hidden;
+  }
 }
 
 // h += o_proj(attention(rope(qk_norm(qkv_proj(input_layernorm(h)))))). Every token's K/V is
-// written to its cache slot before any query attends.
+// written to its cache slot before any query attends. Under tensor parallelism this rank runs its
+// heads and its columns of o_proj; the heads' outputs and o_proj's columns are gathered.
 void CausalLM::attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, const ForwardBatch& batch,
                                const AttentionShape& shape, Activations& a) const {
   const ModelConfig& c = config_;
   const int64_t num_tokens = a.num_tokens;
   const int64_t hidden = c.hidden_size;
   const int64_t head_dim = c.head_dim;
-  const int64_t q_dim = c.num_attention_heads * head_dim;
-  const int64_t kv_dim = c.num_key_value_heads * head_dim;
+  const int64_t q_dim = shard_.num_heads * head_dim;
+  const int64_t kv_dim = shard_.num_kv_heads * head_dim;
   const int64_t qkv_dim = q_dim + 2 * kv_dim;
   const auto eps = static_cast<float>(c.rms_norm_eps);
   float* const h = a.h.data();
@@ -548,21 +757,24 @@ void CausalLM::attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, co
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     add_bias(qkv + t0 * qkv_dim, t1 - t0, qkv_dim, qkv_dim, l.qkv_bias);
     for (int64_t t = t0; t < t1; ++t) {
-      float* q = qkv + t * qkv_dim;  // [num_attention_heads, head_dim]
-      float* k = q + q_dim;          // [num_key_value_heads, head_dim]
+      float* q = qkv + t * qkv_dim;  // [heads, head_dim]
+      float* k = q + q_dim;          // [kv_heads, head_dim]
       if (c.has_qk_norm()) {
-        rms_norm(q, c.num_attention_heads, head_dim, head_dim, l.q_norm.data(), eps, q, head_dim);
-        rms_norm(k, c.num_key_value_heads, head_dim, head_dim, l.k_norm.data(), eps, k, head_dim);
+        rms_norm(q, shard_.num_heads, head_dim, head_dim, l.q_norm.data(), eps, q, head_dim);
+        rms_norm(k, shard_.num_kv_heads, head_dim, head_dim, l.k_norm.data(), eps, k, head_dim);
       }
-      rope_apply(q, c.num_attention_heads, head_dim, a.cos_sin.data() + t * head_dim);
-      rope_apply(k, c.num_key_value_heads, head_dim, a.cos_sin.data() + t * head_dim);
+      rope_apply(q, shard_.num_heads, head_dim, a.cos_sin.data() + t * head_dim);
+      rope_apply(k, shard_.num_kv_heads, head_dim, a.cos_sin.data() + t * head_dim);
     }
     write_kv(qkv + t0 * qkv_dim + q_dim, qkv_dim, qkv + t0 * qkv_dim + q_dim + kv_dim, qkv_dim,
              batch.slot_mapping.data() + t0, t1 - t0, kv_dim, kv);
   });
   paged_attention(qkv, qkv_dim, batch.positions.data(), batch.token_seq.data(), num_tokens, batch.block_tables.data(),
-                  batch.max_blocks_per_seq, kv, shape, a.attn.data(), q_dim, pool_);
-  linear(a.attn.data(), num_tokens, q_dim, l.o_proj, a.delta.data(), hidden, pool_);
+                  batch.max_blocks_per_seq, kv, shape, a.attn_local.data(), q_dim, pool_);
+  gather_columns(a.attn_local.data(), num_tokens, q_dim, a.attn.data(), a.gathered.data());
+  const int64_t all_heads = c.num_attention_heads * head_dim;
+  linear(a.attn.data(), num_tokens, all_heads, l.o_proj, a.delta_local.data(), shard_.hidden, pool_);
+  gather_columns(a.delta_local.data(), num_tokens, shard_.hidden, a.delta.data(), a.gathered.data());
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     add_bias(a.delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.o_bias);
     add_residual(h + t0 * hidden, a.delta.data() + t0 * hidden, static_cast<size_t>((t1 - t0) * hidden));
@@ -580,31 +792,35 @@ void CausalLM::feed_forward_block(const DecoderLayerWeights& l, Activations& a) 
              a.x.data() + t0 * hidden, hidden);
   });
   if (l.is_moe()) {
-    moe_block(l, a.x.data(), num_tokens, a.delta.data(), a.moe.data());
+    moe_block(l, a.x.data(), num_tokens, a.delta_local.data(), a.moe.data());
   } else {
     mlp_block(l, a);
   }
+  gather_columns(a.delta_local.data(), num_tokens, shard_.hidden, a.delta.data(), a.gathered.data());
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     add_bias(a.delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.down_bias);
     add_residual(a.h.data() + t0 * hidden, a.delta.data() + t0 * hidden, static_cast<size_t>((t1 - t0) * hidden));
   });
 }
 
-// delta = down_proj(silu(gate_proj(x)) · up_proj(x)) (+ gate/up biases; down_bias is added by the caller).
+// delta_local = down_proj(silu(gate_proj(x)) · up_proj(x)) (+ gate/up biases; down_bias is added by
+// the caller): this rank's features of silu·up, gathered, then its columns of down_proj.
 void CausalLM::mlp_block(const DecoderLayerWeights& l, Activations& a) const {
   const int64_t num_tokens = a.num_tokens;
   const int64_t hidden = config_.hidden_size;
-  const int64_t inter = config_.intermediate_size;
+  const int64_t inter = shard_.intermediate;
   float* const gate_up = a.gate_up.data();
   linear(a.x.data(), num_tokens, hidden, l.gate_up_proj, gate_up, 2 * inter, pool_);
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     add_bias(gate_up + t0 * 2 * inter, t1 - t0, 2 * inter, 2 * inter, l.gate_up_bias);
-    silu_mul(gate_up + t0 * 2 * inter, t1 - t0, inter, 2 * inter, a.act.data() + t0 * inter, inter);
+    silu_mul(gate_up + t0 * 2 * inter, t1 - t0, inter, 2 * inter, a.act_local.data() + t0 * inter, inter);
   });
-  linear(a.act.data(), num_tokens, inter, l.down_proj, a.delta.data(), hidden, pool_);
+  gather_columns(a.act_local.data(), num_tokens, inter, a.act.data(), a.gathered.data());
+  linear(a.act.data(), num_tokens, config_.intermediate_size, l.down_proj, a.delta_local.data(), shard_.hidden, pool_);
 }
 
 // logits = lm_head(norm(h)), only for the rows batch.logits_indices; a tied head is the embedding.
+// Under tensor parallelism each rank computes its vocabulary rows and rank 0 assembles them.
 void CausalLM::final_norm_and_lm_head(const ForwardBatch& batch, const Activations& a, float* logits) const {
   const ModelConfig& c = config_;
   const int64_t hidden = c.hidden_size;
@@ -614,7 +830,32 @@ void CausalLM::final_norm_and_lm_head(const ForwardBatch& batch, const Activatio
     rms_norm_row(a.h.data() + batch.logits_indices[i] * hidden, hidden, norm_.data(),
                  static_cast<float>(c.rms_norm_eps), final_x.data() + i * hidden);
   const LinearWeight& head = c.tie_word_embeddings ? embed_tokens_ : lm_head_;
-  linear(final_x.data(), num_logits, hidden, head, logits, c.vocab_size, pool_);
+  if (shard_.size == 1) return linear(final_x.data(), num_logits, hidden, head, logits, c.vocab_size, pool_);
+  const int64_t width = shard_.vocab_end - shard_.vocab_begin;
+  std::vector<float> local(static_cast<size_t>(num_logits * width));  // [num_logits, width] f32
+  linear(final_x.data(), num_logits, hidden, head, local.data(), width, pool_);
+  gather_logits(local.data(), num_logits, logits);
+}
+
+void CausalLM::gather_logits(const float* local, int64_t num_logits, float* logits) const {
+  const int64_t vocab = config_.vocab_size;
+  if (shard_.rank != 0) {
+    const int64_t width = shard_.vocab_end - shard_.vocab_begin;
+    return tp_->send_to(0, local, static_cast<size_t>(num_logits * width) * sizeof(float));
+  }
+  std::vector<float> received;
+  for (int r = 0; r < shard_.size; ++r) {
+    const auto [begin, end] = TensorParallelShard::vocab_range(vocab, r, shard_.size);
+    const float* from = local;
+    if (r != 0) {
+      received.resize(static_cast<size_t>(num_logits * (end - begin)));
+      tp_->receive_from(r, received.data(), received.size() * sizeof(float));
+      from = received.data();
+    }
+    for (int64_t i = 0; i < num_logits; ++i)
+      std::memcpy(logits + i * vocab + begin, from + i * (end - begin),
+                  static_cast<size_t>(end - begin) * sizeof(float));
+  }
 }
 
 }  // namespace ditto

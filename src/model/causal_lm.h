@@ -17,6 +17,13 @@
 // Tokens are grouped by expert so each expert's weights are read once per step; because GEMM is
 // per-row invariant, grouping never changes a bit.
 //
+// Tensor parallelism (model/tensor_parallel_shard.h): loaded with a TensorParallelGroup, each rank
+// holds its shard; rank 0's load() and forward() send the other ranks the same command
+// (model/tensor_parallel_worker.h), and each forward pass all-gathers, per layer, the attention
+// output, o_proj's outputs, the MLP activations and down_proj's outputs (MoE: the experts'
+// activations and outputs), so every rank holds the whole residual stream with the bits of one
+// process. Logits are assembled on rank 0 only.
+//
 // Thread-safety: forward() may not run concurrently on one instance (it uses the thread pool and
 // an activation arena owned by the instance).
 #pragma once
@@ -32,6 +39,7 @@
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/model_tensors.h"
+#include "model/tensor_parallel_shard.h"
 
 namespace ditto {
 
@@ -82,6 +90,7 @@ struct DecoderLayerWeights {
 };
 
 class CheckpointTensors;  // where load() reads tensors from: safetensors or GGUF (causal_lm.cc)
+class TensorParallelGroup;
 
 struct LoadStats {
   int64_t num_tensors = 0;
@@ -98,7 +107,21 @@ class CausalLM {
   // Throws Error naming the file and key/tensor for any malformed or missing input, and
   // Error(kResourceExhausted) when the weights need more memory than the machine has available
   // (core/memory_info.h), before anything is loaded.
-  static std::unique_ptr<CausalLM> load(const std::string& model_path, ThreadPool* pool);
+  // With a tensor-parallel group (rank 0 calls; the other ranks follow its command) every rank
+  // loads its shard; the ranks then compare results, and any rank's failure, a model that the
+  // group size does not divide, or ranks that read different files throw on rank 0, naming the
+  // rank and its reason.
+  static std::unique_ptr<CausalLM> load(const std::string& model_path, ThreadPool* pool,
+                                        TensorParallelGroup* tensor_parallel = nullptr);
+  ~CausalLM();
+
+  // What this process holds (the whole model without tensor parallelism).
+  const TensorParallelShard& shard() const { return shard_; }
+
+  // A KV cache for this rank's KV heads: num_blocks blocks of block_size tokens. On rank 0 of a
+  // group the other ranks allocate theirs; release_kv_cache() frees them. Throws as KvCache.
+  KvCache make_kv_cache(int64_t num_blocks, int64_t block_size) const;
+  void release_kv_cache(const KvCache& cache) const;
 
   const ModelConfig& config() const { return config_; }
   const LoadStats& load_stats() const { return load_stats_; }
@@ -120,16 +143,29 @@ class CausalLM {
 
   // Runs the model over a flat batch: writes every token's K/V into `cache` at its slot, then
   // computes attention over the sequence's cached keys 0..position. logits: [num_logits,
-  // vocab_size] f32 for the rows batch.logits_indices, in that order.
+  // vocab_size] f32 for the rows batch.logits_indices, in that order (rank 0; null on the others
+  // of a tensor-parallel group). Under tensor parallelism a failure after the other ranks have
+  // started stops every rank (TensorParallelGroup::abort) rather than leave them waiting.
   // Throws Error(kInvalidArgument) for token ids outside the vocabulary, positions outside
   // [0, max_position_embeddings) or slots outside the cache; the KV of tokens before the failure
   // may have been written.
   void forward(const ForwardBatch& batch, KvCache& cache, float* logits) const;
 
  private:
-  struct Activations;  // forward()'s buffers, shapes in causal_lm.cc
+  friend class TensorParallelWorker;  // model/tensor_parallel_worker.h
+  struct Activations;                 // forward()'s buffers, shapes in causal_lm.cc
 
   CausalLM() = default;
+
+  // Every rank: loads this rank's shard and, in a group, agrees with the others on the outcome.
+  static std::unique_ptr<CausalLM> load_shard(const std::string& model_path, ThreadPool* pool,
+                                              TensorParallelGroup* tensor_parallel, int64_t model_id);
+  static std::unique_ptr<CausalLM> load_local(const std::string& model_path, ThreadPool* pool, int rank, int size);
+  // forward() after validation, on every rank.
+  void forward_shard(const ForwardBatch& batch, KvCache& cache, float* logits) const;
+  // full [rows, size · width] = every rank's local [rows, width] side by side in rank order
+  // (all-gather; a copy when size is 1 and full != local).
+  void gather_columns(const float* local, int64_t rows, int64_t width, float* full, float* scratch) const;
 
   // Packs every tensor of config_ from `tensors` into its slot.
   void load_tensors(const CheckpointTensors& tensors, ThreadPool* pool);
@@ -145,18 +181,24 @@ class CausalLM {
   void feed_forward_block(const DecoderLayerWeights& l, Activations& a) const;
   void mlp_block(const DecoderLayerWeights& l, Activations& a) const;
   void final_norm_and_lm_head(const ForwardBatch& batch, const Activations& a, float* logits) const;
+  // Each rank's logits [num_logits, its vocabulary rows] into rank 0's logits [num_logits, vocab_size].
+  void gather_logits(const float* local, int64_t num_logits, float* logits) const;
   void for_tokens(int64_t num_tokens, const std::function<void(int64_t t0, int64_t t1)>& fn) const;
 
   // The sparse MoE block for x [num_tokens, hidden_size] into delta [num_tokens, hidden_size]
   // (see the file comment). scratch holds moe_scratch_floats(num_tokens) floats.
+  // Under tensor parallelism delta is this rank's [num_tokens, shard.hidden] columns.
   void moe_block(const DecoderLayerWeights& l, const float* x, int64_t num_tokens, float* delta, float* scratch) const;
   size_t moe_scratch_floats(int64_t num_tokens) const;
 
   ModelConfig config_;
+  TensorParallelShard shard_;  // the whole model unless tensor-parallel
+  TensorParallelGroup* tp_ = nullptr;
+  int64_t tp_model_id_ = -1;  // this model's id in rank 0's commands
   ThreadPool* pool_ = nullptr;
   LoadStats load_stats_;
   std::vector<double> inv_freq_;             // [head_dim / 2] f64 rotary frequencies
-  LinearWeight embed_tokens_;                // [vocab_size, hidden_size] checkpoint dtype, one part
+  LinearWeight embed_tokens_;                // [vocab rows of the shard, hidden_size] checkpoint dtype, one part
   std::vector<DecoderLayerWeights> layers_;  // [num_hidden_layers]
   std::vector<float> norm_;                  // [hidden_size] f32 final RMSNorm
   LinearWeight lm_head_;                     // [vocab_size, hidden_size] checkpoint dtype; empty when tied

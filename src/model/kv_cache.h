@@ -22,6 +22,9 @@ class KvCache {
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return block_size_; }
   int64_t kv_dim() const { return kv_dim_; }
+  // The id rank 0 of a tensor-parallel group gave this cache in its commands (-1: none).
+  int64_t tensor_parallel_id() const { return tensor_parallel_id_; }
+  void set_tensor_parallel_id(int64_t id) { tensor_parallel_id_ = id; }
   KvCacheLayer layer(int64_t index);
   // Bytes per block across all layers (K and V), for sizing the cache to a memory budget.
   static int64_t bytes_per_block(const ModelConfig& config, int64_t block_size);
@@ -31,6 +34,7 @@ class KvCache {
   int64_t num_blocks_;
   int64_t block_size_;
   int64_t kv_dim_;  // num_key_value_heads · head_dim
+  int64_t tensor_parallel_id_ = -1;
   std::vector<uint16_t, HugePageAllocator<uint16_t>>
       data_;  // [num_layers, 2 (K, V), num_blocks · block_size, kv_dim] bf16
 };
