@@ -279,6 +279,13 @@ void run_check(const CheckOptions& o) {
     LLMEngine other(one);
     check("threads " + std::to_string(base.threads) + " vs " + std::to_string(one.threads), identity, {}, {}, &other);
   }
+  if (base.tensor_parallel_size > 1) {  // the whole model in this process (rank 0) against the split one
+    EngineArgs one = base;
+    one.tensor_parallel_size = 1;
+    LLMEngine whole(one);
+    check("tensor-parallel size " + std::to_string(base.tensor_parallel_size) + " vs one process", identity, {}, {},
+          &whole);
+  }
   {  // decode logprobs vs re-scoring the finished sequence with prompt_logprobs
     Row row{"decode logprob vs re-scored prompt logprob"};
     std::vector<PromptInput> rescore;
@@ -345,11 +352,12 @@ void run_check(const CheckOptions& o) {
 
 void add_check_invariance_command(CLI::App& app) {
   auto o = std::make_shared<CheckOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "check-invariance",
-      "Run every contract row the engine covers (batch 1 vs N, order, co-running traffic, chunked "
-      "prefill budgets, prefix cache, preemption, threads, decode vs re-scored logprobs) and compare "
-      "outputs bit for bit; exit 1 on any mismatch");
+  CLI::App* cmd =
+      app.add_subcommand("check-invariance",
+                         "Run every contract row the engine covers (batch 1 vs N, order, co-running traffic, chunked "
+                         "prefill budgets, prefix cache, preemption, threads, tensor-parallel size, decode vs "
+                         "re-scored logprobs) and compare "
+                         "outputs bit for bit; exit 1 on any mismatch");
   add_model_options(cmd, o->model);
   cmd->add_option("--prompts", o->prompts_file,
                   "JSON lines of {\"prompt\"} or {\"prompt_token_ids\"} (default: random token ids)");

@@ -100,9 +100,11 @@ TensorParallelGroup* TensorParallelGroup::initialize(int size) {
   if (size == 1) return nullptr;
   if (finalized) throw_invalid_argument("the tensor-parallel group of this process has already shut down");
   if (!launched_by_mpi())
-    throw_invalid_argument("--tensor-parallel-size " + std::to_string(size) + " needs " + std::to_string(size) +
-                           " processes, one per rank: launch the same command with `mpirun -np " +
-                           std::to_string(size) + " ditto ...` (Open MPI)");
+    throw_invalid_argument(
+        "tensor_parallel_size (--tensor-parallel-size) " + std::to_string(size) + " needs " + std::to_string(size) +
+        " processes, one per rank: launch the same command under `mpirun -np " + std::to_string(size) +
+        "` (Open MPI), e.g. `mpirun -np " + std::to_string(size) + " ditto serve MODEL --tensor-parallel-size " +
+        std::to_string(size) + "` or `mpirun -np " + std::to_string(size) + " python script.py`");
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {

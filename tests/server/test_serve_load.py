@@ -4,7 +4,9 @@ errors or clean aborts while everyone else is served; the server's memory return
 after warm-up.
 
 Standard library only (http.client, threads). DITTO_BIN is the ditto binary, DITTO_TEST_MODEL a
-generated 2-layer qwen3-0.6b.
+generated 2-layer qwen3-0.6b. DITTO_SERVE_LAUNCHER (e.g. "mpirun -np 2") and DITTO_SERVE_ARGS
+(e.g. "--tensor-parallel-size 2") run the same tests against a server split over MPI ranks;
+DITTO_SERVE_THREADS sets --threads (default 2).
 """
 import http.client
 import json
@@ -27,9 +29,12 @@ WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly 
 
 class Server:
     def __init__(self, *args):
-        self.proc = subprocess.Popen([DITTO, "serve", MODEL, "--port", "0", "--served-model-name", NAME,
-                                      "--threads", "2", *args],
+        launcher = os.environ.get("DITTO_SERVE_LAUNCHER", "").split()
+        self.proc = subprocess.Popen([*launcher, DITTO, "serve", MODEL, "--port", "0", "--served-model-name", NAME,
+                                      "--threads", os.environ.get("DITTO_SERVE_THREADS", "2"), *args,
+                                      *os.environ.get("DITTO_SERVE_ARGS", "").split()],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.launched = bool(launcher)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on http://([\d.]+):(\d+)", line)
         if not m:
@@ -40,8 +45,24 @@ class Server:
         self.stderr = []
         threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
 
+    def server_pid(self):
+        """The process serving HTTP: ditto itself, or under a launcher its child that is MPI rank 0."""
+        if not self.launched:
+            return self.proc.pid
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) != self.proc.pid:
+                        continue
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if b"\0OMPI_COMM_WORLD_RANK=0\0" in b"\0" + f.read():
+                        return int(entry)
+            except (OSError, ValueError, IndexError):
+                continue
+        raise RuntimeError("no rank 0 under the launcher")
+
     def rss_kib(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
+        with open(f"/proc/{self.server_pid()}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])
