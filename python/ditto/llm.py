@@ -7,6 +7,7 @@ Each output is the same bits whatever else is in the batch (docs/INVARIANCE.md).
 """
 from __future__ import annotations
 
+import atexit
 import json
 import numbers
 import os
@@ -86,6 +87,11 @@ class LLM:
     request waits behind a long prompt; 0 (the default): a quarter of max_num_batched_tokens. ditto's
     own: kv_cache_memory (bytes or "2GiB"), threads (default: $DITTO_NUM_THREADS or every core).
 
+    tensor_parallel_size=N splits the model over N processes, as vLLM's external launcher does: run
+    the same script under `mpirun -np N python script.py`. Rank 0 loads its shard and drives; on
+    every other rank the constructor serves rank 0 until rank 0's script ends, and then generate()
+    and chat() return [] there (is_driver is False). Outputs are the bits of one process for every N.
+
     Raises FileNotFoundError for a model that is not there, ValueError for a bad argument or file
     (naming it), MemoryError when the weights or KV cache do not fit, TypeError for an argument
     vLLM does not have either. vLLM's GPU-only arguments are accepted with a warning.
@@ -120,8 +126,7 @@ class LLM:
             raise ValueError(f"quantization={quantization!r} is not supported")
         if skip_tokenizer_init:
             raise ValueError("skip_tokenizer_init=True is not supported (give token-id prompts instead)")
-        if tensor_parallel_size != 1:
-            raise ValueError(f"tensor_parallel_size={tensor_parallel_size}: ditto runs one process (1) for now")
+        tensor_parallel_size = _positive("tensor_parallel_size", tensor_parallel_size)
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 1 << 64):
             raise ValueError(f"seed must be None or an integer in [0, 2^64 - 1], got {seed!r}")
         if isinstance(max_logprobs, bool) or not isinstance(max_logprobs, int) or max_logprobs < 0:
@@ -141,6 +146,14 @@ class LLM:
         args.enable_prefix_caching = bool(enable_prefix_caching)
         args.max_model_len = 0 if max_model_len is None else _positive("max_model_len", max_model_len)
         args.max_logprobs = max_logprobs
+        args.tensor_parallel_size = tensor_parallel_size
+        self.is_driver = True
+        if tensor_parallel_size > 1:
+            if _ditto.serve_as_tensor_parallel_rank(tensor_parallel_size):
+                self.is_driver = False  # rank 0's script has ended; it returned the results
+                return
+            # Rank 0 releases the other ranks when this interpreter exits.
+            atexit.register(_ditto.shutdown_tensor_parallel)
         self._engine = _ditto.Engine(args)
         self._default_sampling = _default_sampling(generation_config, self._engine.model_dir,
                                                    override_generation_config)
@@ -154,6 +167,8 @@ class LLM:
         "auto" (the default), SamplingParams() with the model's generation_config.json values for
         temperature, top_p, top_k, min_p, repetition_penalty and max_new_tokens (as max_tokens);
         with "vllm", SamplingParams() as it is. override_generation_config's keys win."""
+        if not self.is_driver:
+            return SamplingParams()
         return SamplingParams(**self._default_sampling)
 
     def reset_prefix_cache(self) -> bool:
@@ -162,7 +177,10 @@ class LLM:
         return True
 
     def get_tokenizer(self) -> Tokenizer:
-        """The model's tokenizer (encode, decode, apply_chat_template)."""
+        """The model's tokenizer (encode, decode, apply_chat_template). Raises RuntimeError on a
+        tensor-parallel rank other than 0, which holds no engine."""
+        if not self.is_driver:
+            raise RuntimeError("this process is a tensor-parallel rank other than 0; rank 0 holds the tokenizer")
         return self._tokenizer
 
     def generate(self, prompts: Union[PromptType, Sequence[PromptType]],
@@ -206,6 +224,8 @@ class LLM:
         return self._run(engine_prompts, sampling_params, use_tqdm)
 
     def _run(self, engine_prompts: list, sampling_params, use_tqdm: bool) -> list[RequestOutput]:
+        if not self.is_driver:
+            return []
         if sampling_params is None:
             sampling_params = self.get_default_sampling_params()
         if isinstance(sampling_params, SamplingParams):

@@ -24,6 +24,8 @@
 #include "ditto/sampling_params.h"
 #include "engine/llm_engine.h"
 #include "model/causal_lm.h"
+#include "model/tensor_parallel_worker.h"
+#include "parallel/tensor_parallel.h"
 #include "tokenizer/tokenizer.h"
 
 namespace py = pybind11;
@@ -176,7 +178,19 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readwrite("long_prefill_token_threshold", &EngineArgs::long_prefill_token_threshold)
       .def_readwrite("enable_prefix_caching", &EngineArgs::enable_prefix_caching)
       .def_readwrite("max_model_len", &EngineArgs::max_model_len)
-      .def_readwrite("max_logprobs", &EngineArgs::max_logprobs);
+      .def_readwrite("max_logprobs", &EngineArgs::max_logprobs)
+      .def_readwrite("tensor_parallel_size", &EngineArgs::tensor_parallel_size);
+
+  // Tensor parallelism under mpirun (model/tensor_parallel_worker.h): True on ranks other than 0,
+  // after serving rank 0 until it shut the group down (the GIL released meanwhile).
+  m.def(
+      "serve_as_tensor_parallel_rank",
+      [](int size) {
+        py::gil_scoped_release release;
+        return serve_as_tensor_parallel_rank(size);
+      },
+      py::arg("tensor_parallel_size"));
+  m.def("shutdown_tensor_parallel", [] { TensorParallelGroup::shutdown(); });
 
   py::class_<SamplingParams>(m, "SamplingParams")
       .def(py::init<>())
