@@ -43,13 +43,15 @@ tp = [json.loads(l) for l in open(sys.argv[2])]
 c = json.load(open(sys.argv[3]))
 n, prompt = int(sys.argv[4]), int(sys.argv[5])
 best = lambda runs, key: max(r[key] for r in runs)
-# docs/SCALING.md's arithmetic, with the float32 gathers this build does: per layer and token the
-# attention output (heads x head_dim), o_proj's and down_proj's outputs (hidden_size each) and the
-# MLP activations (intermediate_size; MoE: experts_per_token x moe_intermediate_size); plus the
-# embedding row; rank 0 receives (N - 1)/N of each, and of every logits row it samples from.
+# docs/SCALING.md's arithmetic: per layer and token the attention output (heads x head_dim) and
+# the MLP activations (intermediate_size; MoE: experts_per_token x moe_intermediate_size), bf16 for
+# bf16 weights and float32 otherwise, o_proj's and down_proj's outputs (hidden_size each, float32);
+# plus the embedding row (float32); rank 0 receives (N - 1)/N of each, and of every logits row it
+# samples from.
 h, d = c["hidden_size"], c.get("head_dim", c["hidden_size"] // c["num_attention_heads"])
 mlp = c["num_experts_per_tok"] * c["moe_intermediate_size"] if c.get("num_experts") else c["intermediate_size"]
-layer = 4 * (c["num_attention_heads"] * d + 2 * h + mlp)
+act_bytes = 2 if c.get("torch_dtype") == "bfloat16" else 4
+layer = act_bytes * (c["num_attention_heads"] * d + mlp) + 4 * 2 * h
 share = (n - 1) / n
 per_token = share * (c["num_hidden_layers"] * layer + 4 * h)
 logits = share * 4 * c["vocab_size"]

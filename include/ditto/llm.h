@@ -8,6 +8,7 @@
 //
 // Every output is the same bits whatever else is in the batch (docs/INVARIANCE.md).
 // Thread-safety: an LLM is used from one thread at a time.
+// Several processes: EngineArgs::tensor_parallel_size and serve_as_tensor_parallel_rank (below).
 // Part of ditto's public C++ API: `find_package(ditto)` + `target_link_libraries(app ditto::ditto)`.
 #pragma once
 
@@ -73,5 +74,14 @@ class LLM {
  private:
   std::unique_ptr<LLMEngine> engine_;
 };
+
+// Tensor parallelism (EngineArgs::tensor_parallel_size N > 1, the program started N times by
+// `mpirun -np N`): call this first on every rank, before any LLM. On ranks other than 0 it serves
+// rank 0 (loads its shard, joins every forward pass) until rank 0's program ends, then returns
+// true: that rank has nothing more to do. On rank 0, and for N = 1, it returns false at once, and
+// rank 0 goes on to construct its LLM. Rank 0 releases the other ranks when it exits.
+// Throws Error(kInvalidArgument) when not started by mpirun, when mpirun started another number
+// of processes, or when the ranks run different ditto builds.
+bool serve_as_tensor_parallel_rank(int tensor_parallel_size);
 
 }  // namespace ditto

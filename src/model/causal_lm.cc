@@ -15,6 +15,7 @@
 #include "core/memory_info.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/convert.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
 #include "kernels/quant.h"
@@ -185,6 +186,14 @@ void split_tokens(ThreadPool* pool, int64_t num_tokens, const std::function<void
                      [&](size_t b, size_t e) { fn(static_cast<int64_t>(b), static_cast<int64_t>(e)); });
 }
 
+// True when a GEMM with w rounds its input to bf16 before multiplying (bf16 weights, not
+// quantized: kernels/gemm.h), so that input may travel between ranks as bf16.
+bool rounds_input_to_bf16(const LinearWeight& w) {
+  for (const PackedMatrix& p : w.parts)
+    if (p.quant != QuantType::kNone || p.dtype != DType::kBF16) return false;
+  return !w.parts.empty();
+}
+
 void add_residual(float* h, const float* delta, size_t count) {
   for (size_t i = 0; i < count; ++i) h[i] += delta[i];
 }
@@ -250,8 +259,12 @@ std::unique_ptr<CausalLM> CausalLM::load_shard(const std::string& model_path, Th
   }
   const std::vector<std::string> statuses = tp->all_gather_strings(status);
   std::string failed;
-  for (size_t r = 0; r < statuses.size(); ++r)
+  bool all_alike = true;  // every rank failed for the same reason: say it once
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    all_alike = all_alike && statuses[r] == statuses[0];
     if (statuses[r].rfind("ok: ", 0) != 0) failed += "; rank " + std::to_string(r) + ": " + statuses[r];
+  }
+  if (all_alike && !failed.empty()) failed = "; every rank: " + statuses[0];
   if (!failed.empty())
     throw Error(failure ? failure->code() : ErrorCode::kInvalidArgument,
                 model_path + ": tensor-parallel ranks could not load their shards" + failed);
@@ -530,7 +543,9 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
     linear(xg + r0 * hidden, m, hidden, w.gate_up_proj, gate_up + r0 * 2 * mi_local, 2 * mi_local, pool_);
     silu_mul(gate_up + r0 * 2 * mi_local, m, mi_local, 2 * mi_local, act_local + r0 * mi_local, mi_local);
   }
-  gather_columns(act_local, rows, mi_local, act, landing);
+  bool down_rounds = true;  // every expert's down_proj takes bf16 inputs: gather bf16
+  for (const ExpertWeights& w : l.experts) down_rounds = down_rounds && rounds_input_to_bf16(w.down_proj);
+  gather_columns(act_local, rows, mi_local, act, landing, down_rounds ? &l.experts[0].down_proj : nullptr);
   for (int64_t e = 0; e < num_experts; ++e) {
     const int64_t r0 = begin[static_cast<size_t>(e)];
     const int64_t m = begin[static_cast<size_t>(e) + 1] - r0;
@@ -635,17 +650,29 @@ void CausalLM::for_tokens(int64_t num_tokens, const std::function<void(int64_t t
   split_tokens(pool_, num_tokens, fn);
 }
 
-void CausalLM::gather_columns(const float* local, int64_t rows, int64_t width, float* full, float* scratch) const {
+void CausalLM::gather_columns(const float* local, int64_t rows, int64_t width, float* full, float* scratch,
+                              const LinearWeight* consumer) const {
   const int size = shard_.size;
   if (size == 1) {
     if (full != local) std::memcpy(full, local, static_cast<size_t>(rows * width) * sizeof(float));
     return;
   }
-  tp_->all_gather(local, static_cast<size_t>(rows * width) * sizeof(float), scratch);
-  for (int r = 0; r < size; ++r)
-    for (int64_t t = 0; t < rows; ++t)
-      std::memcpy(full + (t * size + r) * width, scratch + (r * rows + t) * width,
-                  static_cast<size_t>(width) * sizeof(float));
+  if (consumer == nullptr || !rounds_input_to_bf16(*consumer)) {
+    return tp_->all_gather_columns(local, static_cast<size_t>(rows), static_cast<size_t>(width) * sizeof(float), full);
+  }
+  // The consumer rounds its input to bf16 first (kernels/gemm.h), with this same function: sending
+  // the rounded values halves the bytes, and widening them back is exact, so the GEMM sees the
+  // same bf16 inputs.
+  auto* mine = reinterpret_cast<uint16_t*>(scratch);  // [rows, width] bf16
+  uint16_t* all = mine + rows * width;                // [rows, size · width] bf16
+  for_tokens(rows, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) round_to_bf16(local + t * width, width, mine + t * width);
+  });
+  tp_->all_gather_columns(mine, static_cast<size_t>(rows), static_cast<size_t>(width) * sizeof(uint16_t), all);
+  const int64_t n = rows * width * size;
+  for_tokens(rows, [&](int64_t t0, int64_t t1) {
+    for (int64_t i = t0 * width * size; i < std::min(n, t1 * width * size); ++i) full[i] = bf16_to_f32(all[i]);
+  });
 }
 
 void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits) const {
@@ -771,7 +798,7 @@ void CausalLM::attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, co
   });
   paged_attention(qkv, qkv_dim, batch.positions.data(), batch.token_seq.data(), num_tokens, batch.block_tables.data(),
                   batch.max_blocks_per_seq, kv, shape, a.attn_local.data(), q_dim, pool_);
-  gather_columns(a.attn_local.data(), num_tokens, q_dim, a.attn.data(), a.gathered.data());
+  gather_columns(a.attn_local.data(), num_tokens, q_dim, a.attn.data(), a.gathered.data(), &l.o_proj);
   const int64_t all_heads = c.num_attention_heads * head_dim;
   linear(a.attn.data(), num_tokens, all_heads, l.o_proj, a.delta_local.data(), shard_.hidden, pool_);
   gather_columns(a.delta_local.data(), num_tokens, shard_.hidden, a.delta.data(), a.gathered.data());
@@ -815,7 +842,7 @@ void CausalLM::mlp_block(const DecoderLayerWeights& l, Activations& a) const {
     add_bias(gate_up + t0 * 2 * inter, t1 - t0, 2 * inter, 2 * inter, l.gate_up_bias);
     silu_mul(gate_up + t0 * 2 * inter, t1 - t0, inter, 2 * inter, a.act_local.data() + t0 * inter, inter);
   });
-  gather_columns(a.act_local.data(), num_tokens, inter, a.act.data(), a.gathered.data());
+  gather_columns(a.act_local.data(), num_tokens, inter, a.act.data(), a.gathered.data(), &l.down_proj);
   linear(a.act.data(), num_tokens, config_.intermediate_size, l.down_proj, a.delta_local.data(), shard_.hidden, pool_);
 }
 

@@ -164,8 +164,11 @@ class CausalLM {
   // forward() after validation, on every rank.
   void forward_shard(const ForwardBatch& batch, KvCache& cache, float* logits) const;
   // full [rows, size · width] = every rank's local [rows, width] side by side in rank order
-  // (all-gather; a copy when size is 1 and full != local).
-  void gather_columns(const float* local, int64_t rows, int64_t width, float* full, float* scratch) const;
+  // (all-gather; a copy when size is 1 and full != local). When `consumer`, the linear layer full
+  // feeds, rounds its input to bf16, the values travel as bf16. scratch: [(size + 1) · rows ·
+  // width / 2] floats.
+  void gather_columns(const float* local, int64_t rows, int64_t width, float* full, float* scratch,
+                      const LinearWeight* consumer = nullptr) const;
 
   // Packs every tensor of config_ from `tensors` into its slot.
   void load_tensors(const CheckpointTensors& tensors, ThreadPool* pool);

@@ -127,6 +127,9 @@ TensorParallelGroup* TensorParallelGroup::initialize(int size) {
                            std::to_string(world) + " processes; give both the same number");
   }
   slot.reset(new TensorParallelGroup(rank, size));
+  // Rank 0 releases the other ranks however its program ends normally (main's return, Python's
+  // interpreter exit); shutting down earlier makes this a no-op.
+  if (rank == 0) std::atexit([] { TensorParallelGroup::shutdown(); });
   const std::vector<std::string> builds = slot->all_gather_strings(tensor_parallel_build_id());
   std::string mismatch;
   for (int r = 0; r < size; ++r)
@@ -199,6 +202,25 @@ void TensorParallelGroup::all_gather(const void* send, size_t bytes, void* recv)
   check(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD),
         "MPI_Allgather", rank_);
   bytes_received_ += static_cast<int64_t>(bytes) * (size_ - 1);
+}
+
+void TensorParallelGroup::all_gather_columns(const void* send, size_t rows, size_t block_bytes, void* recv) {
+  DITTO_CHECK(rows * block_bytes <= static_cast<size_t>(INT32_MAX) &&
+              block_bytes * static_cast<size_t>(size_) <= static_cast<size_t>(INT32_MAX));
+  // Rank r's block: rows blocks of block_bytes, one row of the result apart; its extent is one
+  // block, so MPI puts rank r's at byte r · block_bytes of the first row.
+  MPI_Datatype strided = MPI_DATATYPE_NULL, placed = MPI_DATATYPE_NULL;
+  check(MPI_Type_vector(static_cast<int>(rows), static_cast<int>(block_bytes), static_cast<int>(block_bytes) * size_,
+                        MPI_BYTE, &strided),
+        "MPI_Type_vector", rank_);
+  check(MPI_Type_create_resized(strided, 0, static_cast<MPI_Aint>(block_bytes), &placed), "MPI_Type_create_resized",
+        rank_);
+  check(MPI_Type_commit(&placed), "MPI_Type_commit", rank_);
+  check(MPI_Allgather(send, static_cast<int>(rows * block_bytes), MPI_BYTE, recv, 1, placed, MPI_COMM_WORLD),
+        "MPI_Allgather", rank_);
+  MPI_Type_free(&placed);
+  MPI_Type_free(&strided);
+  bytes_received_ += static_cast<int64_t>(rows * block_bytes) * (size_ - 1);
 }
 
 void TensorParallelGroup::all_gather_v(const void* send, std::span<const size_t> bytes_per_rank, void* recv) {

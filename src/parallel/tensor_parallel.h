@@ -101,6 +101,10 @@ class TensorParallelGroup {
   // recv = every rank's send, concatenated in rank order; bytes_per_rank[r] is what rank r sends
   // and must be the same on every rank (MPI_Allgatherv).
   void all_gather_v(const void* send, std::span<const size_t> bytes_per_rank, void* recv);
+  // recv [rows, size · block_bytes] = every rank's send [rows, block_bytes] side by side, rank r's
+  // in bytes [r · block_bytes, (r + 1) · block_bytes) of each row: a column split gathered straight
+  // into place (MPI_Allgather into a strided datatype, no copy afterwards).
+  void all_gather_columns(const void* send, size_t rows, size_t block_bytes, void* recv);
   // Every rank's string, in rank order (two all-gathers: lengths, then the padded strings).
   std::vector<std::string> all_gather_strings(const std::string& mine);
   // Point to point, for the logits that only rank 0 needs.

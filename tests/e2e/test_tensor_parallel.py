@@ -101,6 +101,28 @@ def test_seeded_generation_with_n_and_logprobs_is_bit_identical(ditto_bin, model
         assert (tmp_path / f"tp{n}.jsonl").read_text() == one, f"N={n}: generations differ"
 
 
+def test_a_real_quantized_gguf_at_three_ranks(ditto_bin, tmp_path):
+    """SmolLM2-135M-Instruct Q4_1 (9 heads, 3 KV heads): N = 3 gives the bits of one process."""
+    model = os.path.join(os.path.dirname(__file__), "..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    if not os.path.exists(model):
+        pytest.skip("models/SmolLM2-135M-Instruct.Q4_1.gguf missing: scripts/install-deps.sh fetches it")
+    prompts = tmp_path / "requests.jsonl"
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in REQUESTS if "prompt_token_ids" not in r))
+    run_ditto(ditto_bin, "generate", "--model", model, "--threads", "2", "--prompts", prompts,
+              "--output", tmp_path / "one.jsonl")
+    one = (tmp_path / "one.jsonl").read_text()
+    assert '"error"' not in one and one.count("\n") == 3
+    got = mpirun(ditto_bin, 3, "generate", "--model", model, "--threads", "1", "--tp", 3, "--prompts", prompts,
+                 "--output", tmp_path / "tp3.jsonl")
+    assert got.returncode == 0, got.stderr
+    assert (tmp_path / "tp3.jsonl").read_text() == one
+    got = mpirun(ditto_bin, 2, "score", "--model", model, "--threads", "1", "--tp", 2, "--token-ids", "1,2,3",
+                 timeout=120)
+    assert got.returncode != 0
+    assert ("every rank: tensor_parallel_size 2 does not divide the model's num_attention_heads (9)"
+            in got.stderr), got.stderr
+
+
 def test_check_invariance_under_tensor_parallelism(ditto_bin, models):
     got = mpirun(ditto_bin, 2, "check-invariance", "--model", models["dense"], "--threads", "1", "--tp", 2,
                  "--num-prompts", 4, "--max-tokens", 6)
