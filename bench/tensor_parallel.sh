@@ -26,6 +26,14 @@ if [ ! -f "$MODEL/config.json" ]; then
 fi
 # Root in containers; each rank bound to its own core(s).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Both configurations on the same bf16 kernel path: each process otherwise decides at start-up
+# from a short measurement whether VDPBF16PS outpaces its FMA emulation (same bits either way),
+# and two processes measuring at once may decide differently.
+if [ -z "${DITTO_AVX512_BF16:-}" ]; then
+  if "$DITTO" --version | grep -q "avx512_bf16 for bf16 weights"; then DITTO_AVX512_BF16=1; else DITTO_AVX512_BF16=0; fi
+fi
+export DITTO_AVX512_BF16
+echo "tensor_parallel.sh: DITTO_AVX512_BF16=$DITTO_AVX512_BF16 for every process" >&2
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 args=(--model "$MODEL" --json --prompt-tokens "$PROMPT_TOKENS" --decode-tokens "$DECODE_TOKENS")
@@ -33,7 +41,7 @@ for r in $(seq "$REPEATS"); do
   echo "tensor_parallel.sh: run $r/$REPEATS: one process, $THREADS threads" >&2
   "$DITTO" bench "${args[@]}" --threads "$THREADS" >>"$out/one.jsonl"
   echo "tensor_parallel.sh: run $r/$REPEATS: $N ranks, $((THREADS / N)) thread(s) each" >&2
-  mpirun -np "$N" --bind-to core --map-by "core:PE=$((THREADS / N))" "$DITTO" bench "${args[@]}" \
+  mpirun -np "$N" -x DITTO_AVX512_BF16 --bind-to core --map-by "core:PE=$((THREADS / N))" "$DITTO" bench "${args[@]}" \
     --threads "$((THREADS / N))" --tensor-parallel-size "$N" >>"$out/tp.jsonl"
 done
 /usr/bin/python3 - "$out/one.jsonl" "$out/tp.jsonl" "$MODEL/config.json" "$N" "$PROMPT_TOKENS" <<'PY'

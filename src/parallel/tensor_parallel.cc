@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -127,6 +128,7 @@ TensorParallelGroup* TensorParallelGroup::initialize(int size) {
                            std::to_string(world) + " processes; give both the same number");
   }
   slot.reset(new TensorParallelGroup(rank, size));
+  slot->open_shared_memory();
   // Rank 0 releases the other ranks however its program ends normally (main's return, Python's
   // interpreter exit); shutting down earlier makes this a no-op.
   if (rank == 0) std::atexit([] { TensorParallelGroup::shutdown(); });
@@ -204,7 +206,83 @@ void TensorParallelGroup::all_gather(const void* send, size_t bytes, void* recv)
   bytes_received_ += static_cast<int64_t>(bytes) * (size_ - 1);
 }
 
+TensorParallelGroup::~TensorParallelGroup() {
+  for (void*& w : shared_windows_) {
+    if (w == nullptr) continue;
+    auto* win = static_cast<MPI_Win*>(w);
+    MPI_Win_unlock_all(*win);
+    MPI_Win_free(win);
+    delete win;
+    w = nullptr;
+  }
+}
+
+void TensorParallelGroup::open_shared_memory() {
+  const char* env = std::getenv("DITTO_TP_SHARED_MEMORY");
+  if (env != nullptr && std::string(env) == "0") return;
+  MPI_Comm node = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type",
+        rank_);
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_free(&node);
+  // Every rank decides alike: node_size is the world's size on every rank or on none.
+  shared_ = node_size == size_;
+}
+
+void TensorParallelGroup::reserve_shared(size_t bytes) {
+  if (bytes <= shared_capacity_) return;
+  const size_t capacity = std::max(bytes, 2 * shared_capacity_);
+  for (int i = 0; i < 2; ++i) {
+    if (shared_windows_[i] != nullptr) {
+      auto* old = static_cast<MPI_Win*>(shared_windows_[i]);
+      MPI_Win_unlock_all(*old);
+      check(MPI_Win_free(old), "MPI_Win_free", rank_);
+      delete old;
+    }
+    auto* win = new MPI_Win;
+    void* mine = nullptr;
+    // Rank 0 holds the memory; every rank maps it.
+    check(MPI_Win_allocate_shared(static_cast<MPI_Aint>(rank_ == 0 ? capacity : 0), 1, MPI_INFO_NULL, MPI_COMM_WORLD,
+                                  &mine, win),
+          "MPI_Win_allocate_shared", rank_);
+    MPI_Aint size = 0;
+    int unit = 0;
+    void* base = nullptr;
+    check(MPI_Win_shared_query(*win, 0, &size, &unit, &base), "MPI_Win_shared_query", rank_);
+    check(MPI_Win_lock_all(MPI_MODE_NOCHECK, *win), "MPI_Win_lock_all", rank_);
+    shared_windows_[i] = win;
+    shared_base_[i] = static_cast<uint8_t*>(base);
+  }
+  shared_capacity_ = capacity;
+}
+
+void TensorParallelGroup::sync_ranks() {
+  const uint8_t mine = 0;
+  std::vector<uint8_t> all(static_cast<size_t>(size_));
+  check(MPI_Allgather(&mine, 1, MPI_BYTE, all.data(), 1, MPI_BYTE, MPI_COMM_WORLD), "MPI_Allgather (sync)", rank_);
+}
+
 void TensorParallelGroup::all_gather_columns(const void* send, size_t rows, size_t block_bytes, void* recv) {
+  if (shared_) {
+    // Two buffers in turn: a rank writes buffer b for gather k + 2 only after every rank has
+    // reached gather k + 1, so after every rank has finished reading gather k from it.
+    const size_t row_bytes = block_bytes * static_cast<size_t>(size_);
+    reserve_shared(rows * row_bytes);
+    const int b = next_shared_;
+    next_shared_ ^= 1;
+    uint8_t* all = shared_base_[b];
+    auto* win = static_cast<MPI_Win*>(shared_windows_[b]);
+    for (size_t t = 0; t < rows; ++t)
+      std::memcpy(all + t * row_bytes + static_cast<size_t>(rank_) * block_bytes,
+                  static_cast<const uint8_t*>(send) + t * block_bytes, block_bytes);
+    MPI_Win_sync(*win);  // this rank's stores before the others read
+    sync_ranks();
+    MPI_Win_sync(*win);  // the others' stores visible here
+    std::memcpy(recv, all, rows * row_bytes);
+    bytes_received_ += static_cast<int64_t>(rows * block_bytes) * (size_ - 1);
+    return;
+  }
   DITTO_CHECK(rows * block_bytes <= static_cast<size_t>(INT32_MAX) &&
               block_bytes * static_cast<size_t>(size_) <= static_cast<size_t>(INT32_MAX));
   // Rank r's block: rows blocks of block_bytes, one row of the result apart; its extent is one

@@ -71,6 +71,8 @@ class WireBuffer {
 
 class TensorParallelGroup {
  public:
+  ~TensorParallelGroup();  // frees the shared buffers (collective: every rank, at shutdown)
+
   // Joins the MPI world as one of `size` ranks and checks that every rank runs the same ditto
   // build (version and wire protocol). size 1 returns nullptr and starts nothing. Idempotent for
   // the same size.
@@ -102,8 +104,9 @@ class TensorParallelGroup {
   // and must be the same on every rank (MPI_Allgatherv).
   void all_gather_v(const void* send, std::span<const size_t> bytes_per_rank, void* recv);
   // recv [rows, size · block_bytes] = every rank's send [rows, block_bytes] side by side, rank r's
-  // in bytes [r · block_bytes, (r + 1) · block_bytes) of each row: a column split gathered straight
-  // into place (MPI_Allgather into a strided datatype, no copy afterwards).
+  // in bytes [r · block_bytes, (r + 1) · block_bytes) of each row. When every rank runs on one host,
+  // each rank writes its block into a shared buffer and, after every rank has, copies the whole out
+  // (one copy in, one out); otherwise MPI_Allgather into a strided datatype puts the blocks in place.
   void all_gather_columns(const void* send, size_t rows, size_t block_bytes, void* recv);
   // Every rank's string, in rank order (two all-gathers: lengths, then the padded strings).
   std::vector<std::string> all_gather_strings(const std::string& mine);
@@ -120,10 +123,24 @@ class TensorParallelGroup {
  private:
   TensorParallelGroup(int rank, int size) : rank_(rank), size_(size) {}
 
+  // When every rank runs on this host: a shared-memory buffer (MPI-3 shared window) the column
+  // gathers go through, unless DITTO_TP_SHARED_MEMORY=0. Collective.
+  void open_shared_memory();
+  // Grows the two shared buffers to at least `bytes` each (collective; every rank asks for the
+  // same sizes in the same order, because every rank runs the same gathers).
+  void reserve_shared(size_t bytes);
+  // Every rank waits for every other (a one-byte all-gather: no reduction).
+  void sync_ranks();
+
   int rank_;
   int size_;
   std::mutex mutex_;
   int64_t bytes_received_ = 0;
+  bool shared_ = false;           // every rank on this host: gathers through shared memory
+  void* shared_windows_[2] = {};  // MPI_Win, alternating between gathers
+  uint8_t* shared_base_[2] = {};  // their memory, the same bytes on every rank
+  size_t shared_capacity_ = 0;    // bytes of each
+  int next_shared_ = 0;
 };
 
 // "ditto <version> (tensor-parallel protocol <n>)": what initialize() compares across ranks.

@@ -33,15 +33,15 @@ def mpi_env(extra=None):
     return env
 
 
-def mpirun(ditto_bin, n, *args, timeout=900, contexts=None):
+def mpirun(ditto_bin, n, *args, timeout=900, contexts=None, env=None):
     """Runs `mpirun -np n ditto args...` (or the MPMD `contexts`: lists of argv after -np k)."""
-    cmd = [MPIRUN]
+    cmd = [MPIRUN] + [a for k in (env or {}) for a in ("-x", k)]
     if contexts is None:
         cmd += ["-np", str(n), ditto_bin, *map(str, args)]
     else:
         for i, ctx in enumerate(contexts):
             cmd += ([":"] if i else []) + list(map(str, ctx))
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=mpi_env())
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=mpi_env(env))
 
 
 @pytest.fixture(scope="module")
@@ -66,12 +66,14 @@ def test_score_is_bit_identical_at_every_size(ditto_bin, models, tmp_path, arch)
     one = run_ditto(ditto_bin, "score", *args, "--threads", "2", "--logprobs-out", tmp_path / "one.bin")
     whole = (tmp_path / "one.bin").read_bytes()
     assert len(whole) > 0
-    for n in (2, 4):
+    # Ranks on one host gather through shared memory; DITTO_TP_SHARED_MEMORY=0 takes the path
+    # ranks on several hosts take (MPI_Allgather into place).
+    for n, env in ((2, None), (4, None), (2, {"DITTO_TP_SHARED_MEMORY": "0"}), (4, {"DITTO_TP_SHARED_MEMORY": "0"})):
         got = mpirun(ditto_bin, n, "score", *args, "--threads", "1", "--tensor-parallel-size", n,
-                     "--logprobs-out", tmp_path / f"tp{n}.bin")
+                     "--logprobs-out", tmp_path / f"tp{n}.bin", env=env)
         assert got.returncode == 0, got.stderr
-        assert got.stdout == one.stdout, f"N={n}: printed scores differ"
-        assert (tmp_path / f"tp{n}.bin").read_bytes() == whole, f"N={n}: full log-softmax rows differ"
+        assert got.stdout == one.stdout, f"N={n} {env}: printed scores differ"
+        assert (tmp_path / f"tp{n}.bin").read_bytes() == whole, f"N={n} {env}: full log-softmax rows differ"
 
 
 REQUESTS = [
@@ -94,11 +96,11 @@ def test_seeded_generation_with_n_and_logprobs_is_bit_identical(ditto_bin, model
     lines = [json.loads(line) for line in one.splitlines()]
     assert len(lines) == len(REQUESTS) and all("error" not in r for r in lines), one[:2000]
     assert sum(len(c["token_ids"]) for r in lines for c in r["outputs"]) > 40
-    for n in (2, 4):
+    for n, env in ((2, None), (4, None), (2, {"DITTO_TP_SHARED_MEMORY": "0"})):
         got = mpirun(ditto_bin, n, "generate", "--model", models[arch], "--threads", "1", "--tp", n,
-                     "--prompts", prompts, "--output", tmp_path / f"tp{n}.jsonl")
+                     "--prompts", prompts, "--output", tmp_path / f"tp{n}.jsonl", env=env)
         assert got.returncode == 0, got.stderr
-        assert (tmp_path / f"tp{n}.jsonl").read_text() == one, f"N={n}: generations differ"
+        assert (tmp_path / f"tp{n}.jsonl").read_text() == one, f"N={n} {env}: generations differ"
 
 
 def test_a_real_quantized_gguf_at_three_ranks(ditto_bin, tmp_path):
