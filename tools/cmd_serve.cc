@@ -135,6 +135,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "Compute threads (default: $DITTO_NUM_THREADS or all cores)")
       ->check(CLI::Range(1, 1024));
   add_tensor_parallel_option(cmd, o->tensor_parallel_size);
+  cmd->add_flag("--disable-log-requests", o->server.disable_log_requests,
+                "No access-log line per request on stderr (vLLM's flag)");
+  cmd->add_option("--log-format", o->server.log_format,
+                  "Access log on stderr: text (one line per request) or json (one JSON object per line)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();

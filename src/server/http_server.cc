@@ -6,12 +6,16 @@
 #include <strings.h>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -37,7 +41,75 @@ void send_json(httplib::Response& res, int status, const Json& body) {
   res.set_content(dump(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), e.body()); }
+// What the access log says about the request this HTTP thread serves: handlers fill it in, the
+// logger writes it and starts the next (a streamed response's provider runs on the same thread,
+// and httplib logs after the last byte is written).
+struct AccessRecord {
+  std::optional<std::chrono::steady_clock::time_point> start;
+  std::string request_id;
+  int64_t prompt_tokens = -1;
+  int64_t completion_tokens = -1;
+  std::vector<std::string> finish_reasons;  // distinct, in the order first seen
+  std::string error;                        // the message of a 4xx/5xx
+  void finished(const std::string& reason) {
+    if (!reason.empty() && std::find(finish_reasons.begin(), finish_reasons.end(), reason) == finish_reasons.end())
+      finish_reasons.push_back(reason);
+  }
+};
+thread_local AccessRecord access;
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  access.error = e.what();
+  send_json(res, e.status(), e.body());
+}
+
+// One line per request on stderr (vLLM's and llama-server's access lines, with the engine's
+// numbers): text, or a JSON object per line with log_format "json".
+void log_access(const std::string& format, const httplib::Request& req, const httplib::Response& res) {
+  const AccessRecord& a = access;
+  const double latency_ms =
+      a.start ? std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - *a.start).count() : -1.0;
+  std::string finish;
+  for (const std::string& r : a.finish_reasons) finish += (finish.empty() ? "" : ",") + r;
+  std::string line;
+  if (format == "json") {
+    char when[32];
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    nlohmann::ordered_json j = {{"time", when},
+                                {"remote", req.remote_addr + ":" + std::to_string(req.remote_port)},
+                                {"method", req.method},
+                                {"path", req.path},
+                                {"status", res.status}};
+    if (!a.request_id.empty()) j["request_id"] = a.request_id;
+    if (a.prompt_tokens >= 0) j["prompt_tokens"] = a.prompt_tokens;
+    if (a.completion_tokens >= 0) j["completion_tokens"] = a.completion_tokens;
+    if (!finish.empty()) j["finish_reason"] = finish;
+    if (latency_ms >= 0) j["latency_ms"] = std::round(latency_ms * 10) / 10;
+    if (res.status >= 400) j["error"] = a.error;
+    line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else {
+    char head[64];
+    std::snprintf(head, sizeof head, "\" %d", res.status);
+    line = "ditto serve: " + req.remote_addr + ":" + std::to_string(req.remote_port) + " \"" + req.method + " " +
+           req.path + head;
+    if (!a.request_id.empty()) line += " id=" + a.request_id;
+    if (a.prompt_tokens >= 0) line += " prompt_tokens=" + std::to_string(a.prompt_tokens);
+    if (a.completion_tokens >= 0) line += " completion_tokens=" + std::to_string(a.completion_tokens);
+    if (!finish.empty()) line += " finish_reason=" + finish;
+    if (latency_ms >= 0) {
+      char ms[32];
+      std::snprintf(ms, sizeof ms, " latency_ms=%.1f", latency_ms);
+      line += ms;
+    }
+    if (res.status >= 400)
+      line += " error=" + nlohmann::json(a.error).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  line += "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines from threads do not interleave
+}
 
 std::string model_field(const Json& v) {
   return read_field("model", [&] { return json_string(v, "model"); });
@@ -221,6 +293,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
     request.parsers.tool_calls = options.enable_auto_tool_choice && !request.prompts[0].tools.is_null();
   }
   std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
+  access.request_id = job->id;
   job->connection_fd = connection_fd(req.remote_addr, req.remote_port, req.local_port);
   auto formatter = std::make_shared<ApiFormatter>(job->request, llm.tokenizer(), job->id, job->created,
                                                   options.served_model_name, job->prompt_texts);
@@ -240,6 +313,14 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
       throw;
     }
     job->complete = true;
+    access.prompt_tokens = access.completion_tokens = 0;
+    for (const RequestOutput& out : job->outputs) {
+      access.prompt_tokens += static_cast<int64_t>(out.prompt_token_ids.size());
+      for (const CompletionOutput& c : out.outputs) {
+        access.completion_tokens += static_cast<int64_t>(c.token_ids.size());
+        access.finished(c.finish_reason);
+      }
+    }
     send_json(res, 200, formatter->response(job->outputs));
     return;
   }
@@ -259,15 +340,19 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
         try {
           reports = apply(*job, items, nullptr);
         } catch (const Error& e) {
+          access.error = e.what();
           send(dump(to_api_error(e).body()));
           send("[DONE]");
           job->complete = true;
           sink.done();
           return true;
         }
-        for (const auto& [slot, report] : reports)
+        for (const auto& [slot, report] : reports) {
+          for (const CompletionOutput& c : report.outputs) access.finished(c.finish_reason);
           for (const Json& chunk : formatter->stream_chunks(slot, report))
             if (!send(dump(chunk))) return false;  // the client is gone: the releaser aborts
+        }
+        std::tie(access.prompt_tokens, access.completion_tokens) = formatter->streamed_tokens();
         if (job->num_finished == job->outputs.size()) {
           if (job->request.include_usage && !send(dump(formatter->usage_chunk()))) return false;
           if (!send("[DONE]")) return false;
@@ -335,6 +420,8 @@ void HttpServer::Impl::routes() {
   };
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     using R = httplib::Server::HandlerResponse;
+    access = AccessRecord{};  // the access log's record of this request starts here
+    access.start = std::chrono::steady_clock::now();
     // Framing first, from the headers alone, before any body is read.
     const size_t lengths = req.get_header_value_count("Content-Length");
     if (lengths > 1) {
@@ -400,8 +487,11 @@ void HttpServer::Impl::routes() {
     }
     send_error(res, to_api_error(Error(ErrorCode::kInternal, what)));
   });
-  server.set_logger(
-      [this](const httplib::Request&, const httplib::Response& res) { metrics.record_http_status(res.status); });
+  server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics.record_http_status(res.status);
+    if (!options.disable_log_requests) log_access(options.log_format, req, res);
+    access = AccessRecord{};
+  });
 
   server.Post("/v1/completions", with_body([this](const httplib::Request& req, httplib::Response& res) {
                 handle_generate(ApiEndpoint::kCompletions, req, res);
@@ -502,6 +592,8 @@ void validate_server_options(const ServerOptions& options) {
     throw_invalid_argument("--tool-call-parser must be hermes, got '" + options.tool_call_parser + "'");
   if (options.enable_auto_tool_choice && options.tool_call_parser.empty())
     throw_invalid_argument("--enable-auto-tool-choice needs --tool-call-parser (hermes for Qwen3)");
+  if (options.log_format != "text" && options.log_format != "json")
+    throw_invalid_argument("--log-format must be text or json, got '" + options.log_format + "'");
 }
 
 HttpServer::HttpServer(LLMEngine& llm, const ServerOptions& options)

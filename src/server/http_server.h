@@ -35,6 +35,11 @@ struct ServerOptions {
   int http_threads = 0;                // connections served at once; 0: 192
   int timeout_seconds = 60;            // a client that stalls this long while sending or reading is dropped
   std::string version;                 // for GET /version
+  // The access log on stderr: one line per request (route, status, request id, prompt and
+  // completion tokens, finish reason, latency, and the error of a 4xx/5xx). log_format "text" or
+  // "json" (one JSON object per line); disable_log_requests (vLLM's --disable-log-requests) drops it.
+  bool disable_log_requests = false;
+  std::string log_format = "text";
   // Chat output parsing (vLLM's flags): "qwen3" / "deepseek_r1" split <think>…</think> into
   // reasoning_content; with enable_auto_tool_choice and tool_call_parser "hermes", requests that
   // send tools get <tool_call> blocks as tool_calls.
@@ -44,7 +49,8 @@ struct ServerOptions {
 };
 
 // Throws Error(kInvalidArgument) naming the flag for an empty served name, a queue limit < 1, a
-// body limit < 1 KiB, an unknown parser, or auto tool choice without a parser.
+// body limit < 1 KiB, an unknown parser, auto tool choice without a parser, or a log format other
+// than text or json.
 void validate_server_options(const ServerOptions& options);
 
 class HttpServer {

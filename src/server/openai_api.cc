@@ -432,12 +432,17 @@ Json ApiFormatter::tool_calls_json(const std::vector<ParsedToolCall>& calls, siz
   return out;
 }
 
-Json ApiFormatter::usage_chunk() const {
-  int64_t prompt_tokens = 0, completion_tokens = 0;
+std::pair<int64_t, int64_t> ApiFormatter::streamed_tokens() const {
+  std::pair<int64_t, int64_t> total{0, 0};
   for (const SlotStream& s : streams_) {
-    prompt_tokens += s.prompt_tokens;
-    completion_tokens += s.completion_tokens;
+    total.first += s.prompt_tokens;
+    total.second += s.completion_tokens;
   }
+  return total;
+}
+
+Json ApiFormatter::usage_chunk() const {
+  const auto [prompt_tokens, completion_tokens] = streamed_tokens();
   Json j = chunk(nullptr);
   j["usage"] = usage_json(prompt_tokens, completion_tokens);
   return j;

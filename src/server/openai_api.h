@@ -105,6 +105,8 @@ class ApiFormatter {
   std::vector<nlohmann::ordered_json> stream_chunks(size_t slot, const RequestOutput& report);
   // The final usage chunk (stream_options.include_usage): the tokens of the reports streamed.
   nlohmann::ordered_json usage_chunk() const;
+  // (prompt tokens, completion tokens) of the reports streamed so far, summed over the slots.
+  std::pair<int64_t, int64_t> streamed_tokens() const;
 
  private:
   // What the stream of one choice has sent: the one ledger on the way out.

@@ -433,3 +433,53 @@ def test_api_key_scheme_is_case_insensitive():
         assert status == 200  # open without a key
     finally:
         s.close()
+
+
+def wait_for_line(server, pattern, timeout=10):
+    """The first stderr line of `server` matching `pattern` (the access log is written after the response)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for line in list(server.stderr):
+            if re.search(pattern, line):
+                return line
+        time.sleep(0.05)
+    raise AssertionError(f"no stderr line matches {pattern!r}; got:\n" + "".join(server.stderr[-20:]))
+
+
+def test_access_log_names_every_request_and_every_error(server):
+    status, resp = server.post("/v1/completions", {"model": NAME, "prompt": "access log", "max_tokens": 3,
+                                                   "seed": 1, "ignore_eos": True})
+    assert status == 200
+    line = wait_for_line(server, re.escape(resp["id"]))
+    assert '"POST /v1/completions" 200' in line
+    assert f"prompt_tokens={resp['usage']['prompt_tokens']} completion_tokens=3 finish_reason=length" in line
+    assert re.search(r"latency_ms=\d+\.\d", line), line
+    status, resp = server.post("/v1/completions", {"model": NAME, "prompt": "x", "max_tokens": -7})
+    assert status == 400
+    line = wait_for_line(server, r"max_tokens must be at least 1, got -7")
+    assert '"POST /v1/completions" 400' in line and "error=" in line
+
+
+def test_access_log_as_json_lines_or_disabled():
+    s = Server("--log-format", "json")
+    try:
+        status, resp = s.post("/v1/chat/completions", {"model": NAME, "max_tokens": 2, "seed": 3, "ignore_eos": True,
+                                                        "messages": [{"role": "user", "content": "hi"}]})
+        assert status == 200
+        entry = json.loads(wait_for_line(s, r'^\{.*' + re.escape(resp["id"])))
+        assert entry["path"] == "/v1/chat/completions" and entry["status"] == 200 and entry["method"] == "POST"
+        assert entry["completion_tokens"] == 2 and entry["finish_reason"] == "length" and entry["latency_ms"] >= 0
+        assert entry["prompt_tokens"] == resp["usage"]["prompt_tokens"]
+        status, _ = s.request("POST", "/v1/chat/completions", raw=b"{not json")
+        assert status == 400
+        entry = json.loads(wait_for_line(s, r'^\{.*"status": ?400'))
+        assert "request body" in entry["error"], entry
+    finally:
+        s.close()
+    s = Server("--disable-log-requests")
+    try:
+        assert s.post("/v1/completions", {"model": NAME, "prompt": "quiet", "max_tokens": 1})[0] == 200
+        time.sleep(0.5)
+        assert not [line for line in s.stderr if "/v1/completions" in line], s.stderr
+    finally:
+        s.close()
