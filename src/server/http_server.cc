@@ -3,7 +3,6 @@
 #include <httplib.h>
 #include <malloc.h>
 
-#include <strings.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -452,10 +451,7 @@ void HttpServer::Impl::routes() {
     }
     if (options.api_key.empty() || req.path.rfind("/v1", 0) != 0) return R::Unhandled;
     // "Bearer" is case-insensitive (RFC 9110 §11.1); the key is not.
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string scheme = auth.substr(0, std::min<size_t>(auth.size(), 7));
-    if (auth.size() > 7 && strcasecmp(scheme.c_str(), "Bearer ") == 0 && auth.substr(7) == options.api_key)
-      return R::Unhandled;
+    if (bearer_token_matches(req.get_header_value("Authorization"), options.api_key)) return R::Unhandled;
     send_error(res, to_api_error(Error(ErrorCode::kUnauthenticated,
                                        req.has_header("Authorization")
                                            ? "Incorrect API key provided."

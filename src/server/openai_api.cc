@@ -10,6 +10,24 @@
 #include "tokenizer/tokenizer.h"
 
 namespace ditto {
+
+bool bearer_token_matches(std::string_view authorization, std::string_view api_key) {
+  constexpr std::string_view kScheme = "bearer ";
+  unsigned diff = authorization.size() != kScheme.size() + api_key.size() ? 1u : 0u;
+  if (api_key.empty()) return false;
+  // Every byte of the header is visited whatever it holds: the scheme folded to lower case, the
+  // rest against the key (cycled, so a longer header reads no further than the key).
+  for (size_t i = 0; i < authorization.size(); ++i) {
+    const auto c = static_cast<unsigned char>(authorization[i]);
+    if (i < kScheme.size()) {
+      const unsigned lower = (c >= 'A' && c <= 'Z') ? c + 32u : c;
+      diff |= lower ^ static_cast<unsigned char>(kScheme[i]);
+    } else {
+      diff |= c ^ static_cast<unsigned char>(api_key[(i - kScheme.size()) % api_key.size()]);
+    }
+  }
+  return diff == 0;
+}
 namespace {
 
 using Json = nlohmann::ordered_json;

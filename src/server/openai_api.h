@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,11 @@ class Tokenizer;
 // An error answered as an OpenAI error object:
 // {"error": {"message": ..., "type": ..., "param": ..., "code": ...}} with HTTP `status`.
 // Made by to_api_error() from a ditto::Error, or directly for HTTP framing (405, 411, 413, 414).
+// True when an Authorization header value is "Bearer <api_key>": the scheme case-insensitively
+// (RFC 9110 §11.1), the key exactly, compared in time that depends only on the header's length,
+// never on where a wrong key first differs (no timing side channel on --api-key).
+bool bearer_token_matches(std::string_view authorization, std::string_view api_key);
+
 class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string type, const std::string& message, std::string param = "", std::string code = "")

@@ -301,5 +301,15 @@ TEST(OpenAiApiTest, ErrorBodyShape) {
   EXPECT_TRUE(ApiError(500, "internal_error", "x").body()["error"]["param"].is_null());
 }
 
+TEST(OpenAiApiTest, BearerTokenMatchesTheKeyExactlyAndTheSchemeInAnyCase) {
+  EXPECT_TRUE(bearer_token_matches("Bearer sekret", "sekret"));
+  EXPECT_TRUE(bearer_token_matches("bearer sekret", "sekret"));
+  EXPECT_TRUE(bearer_token_matches("BEARER sekret", "sekret"));
+  for (const char* wrong : {"Bearer SEKRET", "Bearer sekre", "Bearer sekrets", "Bearer sekret ", "Bearersekret",
+                            "Basic sekret", "sekret", "", "Bearer ", "Bearer  sekret", "Bearer sekreu"})
+    EXPECT_FALSE(bearer_token_matches(wrong, "sekret")) << wrong;
+  EXPECT_FALSE(bearer_token_matches("Bearer ", ""));  // no key configured matches nothing
+}
+
 }  // namespace
 }  // namespace ditto
