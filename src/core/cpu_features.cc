@@ -1,5 +1,9 @@
 #include "core/cpu_features.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -30,7 +34,11 @@ bool this_cpu_has(std::string_view feature) {
   __builtin_cpu_init();
   if (feature == "avx2") return __builtin_cpu_supports("avx2");
   if (feature == "fma") return __builtin_cpu_supports("fma");
-  if (feature == "f16c") return __builtin_cpu_supports("f16c");
+  if (feature == "f16c") {  // CPUID.1:ECX.F16C (clang's __builtin_cpu_supports lacks the name; the
+                            // OS state it needs is AVX's, checked with avx2 on every path that uses it)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }
   if (feature == "avx512f") return __builtin_cpu_supports("avx512f");
   if (feature == "avx512bw") return __builtin_cpu_supports("avx512bw");
   if (feature == "avx512dq") return __builtin_cpu_supports("avx512dq");
