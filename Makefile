@@ -16,7 +16,8 @@ CCACHE := $(shell command -v ccache 2>/dev/null)
 CLANG_FORMAT ?= clang-format
 FORMAT_FILES = $(shell find src tools tests bench include python/src -name '*.cc' -o -name '*.h' | sort)
 
-.PHONY: run demo test deps build demo-model clean format format-check python-package test-python
+.PHONY: run demo test deps build demo-model clean format format-check python-package test-python \
+	list-fuzz-targets fuzz
 # The virtual environment `make test` installs the Python package into.
 VENV ?= $(BUILD_DIR)/venv
 
@@ -61,6 +62,15 @@ format: deps
 
 format-check: deps
 	@$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES)
+
+# libFuzzer targets (tests/fuzz/, clang + ASan + UBSan, built in build-fuzz/): list them, or run
+# each for FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/<target>/); fails on any finding.
+FUZZ_SECONDS ?= 60
+list-fuzz-targets:
+	@scripts/fuzz.sh --list
+
+fuzz: deps
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -12,6 +12,7 @@ apt_packages=(
   nlohmann-json3-dev libcli11-dev libgtest-dev
   libpcre2-dev libutf8proc-dev libcpp-httplib-dev
   openmpi-bin libopenmpi-dev nginx
+  clang libclang-rt-14-dev  # the fuzz targets (libFuzzer) and sanitizer builds: make fuzz, make test-sanitize
   python3 python3-numpy python3-pytest python3-jinja2 python3-venv python3-dev python3-pip
   nodejs npm
 )

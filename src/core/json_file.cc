@@ -20,14 +20,7 @@ std::string read_text_file(const std::string& path) {
 
 template <typename Json>
 Json read_json_file(const std::string& path, bool require_object) {
-  Json j;
-  try {
-    j = Json::parse(read_text_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_invalid_argument(path + ": not valid JSON (byte " + std::to_string(e.byte) + "): " + e.what());
-  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
-    throw_invalid_argument(path + ": not valid JSON: " + e.what());
-  }
+  const Json j = parse_json_input<Json>(read_text_file(path), path);
   if (require_object && !j.is_object())
     throw_invalid_argument(path + ": expected a JSON object, got " + std::string(j.type_name()));
   return j;

@@ -40,7 +40,7 @@ TEST_F(JsonFileTest, MalformedJsonNamesThePathAndTheByte) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find(path + ": not valid JSON (byte 9)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path + ": invalid JSON (byte 9)"), std::string::npos) << e.what();
   }
 }
 

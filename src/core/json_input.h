@@ -1,7 +1,9 @@
-// Parsing JSON that comes from users (command-line flags, JSON-lines input).
+// Parsing JSON that comes from others: request bodies, command-line flags, JSON-lines input, and the
+// JSON files of a model (config.json, tokenizer.json, safetensors headers).
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -15,11 +17,13 @@ namespace ditto {
 inline constexpr int kMaxJsonDepth = 512;
 
 // Parses `text` as Json (nlohmann::json or nlohmann::ordered_json). Throws Error(kInvalidArgument)
-// starting with `where` for invalid JSON or nesting deeper than kMaxJsonDepth.
+// starting with `where` for invalid JSON (with the byte offset), a number out of range, or nesting
+// deeper than kMaxJsonDepth. Every JSON written by others (request bodies, config.json,
+// tokenizer.json, safetensors headers) is parsed here, so none can throw another exception.
 template <typename Json>
-Json parse_json_input(const std::string& text, const std::string& where) {
+Json parse_json_input(std::string_view text, const std::string& where) {
   try {
-    return Json::parse(text, [&](int depth, nlohmann::json::parse_event_t, Json&) {
+    return Json::parse(text.begin(), text.end(), [&](int depth, nlohmann::json::parse_event_t, Json&) {
       if (depth > kMaxJsonDepth)
         throw_invalid_argument(where + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
       return true;

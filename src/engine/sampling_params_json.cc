@@ -45,7 +45,7 @@ bool read_sampling_params(const Json& body, SamplingParams& p) {
        {std::pair{"temperature", &p.temperature}, std::pair{"top_p", &p.top_p}, std::pair{"min_p", &p.min_p},
         std::pair{"presence_penalty", &p.presence_penalty}, std::pair{"frequency_penalty", &p.frequency_penalty},
         std::pair{"repetition_penalty", &p.repetition_penalty}})
-    if (present(body, key)) *target = read_field(key, [&] { return json_float(body[key], key); });
+    if (present(body, key)) *target = read_field(key, [&, key = key] { return json_float(body[key], key); });
   if (present(body, "top_k")) p.top_k = count(body, "top_k");
   if (present(body, "seed")) p.seed = read_field("seed", [&] { return json_seed(body["seed"], "seed"); });
   if (present(body, "stop")) p.stop = read_field("stop", [&] { return json_strings(body["stop"], "stop"); });
@@ -55,7 +55,7 @@ bool read_sampling_params(const Json& body, SamplingParams& p) {
   for (const auto& [key, target] :
        {std::pair{"ignore_eos", &p.ignore_eos}, std::pair{"include_stop_str_in_output", &p.include_stop_str_in_output},
         std::pair{"skip_special_tokens", &p.skip_special_tokens}})
-    if (present(body, key)) *target = read_field(key, [&] { return json_bool(body[key], key); });
+    if (present(body, key)) *target = read_field(key, [&, key = key] { return json_bool(body[key], key); });
   if (present(body, "min_tokens")) p.min_tokens = count(body, "min_tokens");
   if (present(body, "prompt_logprobs")) p.prompt_logprobs = count(body, "prompt_logprobs");
   const bool max_tokens_given = present(body, "max_tokens");

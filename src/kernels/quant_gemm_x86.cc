@@ -1,7 +1,8 @@
 // The quantized GEMM's x86 paths: AVX-512 with VNNI (vpdpbusd), AVX-512 without it (vpmaddwd), and
-// AVX2 (vpmaddwd on 8-lane halves). One generic micro-kernel (qkernel below) is written once over an
-// "Ops" class per path; a kernel function with the path's target attribute and `flatten` inlines the
-// whole body, so each path's code is compiled for its own instruction set only (no VNNI instruction
+// AVX2 (vpmaddwd on 8-lane halves). One generic micro-kernel (qkernel, quant_gemm_x86_qkernel.inc) is
+// written once over an "Ops" class per path and compiled once per instruction set; a kernel function
+// with the path's target attribute and `flatten` inlines the whole body, so each path's code is
+// compiled for its own instruction set only (no VNNI instruction
 // outside the VNNI kernels: vpdpbusd is emitted by inline asm there, never by the compiler).
 //
 // Lanes are outputs: a 512-bit integer register holds 16 int32 block sums, one per row of a panel;
@@ -27,10 +28,6 @@
 #include "kernels/simd.h"
 
 #if defined(__x86_64__)
-
-// The generic body is compiled in the default target and only ever inlined into the kernels; GCC
-// notes the (never materialised) vector-argument ABI of its calls.
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace ditto {
 namespace {
@@ -238,237 +235,30 @@ inline __m128i q4k_min(const uint8_t* s, int j) {
 constexpr int64_t kPrefetchBytes = 1024;
 inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0); }
 
-template <class O, QuantType T, int MR, int NP>
-inline void qkernel(const QTile& t) {
-  using namespace quant_layout;
-  using I = typename O::I;
-  using F = typename O::F;
-  const ActLayout& a = *t.a;
-  F acc[MR][NP];
-  for (int r = 0; r < MR; ++r)
-    for (int p = 0; p < NP; ++p) acc[r][p] = O::fzero();
-  const I nib_mask = O::bytes(0x0f);
-  // With one row the dot-product chains are the critical path (a vpdpbusd waits for the previous
-  // one on the same accumulator): split each sum into two chains, added at the end (exact). The
-  // second chain of a 4-bit type takes the high nibbles in place (16·q, masked by 0xF0, one
-  // operation less than shifting them down) and is divided by 16 at the end: exact, the sum being
-  // 16 times an integer (|16·15·127·32| < 2^20).
-  constexpr bool kSplit = MR == 1;
-  const I high_mask = O::bytes(0xf0);
-  I part[MR][NP];
-  for (int64_t b = 0; b < a.nb; ++b) {
-    const uint8_t* pb[NP];
-    for (int p = 0; p < NP; ++p) pb[p] = t.panel + p * t.panel_bytes + b * t.pb_bytes;
-    if constexpr (kSplit)
-      for (int p = 0; p < NP; ++p)
-        for (int64_t off = 0; off < t.pb_bytes; off += 64) prefetch(pb[p] + off);
-    const int8_t* q[MR];
-    float dx[MR];
-    const int32_t* sums[MR];
-    for (int r = 0; r < MR; ++r) {
-      const uint8_t* row = t.act + r * a.row_bytes;
-      q[r] = reinterpret_cast<const int8_t*>(row) + b * a.block;
-      dx[r] = reinterpret_cast<const float*>(row + a.d_offset)[b];
-      sums[r] = reinterpret_cast<const int32_t*>(row + a.sum_offset) + (a.k_blocks ? 16 * b : b);
-    }
-    I isum[MR][NP];
-    if constexpr (T == QuantType::kQ8_0 || T == QuantType::kQ4_0 || T == QuantType::kQ4_1) {
-      // Start from −offset·Σq (exact), then the u8×s8 sums of 4 values at a time.
-      for (int r = 0; r < MR; ++r) {
-        const int32_t offset = T == QuantType::kQ8_0 ? 128 : T == QuantType::kQ4_0 ? 8 : 0;
-        const I start = O::set1(-offset * sums[r][0]);
-        for (int p = 0; p < NP; ++p) isum[r][p] = start;
-        if constexpr (kSplit)
-          for (int p = 0; p < NP; ++p) part[r][p] = O::zero();
-      }
-      if constexpr (T == QuantType::kQ8_0) {
-        for (int g = 0; g < 8; ++g) {
-          I w[NP];
-          for (int p = 0; p < NP; ++p) {
-            w[p] = O::load(pb[p] + kQ8W + 64 * g);
-          }
-          for (int r = 0; r < MR; ++r) {
-            const auto x = O::xop(q[r] + 4 * g);
-            for (int p = 0; p < NP; ++p) {
-              if (kSplit && g % 2 == 1) {
-                part[r][p] = O::dot(part[r][p], w[p], x);
-              } else {
-                isum[r][p] = O::dot(isum[r][p], w[p], x);
-              }
-            }
-          }
-        }
-      } else {
-        const int nib = T == QuantType::kQ4_0 ? kQ40Nib : kQ41Nib;
-        for (int o = 0; o < 4; ++o) {
-          I lo[NP], hi[NP];
-          for (int p = 0; p < NP; ++p) {
-            const I v = O::load(pb[p] + nib + 64 * o);
-            lo[p] = O::and_(v, nib_mask);
-            hi[p] = kSplit ? O::and_(v, high_mask) : O::and_(O::template srli16<4>(v), nib_mask);
-          }
-          for (int r = 0; r < MR; ++r) {
-            const auto xl = O::xop(q[r] + 8 * o);
-            const auto xh = O::xop(q[r] + 8 * o + 4);
-            for (int p = 0; p < NP; ++p) {
-              if constexpr (kSplit) {
-                isum[r][p] = O::dot(isum[r][p], lo[p], xl);
-                part[r][p] = O::dot(part[r][p], hi[p], xh);
-              } else {
-                isum[r][p] = O::dot(O::dot(isum[r][p], lo[p], xl), hi[p], xh);
-              }
-            }
-          }
-        }
-      }
-      if constexpr (kSplit)
-        for (int r = 0; r < MR; ++r)
-          for (int p = 0; p < NP; ++p)
-            isum[r][p] = O::add(isum[r][p], T == QuantType::kQ8_0 ? part[r][p] : O::template srai32<4>(part[r][p]));
-      F dw[NP], mw[NP];
-      for (int p = 0; p < NP; ++p) {
-        dw[p] = O::f16(pb[p]);
-        if constexpr (T == QuantType::kQ4_1) mw[p] = O::f16(pb[p] + kQ41M);
-      }
-      for (int r = 0; r < MR; ++r) {
-        const F dxv = O::fset1(dx[r]);
-        for (int p = 0; p < NP; ++p) {
-          acc[r][p] = O::fma(O::mul(dw[p], dxv), O::to_float(isum[r][p]), acc[r][p]);
-          if constexpr (T == QuantType::kQ4_1) {
-            const float s = reinterpret_cast<const float*>(t.act + r * a.row_bytes + a.s_offset)[b];
-            acc[r][p] = O::fma(mw[p], O::fset1(s), acc[r][p]);
-          }
-        }
-      }
-    } else if constexpr (T == QuantType::kQ4_K) {
-      for (int r = 0; r < MR; ++r)
-        for (int p = 0; p < NP; ++p) isum[r][p] = O::zero();
-      for (int j = 0; j < 8; ++j) {
-        I inner[MR][NP];
-        for (int r = 0; r < MR; ++r)
-          for (int p = 0; p < NP; ++p) inner[r][p] = part[r][p] = O::zero();
-        for (int o = 4 * j; o < 4 * j + 4; ++o) {
-          I lo[NP], hi[NP];
-          for (int p = 0; p < NP; ++p) {
-            const I v = O::load(pb[p] + kQ4KNib + 64 * o);
-            lo[p] = O::and_(v, nib_mask);
-            hi[p] = kSplit ? O::and_(v, high_mask) : O::and_(O::template srli16<4>(v), nib_mask);
-          }
-          for (int r = 0; r < MR; ++r) {
-            const auto xl = O::xop(q[r] + 8 * o);
-            const auto xh = O::xop(q[r] + 8 * o + 4);
-            for (int p = 0; p < NP; ++p) {
-              if constexpr (kSplit) {
-                inner[r][p] = O::dot(inner[r][p], lo[p], xl);
-                part[r][p] = O::dot(part[r][p], hi[p], xh);
-              } else {
-                inner[r][p] = O::dot(O::dot(inner[r][p], lo[p], xl), hi[p], xh);
-              }
-            }
-          }
-        }
-        if constexpr (kSplit)
-          for (int r = 0; r < MR; ++r)
-            for (int p = 0; p < NP; ++p) inner[r][p] = O::add(inner[r][p], O::template srai32<4>(part[r][p]));
-        for (int p = 0; p < NP; ++p) {
-          const I scale = O::u8_to_i32(q4k_scale(pb[p] + kQ4KScales, j));
-          for (int r = 0; r < MR; ++r) isum[r][p] = O::add(isum[r][p], O::mullo(inner[r][p], scale));
-        }
-      }
-      // msum = Σ_j m_j·Σ_{sub-block j} q as int16 pairs (m_j ≤ 63, |Σq| ≤ 32·127 fit int16).
-      I msum[MR][NP];
-      for (int r = 0; r < MR; ++r)
-        for (int p = 0; p < NP; ++p) msum[r][p] = O::zero();
-      for (int u = 0; u < 4; ++u) {
-        I mp[NP];
-        for (int p = 0; p < NP; ++p)
-          mp[p] = O::u8_pairs(q4k_min(pb[p] + kQ4KScales, 2 * u), q4k_min(pb[p] + kQ4KScales, 2 * u + 1));
-        for (int r = 0; r < MR; ++r) {
-          const int32_t s0 = sums[r][4 * u] + sums[r][4 * u + 1], s1 = sums[r][4 * u + 2] + sums[r][4 * u + 3];
-          const I pair =
-              O::set1(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xffffu) | (static_cast<uint32_t>(s1) << 16)));
-          for (int p = 0; p < NP; ++p) msum[r][p] = O::add(msum[r][p], O::madd16(mp[p], pair));
-        }
-      }
-      F dw[NP], dm[NP];
-      for (int p = 0; p < NP; ++p) {
-        dw[p] = O::f16(pb[p]);
-        dm[p] = O::f16(pb[p] + kQ4KDmin);
-      }
-      for (int r = 0; r < MR; ++r) {
-        const F dxv = O::fset1(dx[r]);
-        for (int p = 0; p < NP; ++p) {
-          acc[r][p] = O::fma(O::mul(dw[p], dxv), O::to_float(isum[r][p]), acc[r][p]);
-          acc[r][p] = O::fma(O::neg(O::mul(dm[p], dxv)), O::to_float(msum[r][p]), acc[r][p]);
-        }
-      }
-    } else if constexpr (T == QuantType::kQ6_K) {
-      for (int r = 0; r < MR; ++r)
-        for (int p = 0; p < NP; ++p) isum[r][p] = O::zero();
-      const I low4 = nib_mask, top2 = O::bytes(0x30);
-      for (int s = 0; s < 16; ++s) {
-        I inner[MR][NP];
-        for (int r = 0; r < MR; ++r) {
-          const I start = O::set1(-32 * sums[r][s]);
-          for (int p = 0; p < NP; ++p) inner[r][p] = start;
-          if constexpr (kSplit)
-            for (int p = 0; p < NP; ++p) part[r][p] = O::zero();
-        }
-        I w[4][NP];
-        for (int p = 0; p < NP; ++p) {
-          const uint8_t* sub = pb[p] + kQ6KSub + kQ6KSubBytes * s;
-          const I n0 = O::load(sub), n1 = O::load(sub + 64), h = O::load(sub + kQ6KHi);
-          w[0][p] = O::or_(O::and_(n0, low4), O::and_(O::template slli16<4>(h), top2));
-          w[1][p] = O::or_(O::and_(O::template srli16<4>(n0), low4), O::and_(O::template slli16<2>(h), top2));
-          w[2][p] = O::or_(O::and_(n1, low4), O::and_(h, top2));
-          w[3][p] = O::or_(O::and_(O::template srli16<4>(n1), low4), O::and_(O::template srli16<2>(h), top2));
-        }
-        for (int r = 0; r < MR; ++r) {
-          for (int g = 0; g < 4; ++g) {
-            const auto x = O::xop(q[r] + 16 * s + 4 * g);
-            for (int p = 0; p < NP; ++p) {
-              if (kSplit && g >= 2) {
-                part[r][p] = O::dot(part[r][p], w[g][p], x);
-              } else {
-                inner[r][p] = O::dot(inner[r][p], w[g][p], x);
-              }
-            }
-          }
-        }
-        if constexpr (kSplit)
-          for (int r = 0; r < MR; ++r)
-            for (int p = 0; p < NP; ++p) inner[r][p] = O::add(inner[r][p], part[r][p]);
-        for (int p = 0; p < NP; ++p) {
-          const I scale = O::i8_to_i32(lane_bytes(pb[p] + kQ6KScales + 16 * s));
-          for (int r = 0; r < MR; ++r) isum[r][p] = O::add(isum[r][p], O::mullo(inner[r][p], scale));
-        }
-      }
-      F dw[NP];
-      for (int p = 0; p < NP; ++p) dw[p] = O::f16(pb[p]);
-      for (int r = 0; r < MR; ++r) {
-        const F dxv = O::fset1(dx[r]);
-        for (int p = 0; p < NP; ++p) acc[r][p] = O::fma(O::mul(dw[p], dxv), O::to_float(isum[r][p]), acc[r][p]);
-      }
-    }
-  }
-  for (int p = 0; p < NP; ++p) {
-    const int64_t lanes = std::min<int64_t>(kPanelWidth, t.valid - p * kPanelWidth);
-    for (int r = 0; r < MR; ++r) O::store(t.y + r * t.ldy + p * kPanelWidth, acc[r][p], lanes);
-  }
-}
+// One copy of the micro-kernel per instruction set (quant_gemm_x86_qkernel.inc).
+namespace avx512_body {
+#define DITTO_QKERNEL_TARGET DITTO_AVX512
+#include "kernels/quant_gemm_x86_qkernel.inc"
+#undef DITTO_QKERNEL_TARGET
+}  // namespace avx512_body
+namespace avx2_body {
+#define DITTO_QKERNEL_TARGET DITTO_AVX2
+#include "kernels/quant_gemm_x86_qkernel.inc"
+#undef DITTO_QKERNEL_TARGET
+}  // namespace avx2_body
 
 // The kernels proper: one per path, each with its instruction set, the generic body flattened in.
 template <QuantType T, int MR, int NP>
 DITTO_AVX512 __attribute__((flatten)) void kernel_avx512_vnni(const QTile& t) {
-  qkernel<Avx512Ops<true>, T, MR, NP>(t);
+  avx512_body::qkernel<Avx512Ops<true>, T, MR, NP>(t);
 }
 template <QuantType T, int MR, int NP>
 DITTO_AVX512 __attribute__((flatten)) void kernel_avx512(const QTile& t) {
-  qkernel<Avx512Ops<false>, T, MR, NP>(t);
+  avx512_body::qkernel<Avx512Ops<false>, T, MR, NP>(t);
 }
 template <QuantType T, int MR, int NP>
 DITTO_AVX2 __attribute__((flatten)) void kernel_avx2(const QTile& t) {
-  qkernel<Avx2Ops, T, MR, NP>(t);
+  avx2_body::qkernel<Avx2Ops, T, MR, NP>(t);
 }
 
 using KernelFn = void (*)(const QTile&);

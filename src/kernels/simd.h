@@ -14,7 +14,9 @@
 
 // GCC 12 reports the deliberately undefined upper lanes inside its own intrinsics (e.g.
 // _mm512_cvtph_ps) as "may be used uninitialized"; they are not.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #define DITTO_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define DITTO_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))

@@ -308,7 +308,8 @@ void add_gguf_vocab(GgufWriter& w, const GgufVocab& v) {
   w.add_string_array("tokenizer.ggml.merges", v.merges);
   for (const auto& [type, id] : v.special_ids.items) {  // no key for cls: the converter skips it
     const auto& keys = gguf_special_id_keys();
-    const auto k = std::find_if(keys.begin(), keys.end(), [&](const GgufSpecialIdKey& e) { return e.name == type; });
+    const std::string_view name = type;  // clang before 16 cannot capture a structured binding
+    const auto k = std::find_if(keys.begin(), keys.end(), [&](const GgufSpecialIdKey& e) { return e.name == name; });
     if (k != keys.end()) w.add_u32(k->key, id);
   }
   for (const auto& [type, add] : v.add_special.items) {

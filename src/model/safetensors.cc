@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/json_file.h"
+#include "core/json_input.h"
 #include "model/config.h"
 
 namespace ditto {
@@ -69,13 +70,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_uniq
     throw_invalid_argument(path + ": header length " + std::to_string(header_len) + " runs past the end of the file (" +
                            std::to_string(size) + " bytes); truncated?");
   }
-  json header;
-  try {
-    header = json::parse(base + 8, base + 8 + header_len);
-  } catch (const json::parse_error& e) {
-    throw_invalid_argument(path + ": header is not valid JSON (byte " + std::to_string(e.byte) +
-                           " of the header): " + e.what());
-  }
+  const json header = parse_json_input<json>(
+      std::string_view(reinterpret_cast<const char*>(base) + 8, static_cast<size_t>(header_len)), path + ": header");
   if (!header.is_object()) throw_invalid_argument(path + ": header is not a JSON object");
 
   const size_t data_begin = 8 + header_len;

@@ -93,7 +93,7 @@ TEST(Safetensors, HeaderLengthPastEndOrAbsurd) {
 TEST(Safetensors, HeaderNotJsonOrNotObject) {
   TempDir dir;
   const std::string a = dir.write("a.safetensors", raw_file("{\"x\": [1,", 0));
-  DITTO_EXPECT_MESSAGE_HAS(invalid(a), a, "not valid JSON");
+  DITTO_EXPECT_MESSAGE_HAS(invalid(a), a, "invalid JSON");
   const std::string b = dir.write("b.safetensors", raw_file("[1, 2]", 0));
   DITTO_EXPECT_MESSAGE_HAS(invalid(b), b, "not a JSON object");
 }
@@ -193,7 +193,7 @@ TEST(WeightStore, MalformedIndex) {
   write_sharded(dir, good_index());
   const std::string index = dir.write("model.safetensors.index.json", "{\"weight_map\": {");
   DITTO_EXPECT_MESSAGE_HAS(error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kInvalidArgument),
-                           index, "not valid JSON");
+                           index, "invalid JSON");
   dir.write("model.safetensors.index.json", "{\"metadata\": {}}");
   DITTO_EXPECT_MESSAGE_HAS(error_message([&] { WeightStore::open(dir.path().string()); }, ErrorCode::kInvalidArgument),
                            index, "weight_map");

@@ -227,13 +227,9 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
   auto job = std::make_shared<Job>();
   job->request = std::move(request);
   ApiRequest& r = job->request;
-  const bool chat = r.endpoint == ApiEndpoint::kChatCompletions;
   // The front door: every prompt rendered, tokenized and checked before any is submitted, so a
-  // bad one refuses the whole request. Without max_tokens a completion gets vLLM's 16 (cut to the
-  // context) and a chat the rest of the context.
-  const MaxTokensRule rule = r.max_tokens_given ? MaxTokensRule::kAsGiven
-                             : chat             ? MaxTokensRule::kRestOfContext
-                                                : MaxTokensRule::kClipToContext;
+  // bad one refuses the whole request.
+  const MaxTokensRule rule = max_tokens_rule(r);
   // A request without a seed gets one, reported in its response ("seed"), so it can be repeated.
   if (!r.params.seed) r.params.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
   // A stream takes each step's new tokens; a response waits for the whole output.
@@ -366,8 +362,8 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
 }
 
 void HttpServer::Impl::routes() {
-  auto guarded = [this](auto handler) {
-    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+  auto guarded = [](auto handler) {
+    return [handler](const httplib::Request& req, httplib::Response& res) {
       try {
         handler(req, res);
       } catch (const Error& e) {
@@ -514,7 +510,7 @@ void HttpServer::Impl::routes() {
                                                                                       {"/health", "GET"},
                                                                                       {"/version", "GET"},
                                                                                       {"/metrics", "GET"}}) {
-    auto refuse = [path, allowed](const httplib::Request& req, httplib::Response& res) {
+    auto refuse = [path = path, allowed = allowed](const httplib::Request& req, httplib::Response& res) {
       send_error(
           res, ApiError(405, "invalid_request_error", req.method + " is not allowed on " + path + "; use " + allowed));
       res.set_header("Allow", allowed);

@@ -101,6 +101,12 @@ Json ApiError::body() const {
   return {{"error", e}};
 }
 
+MaxTokensRule max_tokens_rule(const ApiRequest& request) {
+  if (request.max_tokens_given) return MaxTokensRule::kAsGiven;
+  return request.endpoint == ApiEndpoint::kChatCompletions ? MaxTokensRule::kRestOfContext
+                                                           : MaxTokensRule::kClipToContext;
+}
+
 ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max_logprobs) {
   if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
   ApiRequest r;

@@ -17,6 +17,7 @@
 #include "ditto/request_output.h"
 #include "ditto/sampling_params.h"
 #include "engine/chat_messages.h"
+#include "engine/input_processor.h"
 #include "server/output_parsers.h"
 
 namespace ditto {
@@ -93,6 +94,10 @@ struct ApiRequest {
 // at fault. Ranges are the engine's (SamplingParams::validate, at the front door).
 // max_logprobs bounds logprobs, top_logprobs and prompt_logprobs (the engine's).
 ApiRequest parse_api_request(ApiEndpoint endpoint, const nlohmann::ordered_json& body, int64_t max_logprobs = 20);
+
+// How the front door settles the request's max_tokens: as given when the client gave it; without
+// it a completion gets vLLM's 16 cut to the context, a chat the rest of the context.
+MaxTokensRule max_tokens_rule(const ApiRequest& request);
 
 // Formats responses from the engine's reports, as they come: no output is accumulated or sliced
 // here. `id` is "cmpl-…" / "chatcmpl-…", `created` Unix seconds, `prompt_texts` each slot's prompt

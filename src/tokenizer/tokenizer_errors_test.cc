@@ -97,7 +97,7 @@ TEST(TokenizerErrorsTest, MergeNamingMissingToken) {
 }
 
 TEST(TokenizerErrorsTest, MalformedJsonAndFields) {
-  EXPECT_NE(load_error("{\"model\": ").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(load_error("{\"model\": ").find("invalid JSON"), std::string::npos);
   EXPECT_NE(load_error("[1, 2]").find("expected a JSON object"), std::string::npos);
   auto j = minimal();
   j.erase("model");

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/json_file.h"
+#include "core/json_input.h"
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/decoder.h"
@@ -47,12 +48,7 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& model_dir) {
 
 std::unique_ptr<Tokenizer> Tokenizer::from_json(const std::string& tokenizer_json_text, const std::string& source,
                                                 const nlohmann::json& tokenizer_config) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(tokenizer_json_text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_invalid_argument(source + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = parse_json_input<nlohmann::json>(tokenizer_json_text, source);
   if (!j.is_object()) throw_invalid_argument(source + ": expected a JSON object");
   if (!j.contains("model")) throw_invalid_argument(source + ": no \"model\"");
 

@@ -31,7 +31,7 @@ class Dict {
   // Replaces the value of an existing key in place (keeping its position), else appends.
   void set(Value key, Value value);
   const std::vector<std::pair<Value, Value>>& items() const { return items_; }
-  size_t size() const { return items_.size(); }
+  size_t size() const;  // defined below Value (a pair of incomplete Values has no size yet)
 
  private:
   std::vector<std::pair<Value, Value>> items_;
@@ -152,6 +152,8 @@ class Value {
   Kind kind_;
   Data data_;
 };
+
+inline size_t Dict::size() const { return items_.size(); }
 
 // Python ==: numbers by value across bool/int/float, sequences and dicts element-wise, Undefined
 // equal only to Undefined, callables and objects by identity.
