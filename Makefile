@@ -17,7 +17,7 @@ CLANG_FORMAT ?= clang-format
 FORMAT_FILES = $(shell find src tools tests bench include python/src -name '*.cc' -o -name '*.h' | sort)
 
 .PHONY: run demo test deps build demo-model clean format format-check python-package test-python \
-	list-fuzz-targets fuzz
+	list-fuzz-targets fuzz test-sanitize
 # The virtual environment `make test` installs the Python package into.
 VENV ?= $(BUILD_DIR)/venv
 
@@ -71,6 +71,13 @@ list-fuzz-targets:
 
 fuzz: deps
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+# The tests under sanitizers (scripts/test-sanitize.sh): ASan + UBSan over the whole ctest suite in
+# build-asan/, TSan over the thread pool, engine and server tests in build-tsan/. SANITIZE=address
+# or thread runs one of them.
+SANITIZE ?= all
+test-sanitize: deps
+	@scripts/test-sanitize.sh $(SANITIZE)
 
 clean:
 	rm -rf $(BUILD_DIR)

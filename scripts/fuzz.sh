@@ -6,7 +6,8 @@
 # sanitizer report; the input that caused it is written to $FUZZ_BUILD_DIR/findings/<target>/.
 #
 # Usage: scripts/fuzz.sh [--list] [target...]   (default: every target)
-# Environment: FUZZ_SECONDS (60 per target), FUZZ_BUILD_DIR (build-fuzz), FUZZ_JOBS (build jobs),
+# Environment: FUZZ_SECONDS (60 per target), FUZZ_RUNS (instead: this many executions per target),
+#              FUZZ_BUILD_DIR (build-fuzz), FUZZ_JOBS (build jobs),
 #              FUZZ_TIMEOUT (seconds one input may take, 30), FUZZ_RSS_MB (memory per process, 4096).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,8 @@ if [[ "${1:-}" == "--list" ]]; then
   exit 0
 fi
 SECONDS_EACH=${FUZZ_SECONDS:-60}
+LIMIT=(-max_total_time="$SECONDS_EACH")
+[[ -n "${FUZZ_RUNS:-}" ]] && LIMIT=(-runs="$FUZZ_RUNS")
 BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
 SELECTED=${*:-$TARGETS}
 for t in $SELECTED; do
@@ -39,7 +42,7 @@ for t in $SELECTED; do
   log="$BUILD/fuzz-$t.log"
   mkdir -p "$work" "$findings"
   status=ok
-  "$BUILD/tests/fuzz/fuzz_$t" "$work" "tests/fuzz/corpus/$t" -max_total_time="$SECONDS_EACH" \
+  "$BUILD/tests/fuzz/fuzz_$t" "$work" "tests/fuzz/corpus/$t" "${LIMIT[@]}" \
     -timeout="${FUZZ_TIMEOUT:-30}" -rss_limit_mb="${FUZZ_RSS_MB:-4096}" -print_final_stats=1 \
     -artifact_prefix="$findings/" >"$log" 2>&1 || status=FAILED
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

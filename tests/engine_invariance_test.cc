@@ -104,6 +104,9 @@ struct RunOptions {
   int64_t block_size = 16;
   bool prefix_caching = true;
   int64_t max_num_seqs = 256;
+  // Between repeated passes, the idle engine's memory release (Engine::release_idle_memory):
+  // 0 none, 1 activations and uncached KV pages, 2 the prefix cache too.
+  int release_between_passes = 0;
 };
 
 struct RunResult {
@@ -111,6 +114,8 @@ struct RunResult {
   std::map<std::string, std::vector<RequestOutput>> reports;  // kDelta requests' reports, in order
   int64_t preemptions = 0;
   int64_t prefix_hit_tokens = 0;
+  int64_t prefix_hit_tokens_before_release = 0;
+  int64_t released_bytes = 0;
 };
 
 // Adds `order` of `cases` (at most `arrive_per_step` per step, the rest while earlier ones run)
@@ -126,6 +131,10 @@ RunResult run(const CausalLM& model, const std::vector<Case>& cases, const std::
   Engine engine(model, nullptr, kEos, config);
   RunResult result;
   for (int r = 0; r < repeat; ++r) {
+    if (r > 0 && o.release_between_passes > 0) {
+      result.released_bytes += engine.release_idle_memory(/*drop_prefix_cache=*/o.release_between_passes == 2);
+      result.prefix_hit_tokens_before_release = engine.kv_cache().stats().prefix_hit_tokens;
+    }
     size_t next = 0;
     while (next < order.size() || engine.has_unfinished()) {
       for (size_t k = 0; k < arrive_per_step && next < order.size(); ++k, ++next) {
@@ -277,6 +286,24 @@ TEST_F(EngineInvarianceTest, PrefixCacheColdWarmAndOff) {
   const RunResult r = run(*model2_, *cases_, identity(), off);
   EXPECT_EQ(r.prefix_hit_tokens, 0);
   expect_baseline(r, "prefix caching off");
+}
+
+// An idle server gives back the KV pages and activation buffers a burst touched, then its prefix
+// cache: the next pass's outputs are the same bits; only the prefix cache's hits differ.
+TEST_F(EngineInvarianceTest, IdleMemoryReleaseBetweenPasses) {
+  RunOptions keep;
+  keep.release_between_passes = 1;
+  const RunResult kept = run(*model2_, *cases_, identity(), keep, 1000, 2);
+  expect_baseline(kept, "activations and uncached KV pages released between passes");
+  EXPECT_GT(kept.released_bytes, 0);
+  EXPECT_GT(kept.prefix_hit_tokens - kept.prefix_hit_tokens_before_release, 40);  // the cache survived
+  RunOptions drop;
+  drop.release_between_passes = 2;
+  const RunResult dropped = run(*model2_, *cases_, identity(), drop, 1000, 2);
+  expect_baseline(dropped, "prefix cache dropped between passes");
+  EXPECT_GT(dropped.released_bytes, kept.released_bytes);
+  EXPECT_LT(dropped.prefix_hit_tokens - dropped.prefix_hit_tokens_before_release,
+            kept.prefix_hit_tokens - kept.prefix_hit_tokens_before_release);
 }
 
 TEST_F(EngineInvarianceTest, ThreadCount) {

@@ -91,13 +91,28 @@ void run_serve(ServeOptions o) {
   HttpServer server(llm, o.server);
   const int port = server.bind();
 
-  std::atomic<bool> signalled{false};
-  std::thread waiter([&server, &signalled, signals] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (signalled.exchange(true)) return;  // our own wake-up after listen() returned
-    std::fprintf(stderr, "ditto serve: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    server.stop();
+  // The first SIGTERM/SIGINT drains: new requests get 503, requests in flight run on for up to
+  // --timeout seconds, then whatever still runs is aborted. A second one stops at once.
+  std::atomic<bool> done{false};
+  std::thread drainer;
+  const int grace = o.server.timeout_seconds;
+  std::thread waiter([&server, &done, &drainer, signals, grace] {
+    for (int received = 0;;) {
+      int sig = 0;
+      sigwait(&signals, &sig);
+      if (done.load()) return;  // our own wake-up after listen() returned
+      const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+      if (++received == 1) {
+        std::fprintf(stderr,
+                     "ditto serve: %s received, draining: new requests get 503; requests in flight get up to %d s "
+                     "(--timeout), then are aborted; a second signal stops now\n",
+                     name, grace);
+        drainer = std::thread([&server, grace] { server.drain(grace); });
+      } else {
+        std::fprintf(stderr, "ditto serve: %s received again, stopping now\n", name);
+        server.stop();
+      }
+    }
   });
   const std::string base = "http://" + o.server.host + ":" + std::to_string(port);
   std::printf("ditto serve: listening on %s (model \"%s\", %s)\n", base.c_str(), o.server.served_model_name.c_str(),
@@ -111,9 +126,12 @@ void run_serve(ServeOptions o) {
   std::printf("  or any OpenAI client with base_url %s/v1; Ctrl-C stops.\n", base.c_str());
   std::fflush(stdout);
   server.listen();
-  // listen() returned: stopped by a signal, or the socket failed. Wake the waiter if needed.
-  if (!signalled.exchange(true)) pthread_kill(waiter.native_handle(), SIGTERM);
+  // listen() returned: drained or stopped by a signal, or the socket failed. Wake the waiter.
+  done = true;
+  pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
+  if (drainer.joinable()) drainer.join();
+  std::fprintf(stderr, "ditto serve: stopped\n");
 }
 
 }  // namespace
@@ -167,8 +185,18 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-request-body-bytes", o->max_request_body, "Largest request body accepted (else HTTP 413)")
       ->capture_default_str();
+  cmd->add_option("--max-connections", o->server.max_connections,
+                  "Connections held at once (served, or waiting for an HTTP thread); beyond, HTTP 503 and closed")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--max-tokens-per-request", o->server.max_tokens_per_request,
+                  "Most tokens one request may ask for: prompt tokens + n x max_tokens over its prompts (else HTTP "
+                  "400); 0: the larger of 1048576 and --max-model-len")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
   cmd->add_option("--timeout", o->server.timeout_seconds,
-                  "Seconds a client may stall while sending a request or reading the response")
+                  "Seconds a client may stall while sending a request or reading the response; on SIGTERM, how long "
+                  "requests in flight may run on before they are aborted")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   cmd->add_option("--reasoning-parser", o->server.reasoning_parser,

@@ -135,6 +135,12 @@ void Engine::add(EngineRequest r) {
   ++num_unfinished_;
 }
 
+int64_t Engine::release_idle_memory(bool drop_prefix_cache) {
+  model_.release_activations();
+  if (drop_prefix_cache) kv_.reset_prefix_cache();
+  return runner_.kv_cache().release_blocks(kv_.free_uncached_blocks());
+}
+
 void Engine::abort(const std::string& request_id) {
   const auto found = request_index_.find(request_id);
   if (found == request_index_.end()) return;

@@ -84,6 +84,13 @@ class Engine {
   const std::vector<std::pair<std::string, int64_t>>& last_step_tokens() const { return last_step_tokens_; }
 
   bool has_unfinished() const { return num_unfinished_ > 0; }
+  // Gives memory a burst left behind back to the operating system, for an idle server: the forward
+  // pass's activation buffers, and the pages of the KV blocks that hold nothing (free, not in the
+  // prefix cache); with drop_prefix_cache it first empties the prefix cache of free blocks (as
+  // vLLM's reset_prefix_cache), so every free block goes. Changes no result (a prefix-cache hit and
+  // a recomputation give the same bits). Returns the KV bytes released (this process only: under
+  // tensor parallelism, rank 0's shard).
+  int64_t release_idle_memory(bool drop_prefix_cache);
   int64_t num_unfinished() const { return num_unfinished_; }
   int64_t num_steps() const { return num_steps_; }
   const Scheduler& scheduler() const { return scheduler_; }

@@ -137,6 +137,13 @@ std::span<const int32_t> KvCacheManager::block_table(RequestId id) const {
   return found->second.block_table;
 }
 
+std::vector<int32_t> KvCacheManager::free_uncached_blocks() const {
+  std::vector<int32_t> out;
+  for (size_t b = 0; b < blocks_.size(); ++b)
+    if (blocks_[b].ref_count == 0 && blocks_[b].entry == 0) out.push_back(static_cast<int32_t>(b));
+  return out;
+}
+
 int64_t KvCacheManager::ref_count(int32_t block) const {
   if (block < 0 || block >= num_blocks())
     throw_invalid_argument("KV cache manager: block " + std::to_string(block) + " is outside [0, " +

@@ -89,6 +89,9 @@ class KvCacheManager {
   // How many requests hold `block` (0 while it is free). Throws Error(kInvalidArgument) for an id
   // outside [0, num_blocks).
   int64_t ref_count(int32_t block) const;
+  // The blocks that hold nothing anyone may read again: free, and not in the prefix cache. In
+  // ascending order. Their memory may be given back (KvCache::release_blocks).
+  std::vector<int32_t> free_uncached_blocks() const;
   KvCacheManagerStats stats() const;
 
   // Drops the registration of every free block, so later lookups miss them (e.g. after the weights

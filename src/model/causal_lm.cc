@@ -587,6 +587,8 @@ struct CausalLM::Activations {
   std::span<float> moe;          // [moe_scratch_floats(num_tokens)] f32 moe_block's scratch
 };
 
+void CausalLM::release_activations() const { std::vector<float>().swap(arena_); }
+
 CausalLM::Activations CausalLM::activations(int64_t num_tokens) const {
   const ModelConfig& c = config_;
   const TensorParallelShard& s = shard_;

@@ -151,6 +151,12 @@ class CausalLM {
   // may have been written.
   void forward(const ForwardBatch& batch, KvCache& cache, float* logits) const;
 
+  // Frees forward()'s activation buffers, which keep the size of the largest batch seen (up to
+  // the step's token budget: 62 MiB for SmolLM2-135M at 2048 tokens); the next forward() allocates
+  // them again. For an idle server. Not concurrently with forward() (this process only: under
+  // tensor parallelism the other ranks keep theirs).
+  void release_activations() const;
+
  private:
   friend class TensorParallelWorker;  // model/tensor_parallel_worker.h
   struct Activations;                 // forward()'s buffers, shapes in causal_lm.cc
@@ -205,7 +211,7 @@ class CausalLM {
   std::vector<DecoderLayerWeights> layers_;  // [num_hidden_layers]
   std::vector<float> norm_;                  // [hidden_size] f32 final RMSNorm
   LinearWeight lm_head_;                     // [vocab_size, hidden_size] checkpoint dtype; empty when tied
-  mutable std::vector<float> arena_;         // forward()'s Activations, reused across calls
+  mutable std::vector<float> arena_;         // forward()'s Activations, reused across calls (release_activations)
 };
 
 }  // namespace ditto

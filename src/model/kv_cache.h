@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/huge_page_allocator.h"
@@ -26,6 +27,12 @@ class KvCache {
   int64_t tensor_parallel_id() const { return tensor_parallel_id_; }
   void set_tensor_parallel_id(int64_t id) { tensor_parallel_id_ = id; }
   KvCacheLayer layer(int64_t index);
+  // Gives the memory of `blocks` (ascending block ids whose contents nobody will read: free and
+  // uncached) back to the operating system: the whole pages inside each run of consecutive blocks,
+  // in every layer's K and V (madvise MADV_DONTNEED). They read as zeros when next used; every slot
+  // is written before it is read. Returns the bytes released.
+  int64_t release_blocks(std::span<const int32_t> blocks);
+
   // Bytes per block across all layers (K and V), for sizing the cache to a memory budget.
   static int64_t bytes_per_block(const ModelConfig& config, int64_t block_size);
 

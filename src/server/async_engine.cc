@@ -190,15 +190,28 @@ void AsyncEngine::publish_gauges() {
 }
 
 void AsyncEngine::loop() {
+  // After a burst the idle engine gives memory back in two stages (AsyncEngineConfig).
+  std::chrono::steady_clock::time_point idle_since;
+  int release_stage = 2;  // 0: nothing released yet, 1: uncached blocks released, 2: done
   for (;;) {
     std::deque<Submission> submissions;
     std::vector<std::string> aborts;
     bool abort_everything = false;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] {
+      const auto has_work = [&] {
         return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished() || abort_all_pending_;
-      });
+      };
+      if (release_stage == 2) {
+        cv_.wait(lock, has_work);
+      } else if (!cv_.wait_until(
+                     lock, idle_since + (release_stage == 0 ? config_.release_after : config_.drop_prefix_cache_after),
+                     has_work)) {
+        lock.unlock();
+        engine_->release_idle_memory(/*drop_prefix_cache=*/release_stage == 1);
+        ++release_stage;
+        continue;
+      }
       if (stop_) break;
       submissions.swap(pending_);
       pending_sequences_ = 0;
@@ -218,6 +231,10 @@ void AsyncEngine::loop() {
       const auto now = std::chrono::steady_clock::now();
       observe_progress(now);
       for (RequestOutput& r : reports) deliver(std::move(r), now);
+      if (!engine_->has_unfinished()) {
+        idle_since = now;
+        release_stage = 0;
+      }
     } catch (const std::exception& e) {
       // A failed step leaves the engine's state unknown: fail what it held and start a new one,
       // so the server keeps serving.

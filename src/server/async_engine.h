@@ -54,6 +54,12 @@ struct AsyncEngineConfig {
   // waiting in the scheduler, beyond the free places of the running batch — beyond which submit()
   // refuses new requests (the server's HTTP 503).
   int64_t max_queued_requests = 1024;
+  // Memory an idle engine gives back (Engine::release_idle_memory): once idle for release_after,
+  // the activation buffers and the KV pages of free blocks outside the prefix cache; once idle for
+  // drop_prefix_cache_after, the prefix cache too (a later request recomputes what it would have
+  // found), so an idle server returns to its size before the burst.
+  std::chrono::milliseconds release_after{1000};
+  std::chrono::milliseconds drop_prefix_cache_after{30000};
 };
 
 class AsyncEngine {

@@ -23,6 +23,7 @@
 #include "engine/llm_engine.h"
 #include "engine/sampling_params_json.h"
 #include "server/async_engine.h"
+#include "server/connection_queue.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/sockets.h"
@@ -151,6 +152,8 @@ struct HttpServer::Impl {
   std::atomic<uint64_t> next_id{0};
   int bound_port = -1;
   std::atomic<int64_t> open_responses{0};  // generation responses not yet fully written
+  std::atomic<bool> draining{false};       // drain(): new requests get 503
+  ConnectionQueue* connections = nullptr;  // owned by `server` (its task queue), set at the first listen
 
   // Counts a generation response as open until the guard (or the stream releaser) goes.
   struct OpenResponse {
@@ -166,6 +169,26 @@ struct HttpServer::Impl {
   };
 
   int64_t context() const { return llm.max_model_len(); }
+
+  int64_t max_tokens_per_request() const {
+    return options.max_tokens_per_request > 0 ? options.max_tokens_per_request
+                                              : std::max<int64_t>(int64_t{1} << 20, context());
+  }
+  // Refuses a request asking for more tokens than --max-tokens-per-request (prompt tokens plus
+  // n × max_tokens, over its prompts), naming the field that makes it large.
+  void check_tokens_per_request(const std::vector<EngineRequest>& requests, const ApiRequest& r) const {
+    int64_t total = 0;
+    for (const EngineRequest& e : requests)
+      total += static_cast<int64_t>(e.prompt_token_ids.size()) + e.params.n * e.params.max_tokens;
+    if (total <= max_tokens_per_request()) return;
+    const std::string field = r.params.n > 1 ? "n" : r.prompts.size() > 1 ? "prompt" : r.max_tokens_field;
+    throw_bad_param(
+        field, "the request asks for " + std::to_string(total) + " tokens (prompt tokens + n × " + r.max_tokens_field +
+                   " over its " + std::to_string(r.prompts.size()) + " prompt(s)" +
+                   (r.max_tokens_given ? "" : ", " + r.max_tokens_field + " defaulting to the rest of the context") +
+                   "), more than this server allows per request (--max-tokens-per-request " +
+                   std::to_string(max_tokens_per_request()) + ")");
+  }
   int64_t vocab_size() const { return llm.input_processor().limits().vocab_size; }
 
   std::string new_id(const char* prefix) {
@@ -247,6 +270,7 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
             ? llm.tokenizer().decode(engine_requests.back().prompt_token_ids, /*skip_special_tokens=*/false)
             : engine_requests.back().prompt);
   }
+  check_tokens_per_request(engine_requests, r);
   job->id = new_id(prefix);
   job->created = static_cast<int64_t>(std::time(nullptr));
   job->finished.assign(r.prompts.size(), false);
@@ -417,6 +441,17 @@ void HttpServer::Impl::routes() {
     using R = httplib::Server::HandlerResponse;
     access = AccessRecord{};  // the access log's record of this request starts here
     access.start = std::chrono::steady_clock::now();
+    if (ConnectionQueue::refusing() || draining.load()) {
+      const bool busy = ConnectionQueue::refusing();
+      send_error(res,
+                 ApiError(503, "server_overloaded",
+                          busy ? "the server holds its limit of " + std::to_string(connections->max_connections()) +
+                                     " connections (--max-connections); retry later"
+                               : "the server is shutting down; retry on another replica or later"));
+      res.set_header("Connection", "close");
+      res.set_header("Retry-After", "1");
+      return R::Handled;
+    }
     // Framing first, from the headers alone, before any body is read.
     const size_t lengths = req.get_header_value_count("Content-Length");
     if (lengths > 1) {
@@ -577,6 +612,9 @@ void validate_server_options(const ServerOptions& options) {
   if (options.served_model_name.empty()) throw_invalid_argument("--served-model-name must not be empty");
   if (options.max_queued_requests < 1) throw_invalid_argument("--max-queued-requests must be at least 1");
   if (options.max_request_body_bytes < 1024) throw_invalid_argument("--max-request-body-bytes must be at least 1024");
+  if (options.max_connections < 1) throw_invalid_argument("--max-connections must be at least 1");
+  if (options.max_tokens_per_request < 0)
+    throw_invalid_argument("--max-tokens-per-request must be positive (or 0 for the default)");
   if (!options.reasoning_parser.empty() && options.reasoning_parser != "qwen3" &&
       options.reasoning_parser != "deepseek_r1")
     throw_invalid_argument("--reasoning-parser must be qwen3 or deepseek_r1, got '" + options.reasoning_parser + "'");
@@ -592,8 +630,14 @@ HttpServer::HttpServer(LLMEngine& llm, const ServerOptions& options)
     : impl_((validate_server_options(options), std::make_unique<Impl>(llm, options))) {
   Impl& s = *impl_;
   (void)llm.tokenizer();  // throws Error(kNotFound) for a model without tokenizer.json: text in, text out
-  const int threads = options.http_threads > 0 ? options.http_threads : 128 + 64;
-  s.server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  const auto max_connections = static_cast<size_t>(options.max_connections);
+  const size_t threads =
+      std::min(max_connections, static_cast<size_t>(options.http_threads > 0 ? options.http_threads : 128 + 64));
+  s.server.new_task_queue = [&s, threads, max_connections] {
+    auto* q = new ConnectionQueue(threads, max_connections, std::chrono::seconds(10));
+    s.connections = q;
+    return q;
+  };
   s.server.set_payload_max_length(static_cast<size_t>(options.max_request_body_bytes));
   s.server.set_read_timeout(options.timeout_seconds, 0);
   s.server.set_write_timeout(options.timeout_seconds, 0);
@@ -617,14 +661,24 @@ int HttpServer::bind() {
 
 void HttpServer::listen() { impl_->server.listen_after_bind(); }
 
-void HttpServer::stop() {
-  // In-flight requests end now (finish_reason "abort"); give their responses, streams included, a
-  // moment to be written in full before the sockets close.
-  impl_->engine.abort_all();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (impl_->open_responses.load() > 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  impl_->server.stop();
+void HttpServer::stop() { drain(0); }
+
+void HttpServer::drain(int grace_seconds) {
+  Impl& s = *impl_;
+  // New requests get 503 (and their connections close) while the ones in flight finish. The
+  // listening socket stays open until then: httplib ends every stream in progress once it is closed.
+  s.draining = true;
+  const auto wait_for_responses = [&s](std::chrono::steady_clock::duration d) {
+    const auto deadline = std::chrono::steady_clock::now() + d;
+    while (s.open_responses.load() > 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  };
+  wait_for_responses(std::chrono::seconds(grace_seconds));
+  // What is still running ends now (finish_reason "abort"); give those responses, streams
+  // included, a moment to be written in full before the sockets close.
+  s.engine.abort_all();
+  wait_for_responses(std::chrono::seconds(5));
+  s.server.stop();  // returns at once; listen() returns once every HTTP thread is done
 }
 
 }  // namespace ditto

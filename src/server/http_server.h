@@ -32,9 +32,17 @@ struct ServerOptions {
   std::string api_key;            // empty: no authentication
   int64_t max_request_body_bytes = int64_t{32} << 20;
   int64_t max_queued_requests = 1024;  // beyond this, 503
-  int http_threads = 0;                // connections served at once; 0: 192
-  int timeout_seconds = 60;            // a client that stalls this long while sending or reading is dropped
-  std::string version;                 // for GET /version
+  int http_threads = 0;                // connections served at once (threads started on demand); 0: 192
+  // Connections held at once (served, or waiting for an HTTP thread); beyond, 503 and closed.
+  // http_threads is lowered to it when higher.
+  int64_t max_connections = 1024;
+  // Tokens one request may ask for: over its prompts, prompt tokens + n × max_tokens (max_tokens as
+  // resolved: the default of a chat is the rest of the context). 0: max(1048576, max_model_len).
+  int64_t max_tokens_per_request = 0;
+  // A client that stalls this long while sending or reading is dropped; on SIGTERM, requests still
+  // running this long after it are aborted (drain()).
+  int timeout_seconds = 60;
+  std::string version;  // for GET /version
   // The access log on stderr: one line per request (route, status, request id, prompt and
   // completion tokens, finish reason, latency, and the error of a 4xx/5xx). log_format "text" or
   // "json" (one JSON object per line); disable_log_requests (vLLM's --disable-log-requests) drops it.
@@ -49,8 +57,8 @@ struct ServerOptions {
 };
 
 // Throws Error(kInvalidArgument) naming the flag for an empty served name, a queue limit < 1, a
-// body limit < 1 KiB, an unknown parser, auto tool choice without a parser, or a log format other
-// than text or json.
+// body limit < 1 KiB, a connection limit < 1, a negative tokens-per-request limit, an unknown
+// parser, auto tool choice without a parser, or a log format other than text or json.
 void validate_server_options(const ServerOptions& options);
 
 class HttpServer {
@@ -65,9 +73,14 @@ class HttpServer {
   // Binds host:port; returns the port bound. Throws Error(kInvalidArgument) when it cannot
   // (address in use, bad host).
   int bind();
-  // Serves until stop() (from another thread or a signal handler's helper thread).
+  // Serves until stop() or drain() (from another thread or a signal handler's helper thread).
   void listen();
+  // Stops now: requests in flight end with finish_reason "abort" (their responses are written).
   void stop();
+  // Stops gracefully (SIGTERM): new requests get 503 (and their connections are closed) while the
+  // requests in flight run on for up to `grace_seconds`; those still running then are aborted as
+  // by stop(). Returns when listen() may return.
+  void drain(int grace_seconds);
 
  private:
   struct Impl;
