@@ -415,7 +415,10 @@ std::vector<ActBlock> quantize_x(const float* x, int64_t k, int64_t block) {
     const float id = a.d == 0 ? 0.0f : 1.0f / a.d;
     int sum = 0;
     for (int64_t i = 0; i < block; ++i) {
-      a.q.push_back(static_cast<int>(std::nearbyint(x[b * block + i] * id)));
+      // A row with inf or NaN has no quantization (its outputs are NaN, contract_gemm): 0 here
+      // rather than an out-of-range cast.
+      const float v = x[b * block + i] * id;
+      a.q.push_back(std::isfinite(v) ? static_cast<int>(std::nearbyint(v)) : 0);
       sum += a.q.back();
     }
     a.s = a.d * static_cast<float>(sum);
@@ -439,7 +442,7 @@ std::vector<float> contract_gemm(QuantType t, const std::vector<uint8_t>& w, int
   std::vector<float> y(static_cast<size_t>(m * n));
   for (int64_t r = 0; r < m; ++r) {
     const std::vector<ActBlock> xa = quantize_x(x + r * ldx, k, act_block);
-    const bool finite = row_finite(x + r * ldx, k);
+    const bool finite = row_finite(x + r * ldx, k);  // else xa is unused: the row's outputs are NaN
     for (int64_t j = 0; j < n; ++j) {
       float acc = 0.0f;
       for (int64_t b = 0; b < k / f.block_size; ++b) {
