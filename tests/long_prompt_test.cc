@@ -96,7 +96,13 @@ TEST(LongPromptTest, PrefillOf32768TokensInWeightsPlusKvCachePlusAStepWorkspace)
       "peak RSS %.1f MiB over %.1f MiB at start; weights %.1f MiB, KV cache %.1f MiB, workspace bound %.1f MiB\n",
       static_cast<double>(peak) / kMiB, static_cast<double>(rss_at_start) / kMiB, static_cast<double>(weights) / kMiB,
       static_cast<double>(kv) / kMiB, static_cast<double>(workspace) / kMiB);
+#if defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer the RSS holds its shadow memory and freed-memory quarantine too: the
+  // bound is the normal build's to check (make test), the bits below are checked here as well.
+  std::printf("peak RSS bound not checked: built with AddressSanitizer\n");
+#else
   EXPECT_LE(peak - rss_at_start, weights + kv + workspace);
+#endif
 
   // Bits: the same output under both budgets — tokens, their logprobs and all 32,767 prompt logprobs.
   ASSERT_EQ(outputs.size(), 2u);
