@@ -1,5 +1,6 @@
 """Loading a full-depth qwen3-0.6b (28 layers, bf16) peaks below 1.3x the weights' size: weights
 are repacked from the memory map tensor by tensor, and each chunk's mapped pages are released."""
+import os
 import re
 
 from conftest import run_ditto
@@ -15,4 +16,5 @@ def test_qwen3_0_6b_load_peak_rss(ditto_bin, tmp_path):
     weights_mb, rss_mb, ratio = map(float, m.groups())
     print(f"\nqwen3-0.6b 28 layers bf16: weights {weights_mb} MB, peak RSS {rss_mb} MB, {ratio}x")
     assert weights_mb > 1100  # the full-depth model (0.6e9 parameters), not a reduced one
-    assert ratio < 1.3
+    if not os.environ.get("DITTO_SANITIZER"):  # a sanitizer's shadow memory is in the RSS (make test-sanitize)
+        assert ratio < 1.3

@@ -8,6 +8,7 @@ serve_client.py's.
 """
 import http.client
 import json
+import os
 import random
 import re
 import socket
@@ -197,7 +198,8 @@ def test_bad_input_and_misbehaving_clients(server):
     assert status == 200 and got["choices"] == want["choices"]
     run_all(server, reqs, lambda i: i % 2 == 1)
     after = server.rss_kib()
-    assert after <= baseline * 1.10 + 20 * 1024, (baseline, after)
+    if not os.environ.get("DITTO_SANITIZER"):  # a sanitizer's shadow memory is in the RSS (make test-sanitize)
+        assert after <= baseline * 1.10 + 20 * 1024, (baseline, after)
 
 
 def test_http_framing_methods_and_message_shapes(server):
