@@ -97,7 +97,8 @@ def first_difference(want, got):
         if want.get(k) == got.get(k):
             continue
         if k not in want or k not in got:
-            return f"choice {k} missing"
+            side, other = ("the first answer", got) if k not in want else ("this answer", want)
+            return f"choice {k} missing in {side}: choices {sorted(want)} vs {sorted(got)}, other {str(other[k])[:200]!r}"
         for field, a, b in zip(("text", "tokens", "logprobs", "top_logprobs", "finish_reason"), want[k], got[k]):
             if a == b:
                 continue
@@ -150,8 +151,7 @@ def error_object(payload):
     return isinstance(e.get("message"), str) and e["message"]
 
 
-def do_pool(server, tally, pool, rng, stream):
-    i = rng.randrange(len(pool))
+def do_pool(server, tally, pool, i, stream, phase="load"):
     path, body = pool[i]
     kind = "stream" if stream else "request"
     try:
@@ -172,7 +172,7 @@ def do_pool(server, tally, pool, rng, stream):
     except Exception as e:  # a reset, a timeout, a malformed reply: lost
         return tally.lose(kind, f"pool {i}: {e!r}")
     tally.count(kind, "answered")
-    if not tally.compare(i, answer, f"pool {i} ({path}, stream={stream})"):
+    if not tally.compare(i, answer, f"pool {i} ({path}, stream={stream}, {phase})"):
         tally.count(kind, "MISMATCH")
 
 
@@ -271,9 +271,9 @@ def client(server, tally, pool, seed, deadline):
     while time.time() < deadline:
         action = rng.choices(names, weights)[0]
         if action == "request":
-            do_pool(server, tally, pool, rng, stream=False)
+            do_pool(server, tally, pool, rng.randrange(len(pool)), stream=False)
         elif action == "stream":
-            do_pool(server, tally, pool, rng, stream=True)
+            do_pool(server, tally, pool, rng.randrange(len(pool)), stream=True)
         elif action == "abort":
             do_abort(server, tally, pool, rng)
         elif action == "disconnect":
@@ -350,7 +350,7 @@ def main():
         pool = make_pool(random.Random(args.seed))
         # First answers: every pool request alone on an idle server, half of them streamed.
         for i in range(len(pool)):
-            do_pool(server, tally, pool, random.Random(i), stream=i % 2 == 1)
+            do_pool(server, tally, pool, i, stream=i % 2 == 1, phase="alone")
         # Warm: the whole mix at full concurrency for --warm-seconds, so that every buffer bounded
         # by the engine's step (--max-num-batched-tokens) and by the connections has reached its
         # size; then the baseline.
@@ -364,7 +364,7 @@ def main():
                        reverse=True)[:6]
         # The server is whole: every pool request once more, compared with its first answer.
         for i in range(len(pool)):
-            do_pool(server, tally, pool, random.Random(i), stream=i % 2 == 1)
+            do_pool(server, tally, pool, i, stream=i % 2 == 0, phase="final")
         alive = server.proc.poll() is None
     finally:
         server.close()

@@ -126,6 +126,9 @@ struct Job {
   std::vector<RequestOutput> outputs;     // by slot: the final outputs (not streamed)
   std::vector<bool> finished;             // by slot
   size_t num_finished = 0;
+  // Reports that came while start_job waited for the last prompt to be accepted: a prompt may
+  // finish (max_tokens 1, an end-of-sequence token first) before a later one is in the engine.
+  std::vector<std::pair<size_t, RequestOutput>> early_reports;
   std::shared_ptr<OutputChannel> channel = std::make_shared<OutputChannel>();
   bool complete = false;   // every slot finished and the response was written
   int connection_fd = -1;  // to notice a client that hangs up while it waits
@@ -291,7 +294,7 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
   std::vector<bool> accepted(r.prompts.size(), false);
   while (!std::all_of(accepted.begin(), accepted.end(), [](bool a) { return a; })) {
     std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(1000));
-    apply(*job, items, &accepted);
+    for (auto& report : apply(*job, items, &accepted)) job->early_reports.push_back(std::move(report));
   }
   return job;
 }
@@ -318,6 +321,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
                                                   options.served_model_name, job->prompt_texts);
 
   if (!job->request.stream) {
+    for (auto& [slot, output] : std::exchange(job->early_reports, {})) job->outputs[slot] = std::move(output);
     try {
       while (job->num_finished < job->outputs.size()) {
         std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(200));
@@ -353,18 +357,20 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
           const std::string event = "data: " + data + "\n\n";
           return sink.write(event.data(), event.size());
         };
-        std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(200));
-        if (items.empty() && peer_closed(job->connection_fd)) return false;  // gone before a write noticed
-        std::vector<std::pair<size_t, RequestOutput>> reports;
-        try {
-          reports = apply(*job, items, nullptr);
-        } catch (const Error& e) {
-          access.error = e.what();
-          send(dump(to_api_error(e).body()));
-          send("[DONE]");
-          job->complete = true;
-          sink.done();
-          return true;
+        std::vector<std::pair<size_t, RequestOutput>> reports = std::exchange(job->early_reports, {});
+        if (reports.empty()) {
+          std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(200));
+          if (items.empty() && peer_closed(job->connection_fd)) return false;  // gone before a write noticed
+          try {
+            reports = apply(*job, items, nullptr);
+          } catch (const Error& e) {
+            access.error = e.what();
+            send(dump(to_api_error(e).body()));
+            send("[DONE]");
+            job->complete = true;
+            sink.done();
+            return true;
+          }
         }
         for (const auto& [slot, report] : reports) {
           for (const CompletionOutput& c : report.outputs) access.finished(c.finish_reason);

@@ -119,6 +119,27 @@ def test_every_response_under_load_is_the_request_alone(server):
             assert got == want, f"request {i} ({reqs[i][0]}, stream={i % 2 == parity}) differs under load"
 
 
+def test_prompt_finished_before_the_last_is_accepted_keeps_its_answer(server):
+    # A request of many prompts is submitted one prompt at a time; with max_tokens 1 the first
+    # prompts finish in the engine's first step, often before the last prompt is accepted. Their
+    # answers must still be in the response (they were once dropped: "choice 0 missing").
+    prompts = [f"Chapter {k} begins:" for k in range(32)]
+    want = None
+    for rep in range(6):
+        body = {"model": NAME, "prompt": prompts, "max_tokens": 1, "temperature": 0, "logprobs": 1}
+        if rep % 2:
+            got = canonical("/v1/completions", assemble("/v1/completions", server.stream("/v1/completions",
+                                                                                         dict(body, stream=True))))[0]
+        else:
+            status, resp = server.post("/v1/completions", body)
+            assert status == 200, resp
+            got = canonical("/v1/completions", resp)[0]
+        assert sorted(got) == list(range(32)), f"repetition {rep}: choices {sorted(got)}"
+        assert all(len(c[1]) == 1 and c[4] in ("length", "stop") for c in got.values()), got
+        want = want or got
+        assert got == want, f"repetition {rep} differs from the first"
+
+
 def test_bad_input_and_misbehaving_clients(server):
     # Warm up at full concurrency, then take the memory baseline.
     reqs = make_requests(16)
