@@ -8,7 +8,8 @@
 # Usage: scripts/fuzz.sh [--list] [target...]   (default: every target)
 # Environment: FUZZ_SECONDS (60 per target), FUZZ_RUNS (instead: this many executions per target),
 #              FUZZ_BUILD_DIR (build-fuzz), FUZZ_JOBS (build jobs),
-#              FUZZ_TIMEOUT (seconds one input may take, 30), FUZZ_RSS_MB (memory per process, 4096).
+#              FUZZ_TIMEOUT (seconds one input may take, 30), FUZZ_RSS_MB (memory per process, 4096),
+#              FUZZ_KEEP_CONFIG (1: use FUZZ_BUILD_DIR as it is configured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,8 +28,12 @@ for t in $SELECTED; do
 done
 
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/install-deps.sh installs it)" >&2; exit 2; }
-CC=clang CXX=clang++ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDITTO_FUZZ=ON -DDITTO_TESTS=OFF \
-  -DDITTO_WERROR=ON >/dev/null
+# FUZZ_KEEP_CONFIG=1: the build folder is configured already (scripts/ci-sanitize.sh builds the
+# tests in it too); otherwise the fuzz targets alone.
+if [[ "${FUZZ_KEEP_CONFIG:-0}" != 1 ]]; then
+  CC=clang CXX=clang++ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDITTO_FUZZ=ON -DDITTO_TESTS=OFF \
+    -DDITTO_WERROR=ON >/dev/null
+fi
 cmake --build "$BUILD" -j "${FUZZ_JOBS:-$(nproc)}" --target $(printf 'fuzz_%s ' $SELECTED) -- --no-print-directory
 
 # Leaks are findings; an ASan or UBSan report ends the run (halt_on_error; UBSan is built

@@ -21,6 +21,18 @@
 #include "output_diff.h"
 #include "tiny_model.h"
 
+// GCC says AddressSanitizer with __SANITIZE_ADDRESS__, clang with __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define DITTO_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DITTO_ADDRESS_SANITIZER 1
+#endif
+#endif
+#ifndef DITTO_ADDRESS_SANITIZER
+#define DITTO_ADDRESS_SANITIZER 0
+#endif
+
 namespace ditto {
 namespace {
 
@@ -96,7 +108,7 @@ TEST(LongPromptTest, PrefillOf32768TokensInWeightsPlusKvCachePlusAStepWorkspace)
       "peak RSS %.1f MiB over %.1f MiB at start; weights %.1f MiB, KV cache %.1f MiB, workspace bound %.1f MiB\n",
       static_cast<double>(peak) / kMiB, static_cast<double>(rss_at_start) / kMiB, static_cast<double>(weights) / kMiB,
       static_cast<double>(kv) / kMiB, static_cast<double>(workspace) / kMiB);
-#if defined(__SANITIZE_ADDRESS__)
+#if DITTO_ADDRESS_SANITIZER
   // Under AddressSanitizer the RSS holds its shadow memory and freed-memory quarantine too: the
   // bound is the normal build's to check (make test), the bits below are checked here as well.
   std::printf("peak RSS bound not checked: built with AddressSanitizer\n");

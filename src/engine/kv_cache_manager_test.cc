@@ -42,8 +42,9 @@ int64_t run_prompt(KvCacheManager& kv, RequestId id, const std::vector<int32_t>&
 uint64_t colliding_hash(uint64_t, std::span<const int32_t>) { return 42; }
 
 TEST(KvCacheManagerTest, RejectsBadSizes) {
-  for (auto [num_blocks, block_size] :
+  for (const auto& [blocks, size] :
        {std::pair<int64_t, int64_t>{0, 4}, {-1, 4}, {int64_t{1} << 31, 4}, {4, 0}, {4, -2}}) {
+    const int64_t num_blocks = blocks, block_size = size;  // lambdas capture variables, not bindings (C++17)
     DITTO_EXPECT_MESSAGE_HAS(
         error_message([&] { KvCacheManager kv(num_blocks, block_size, true); }, ErrorCode::kInvalidArgument),
         num_blocks < 1 || num_blocks > 4 ? "num_blocks" : "block_size");

@@ -198,13 +198,13 @@ TEST(AddedVocabularyTest, LstripRstripSingleWord) {
                                  token(104, "[SEP]", false, false, false, true)};
   EXPECT_EQ(added_split(tokens, "[CLS] my name is anthony [SEP]"),
             (V{{"[CLS]", 103}, {" my ", 100}, {"name", 101}, {" is anthony ", -1}, {"[SEP]", 104}}));
-  const nlohmann::json mask = {token(200, "<mask>", false, false, true)};
+  const auto mask = nlohmann::json::array({token(200, "<mask>", false, false, true)});  // {x} would copy x under clang
   EXPECT_EQ(added_split(mask, "<mask> My name <mask> A<mask> <mask>ony <mask>"),
             (V{{"<mask>", 200}, {" My name ", -1}, {"<mask>", 200}, {" A<mask> <mask>ony ", -1}, {"<mask>", 200}}));
   // Punctuation is not a word character; a combining mark is.
   EXPECT_EQ(added_split(mask, "<mask>, <mask>- \xe2\x97\x8c\xcc\xb0<mask>"),
             (V{{"<mask>", 200}, {", ", -1}, {"<mask>", 200}, {"- \xe2\x97\x8c\xcc\xb0<mask>", -1}}));
-  const nlohmann::json strip = {token(300, "<mask>", true, true, true)};
+  const auto strip = nlohmann::json::array({token(300, "<mask>", true, true, true)});
   EXPECT_EQ(added_split(strip, "Hi <mask> there\t<mask>\t<mask>\xe2\x80\x80"),
             (V{{"Hi", -1}, {" <mask> ", 300}, {"there", -1}, {"\t<mask>\t", 300}, {"<mask>\xe2\x80\x80", 300}}));
 }
