@@ -8,6 +8,28 @@
 
 namespace ditto {
 
+// Speculative decoding (vLLM's speculative_config, its key names): a proposer guesses the next
+// tokens, the model verifies them in one forward pass by sampling its own token at each position
+// exactly as plain decoding would, and keeps a guess only while it equals that token. Outputs are
+// bit-identical with speculation on or off (docs/SPECULATIVE.md); only the speed changes.
+struct SpeculativeConfig {
+  // "" (off), "ngram" (prompt lookup: copies what followed the latest earlier occurrence of the
+  // sequence's last tokens) or "draft_model" (a smaller model with the same vocabulary; implied by
+  // `model`).
+  std::string method;
+  std::string model;                   // the draft model: a directory, GGUF file or hub id
+  int64_t num_speculative_tokens = 0;  // k, the tokens proposed per step, in [1, 32] when on
+  // ngram: the suffix lengths tried, longest first, in [1, prompt_lookup_max]. Unset (0) in the
+  // JSON: both 5 when neither is given, else the one given (vLLM's defaults).
+  int64_t prompt_lookup_min = 0;
+  int64_t prompt_lookup_max = 0;
+  // No proposals in a step that has at least this many running sequences (a full batch is
+  // compute-bound, where verifying guesses costs more than it saves); 0: never off by batch size.
+  int64_t disable_by_batch_size = 0;
+
+  bool enabled() const { return !method.empty(); }
+};
+
 struct EngineArgs {
   std::string model;                           // a directory or a hub id in the local HF cache
   int threads = 0;                             // 0: $DITTO_NUM_THREADS or all cores
@@ -30,6 +52,8 @@ struct EngineArgs {
   // 1/N of the weights and of kv_cache_memory's KV heads. Only rank 0 may construct an engine; the
   // others serve it (serve_as_tensor_parallel_rank, model/tensor_parallel_worker.h).
   int tensor_parallel_size = 1;
+  // Off by default; parse_speculative_config (engine/speculative.h) reads vLLM's JSON form.
+  SpeculativeConfig speculative_config;
 };
 
 }  // namespace ditto

@@ -77,7 +77,22 @@ Engine::Engine(const CausalLM& model, const Tokenizer* tokenizer, std::vector<in
       processor_(input_limits_for(model.config(), config), tokenizer, /*chat_template=*/nullptr),
       kv_(config.num_kv_blocks, config.block_size, config.enable_prefix_caching),
       runner_(model, config.num_kv_blocks, config.block_size),
-      scheduler_(config.scheduler, kv_) {}
+      scheduler_(config.scheduler, kv_) {
+  if (config.proposer) {
+    if (config.speculative.num_speculative_tokens < 1)
+      throw_invalid_argument("speculative_config: num_speculative_tokens must be at least 1 with a proposer");
+    proposer_ = config.proposer;
+    return;
+  }
+  config_.speculative = checked_speculative_config(config.speculative);
+  if (config_.speculative.method == "draft_model" && config.draft_model != nullptr &&
+      config.draft_model->config().vocab_size != model.config().vocab_size)
+    throw_invalid_argument("speculative_config: the draft model's vocab_size " +
+                           std::to_string(config.draft_model->config().vocab_size) + " differs from the model's " +
+                           std::to_string(model.config().vocab_size) + " (a draft needs the same tokenizer)");
+  proposer_ = make_proposer(config_.speculative, config.draft_model, config.num_kv_blocks, config.block_size,
+                            config.scheduler.max_num_batched_tokens);
+}
 
 Engine::~Engine() = default;
 
@@ -153,7 +168,9 @@ void Engine::abort(const std::string& request_id) {
 
 void Engine::finish_sequence(Sequence& seq, FinishReason reason) {
   seq.finish = reason;
+  seq.proposal.clear();
   scheduler_.remove(&seq);
+  if (proposer_) proposer_->release(seq.id);
   Request& req = *requests_.at(seq.request);
   CompletionOutput& out = req.out.outputs[static_cast<size_t>(seq.choice)];
   out.finish_reason = reason == FinishReason::kLength ? "length" : reason == FinishReason::kAbort ? "abort" : "stop";
@@ -270,6 +287,7 @@ std::vector<RequestOutput> Engine::step() {
   std::vector<int64_t> touched = std::move(aborted_);  // requests to report on
   aborted_.clear();
   last_step_tokens_.clear();
+  if (proposer_) propose();
   const std::vector<ScheduledSequence> batch = scheduler_.schedule();
   // Every queued request fits the cache alone, so an idle step with work waiting is a bug; fail
   // loudly rather than let a caller's `while (has_unfinished()) step();` spin forever.
@@ -282,23 +300,68 @@ std::vector<RequestOutput> Engine::step() {
     apply_logits_hook(logits, batch.size());
     process_outputs(batch, steps, logits, touched);
   }
+  for (Sequence* seq : scheduler_.running()) seq->proposal.clear();  // guesses are for one step
   return report(std::move(touched));
 }
 
-// One SequenceStep per scheduled sequence: the tokens it runs now, from its first uncomputed one.
-std::vector<SequenceStep> Engine::prepare_inputs(const std::vector<ScheduledSequence>& batch) const {
+// Guesses for the running decodes, as many as could still be kept (max_tokens, the context). A
+// sequence whose guesses all failed pauses guessing for 1, 2, 4, ... up to 32
+// decode steps (reset by one accepted guess; Engine::verify): so a text that gives the proposer nothing to copy
+// costs a verification now and then, not at every step.
+void Engine::propose() {
+  const SpeculativeConfig& sc = config_.speculative;
+  if (sc.disable_by_batch_size > 0 && scheduler_.num_running() >= sc.disable_by_batch_size) return;
+  std::vector<ProposalRequest> wanted;
+  for (Sequence* seq : scheduler_.running()) {
+    if (seq->finished() || seq->num_uncomputed_tokens() != 1) continue;
+    if (seq->speculation_paused > 0) {
+      --seq->speculation_paused;
+      continue;
+    }
+    const SamplingParams& p = requests_.at(seq->request)->params;
+    const int64_t room = std::min(p.max_tokens - seq->num_output_tokens(),
+                                  processor_.limits().max_model_len - static_cast<int64_t>(seq->token_ids.size())) -
+                         1;  // the token sampled after the last guess must fit too
+    const int64_t max_tokens = std::min(sc.num_speculative_tokens, room);
+    if (max_tokens >= 1) wanted.push_back({seq, max_tokens});
+  }
+  if (wanted.empty()) return;
+  std::vector<std::vector<int32_t>> proposals;
+  proposer_->propose(wanted, proposals);
+  const int32_t vocab = static_cast<int32_t>(model_.config().vocab_size);
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    std::vector<int32_t>& guess = proposals[i];
+    DITTO_CHECK(static_cast<int64_t>(guess.size()) <= wanted[i].max_tokens &&
+                std::all_of(guess.begin(), guess.end(), [&](int32_t t) { return t >= 0 && t < vocab; }))
+        << "the proposer returned " << guess.size() << " guesses (at most " << wanted[i].max_tokens
+        << " asked), or one outside the vocabulary";
+    const_cast<Sequence*>(wanted[i].seq)->proposal = std::move(guess);
+  }
+}
+
+// One SequenceStep per scheduled sequence: the tokens it runs now, from its first uncomputed one
+// (for a decode with guesses: its last token, then the guesses).
+std::vector<SequenceStep> Engine::prepare_inputs(const std::vector<ScheduledSequence>& batch) {
   std::vector<SequenceStep> steps;
   steps.reserve(batch.size());
+  verify_tokens_.clear();
+  verify_tokens_.reserve(batch.size());  // no reallocation: the steps' spans point into it
   for (const ScheduledSequence& s : batch) {
     const Request& req = *requests_.at(s.seq->request);
     SequenceStep step;
     step.token_ids = std::span<const int32_t>(s.seq->token_ids.data() + s.seq->num_computed_tokens,
                                               static_cast<size_t>(s.num_tokens));
+    if (s.num_proposals > 0) {
+      std::vector<int32_t>& run = verify_tokens_.emplace_back(step.token_ids.begin(), step.token_ids.end());
+      run.insert(run.end(), s.seq->proposal.begin(), s.seq->proposal.begin() + s.num_proposals);
+      step.token_ids = run;
+      step.all_logits = true;
+    }
     step.start_position = static_cast<int32_t>(s.seq->num_computed_tokens);
     step.block_table = kv_.block_table(s.seq->id);  // stable: nothing allocates until the step ends
     // Prompt logprobs need every prompt row's logits (choice 0 computes them for the request).
-    step.all_logits =
-        req.params.prompt_logprobs && s.seq->choice == 0 && s.seq->num_computed_tokens < s.seq->num_prompt_tokens;
+    step.all_logits = step.all_logits || (req.params.prompt_logprobs && s.seq->choice == 0 &&
+                                          s.seq->num_computed_tokens < s.seq->num_prompt_tokens);
     steps.push_back(step);
   }
   return steps;
@@ -320,20 +383,62 @@ void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const 
   for (size_t i = 0; i < batch.size(); ++i) {
     Sequence& seq = *batch[i].seq;
     Request& req = *requests_.at(seq.request);
-    const int64_t rows = steps[i].all_logits ? batch[i].num_tokens : 1;
-    if (steps[i].all_logits) record_prompt_logprobs(seq, req, logits.data() + row * vocab, rows);
+    const int64_t num_tokens = batch[i].num_tokens + batch[i].num_proposals;
+    const int64_t rows = steps[i].all_logits ? num_tokens : 1;
+    if (steps[i].all_logits && batch[i].num_proposals == 0)
+      record_prompt_logprobs(seq, req, logits.data() + row * vocab, rows);
     seq.num_computed_tokens += batch[i].num_tokens;
     kv_.cache_computed(seq.id, seq.token_ids, seq.num_computed_tokens);
-    if (seq.num_uncomputed_tokens() == 0 && !seq.finished()) {
+    int64_t sampled = 0;
+    if (batch[i].num_proposals > 0 && !seq.finished()) {
+      sampled = verify(seq, logits.data() + row * vocab, batch[i].num_proposals);
+    } else if (seq.num_uncomputed_tokens() == 0 && !seq.finished()) {
       process_row(seq, logits.data() + (row + static_cast<size_t>(rows - 1)) * vocab);
+      sampled = 1;
+    }
+    if (sampled > 0) {
       auto counted = std::find_if(last_step_tokens_.begin(), last_step_tokens_.end(),
                                   [&](const auto& e) { return e.first == req.out.request_id; });
       if (counted == last_step_tokens_.end()) counted = last_step_tokens_.emplace(counted, req.out.request_id, 0);
-      ++counted->second;
+      counted->second += sampled;
     }
     row += static_cast<size_t>(rows);
     touched.push_back(seq.request);
   }
+}
+
+// Row j of `logits` ([1 + num_proposals, vocab_size] f32) is the model's distribution after the
+// last token and guesses 0..j-1: exactly what plain decoding would see at that point if the
+// guesses were its tokens (the forward pass is chunk-invariant). So sampling row j as plain
+// decoding would — process_row, whose random draw depends on (seed, choice, output position)
+// only — gives plain decoding's token as long as every earlier guess equalled the sampled token;
+// the first guess that differs is dropped with the rest, and the sampled token stands in for it.
+// The K/V of dropped guesses stay in blocks past num_computed_tokens, where the next step
+// overwrites them; no prefix-cache block holds them (cache_computed stops at num_computed_tokens).
+int64_t Engine::verify(Sequence& seq, const float* logits, int64_t num_proposals) {
+  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  const std::vector<int32_t> guesses(seq.proposal.begin(), seq.proposal.begin() + num_proposals);
+  int64_t sampled = 0;
+  int64_t accepted = 0;
+  for (int64_t j = 0; j <= num_proposals; ++j) {
+    process_row(seq, logits + static_cast<size_t>(j) * vocab);
+    ++sampled;
+    if (j == num_proposals || seq.token_ids.back() != guesses[static_cast<size_t>(j)]) break;
+    ++accepted;
+    if (seq.finished()) break;
+    seq.num_computed_tokens += 1;  // the guess's K/V are the sampled token's
+    kv_.cache_computed(seq.id, seq.token_ids, seq.num_computed_tokens);
+  }
+  ++speculation_stats_.num_drafts;
+  speculation_stats_.num_draft_tokens += num_proposals;
+  speculation_stats_.num_accepted_tokens += accepted;
+  if (accepted > 0) {
+    seq.speculation_failures = 0;
+  } else {
+    seq.speculation_paused = int64_t{1} << std::min<int64_t>(seq.speculation_failures, 5);  // 1 .. 32 steps
+    ++seq.speculation_failures;
+  }
+  return sampled;
 }
 
 // `logits` [rows, vocab_size] f32 are the rows of the sequence's tokens from num_computed_tokens on.

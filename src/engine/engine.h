@@ -22,6 +22,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/speculative.h"
 #include "model/causal_lm.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,6 +39,13 @@ struct EngineConfig {
   int64_t max_logprobs = 20;  // top-N bound for logprobs and prompt_logprobs (vLLM's)
   bool enable_prefix_caching = true;
   SchedulerConfig scheduler;
+  // Speculative decoding (off by default); outputs are the same bits either way. "draft_model"
+  // needs draft_model, loaded with the same vocabulary (not owned; it must outlive the engine).
+  SpeculativeConfig speculative;
+  const CausalLM* draft_model = nullptr;
+  // Test double (null in real use): replaces the proposer the speculative config would make, and
+  // turns speculation on with speculative.num_speculative_tokens guesses per step.
+  std::shared_ptr<Proposer> proposer;
 };
 
 // The limits requests to an engine of `config` over a model of `model_config` are checked against.
@@ -95,11 +103,13 @@ class Engine {
   int64_t num_steps() const { return num_steps_; }
   const Scheduler& scheduler() const { return scheduler_; }
   const KvCacheManager& kv_cache() const { return kv_; }
+  const SpeculationStats& speculation_stats() const { return speculation_stats_; }
 
  private:
   struct Request;
   // step()'s parts, in order.
-  std::vector<SequenceStep> prepare_inputs(const std::vector<ScheduledSequence>& batch) const;
+  void propose();
+  std::vector<SequenceStep> prepare_inputs(const std::vector<ScheduledSequence>& batch);
   void apply_logits_hook(std::vector<float>& logits, size_t batch_sequences) const;
   void process_outputs(const std::vector<ScheduledSequence>& batch, const std::vector<SequenceStep>& steps,
                        const std::vector<float>& logits, std::vector<int64_t>& touched);
@@ -108,6 +118,9 @@ class Engine {
   void record_prompt_logprobs(Sequence& seq, Request& req, const float* logits, int64_t rows);
   void finish_sequence(Sequence& seq, FinishReason reason);
   void process_row(Sequence& seq, const float* logits);
+  // Samples `rows` rows for a decode that ran with `num_proposals` guesses (rows = 1 + guesses),
+  // keeping guesses while they equal the sampled token. Returns the tokens sampled.
+  int64_t verify(Sequence& seq, const float* logits, int64_t num_proposals);
   std::optional<RequestOutput> take_delta(Request& req);
 
   const CausalLM& model_;
@@ -119,6 +132,9 @@ class Engine {
   ModelRunner runner_;
   Scheduler scheduler_;
   Sampler sampler_;
+  std::shared_ptr<Proposer> proposer_;  // null: no speculation
+  SpeculationStats speculation_stats_;
+  std::vector<std::vector<int32_t>> verify_tokens_;  // the step's decode-and-guesses token runs
   // Live requests and sequences by engine index (finished ones are erased, so a long-running
   // server's engine stays the size of its current load).
   std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;

@@ -47,6 +47,7 @@ void Scheduler::remove(Sequence* seq) {
 
 void Scheduler::preempt(Sequence* seq) {
   kv_.free(seq->id);
+  seq->proposal.clear();
   seq->num_computed_tokens = 0;
   ++seq->num_preemptions;
   ++num_preemptions_;
@@ -87,7 +88,7 @@ std::vector<ScheduledSequence> Scheduler::schedule() {
     budget -= n;
     ++i;
   }
-  if (preempted) return out;
+  if (preempted) return out;  // (and no guesses: blocks are short)
   while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     if (seq->num_computed_tokens == 0 && seq->use_prefix_cache)
@@ -103,11 +104,25 @@ std::vector<ScheduledSequence> Scheduler::schedule() {
     out.push_back({seq, n});
     budget -= n;
   }
+  budget = schedule_proposals(out, budget);
   const bool anyone_samples = std::any_of(out.begin(), out.end(), [](const ScheduledSequence& s) {
     return s.num_tokens == s.seq->num_uncomputed_tokens();
   });
   if (budget > 0 && !anyone_samples) fill_leftover_budget(out, budget);
   return out;
+}
+
+int64_t Scheduler::schedule_proposals(std::vector<ScheduledSequence>& out, int64_t budget) {
+  for (ScheduledSequence& s : out) {
+    Sequence& seq = *s.seq;
+    if (budget == 0) break;
+    if (seq.proposal.empty() || seq.num_uncomputed_tokens() != s.num_tokens || s.num_tokens != 1) continue;
+    const int64_t guesses = std::min(static_cast<int64_t>(seq.proposal.size()), budget);
+    if (!kv_.allocate(seq.id, seq.num_computed_tokens + 1 + guesses)) continue;
+    s.num_proposals = guesses;
+    budget -= guesses;
+  }
+  return budget;
 }
 
 void Scheduler::fill_leftover_budget(std::vector<ScheduledSequence>& out, int64_t budget) {

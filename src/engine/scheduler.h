@@ -20,6 +20,10 @@
 // split into chunks never changes a bit of its output (docs/INVARIANCE.md, row 3), so the
 // scheduler is free to be fair.
 //
+// Speculative decoding: after 1 and 2, a scheduled decode with a proposal (Sequence::proposal)
+// also runs as many of its guessed tokens as the budget left over and the free KV blocks allow, in
+// admission order; guesses never preempt, delay or displace anyone's tokens.
+//
 // A sequence that alone cannot fit in the whole cache is refused by the engine before it gets
 // here, so the oldest running sequence can always progress: no deadlock.
 // Thread-safety: none; the engine thread owns it.
@@ -57,6 +61,9 @@ int64_t default_long_prefill_token_threshold(int64_t max_num_batched_tokens);
 struct ScheduledSequence {
   Sequence* seq;
   int64_t num_tokens;  // token_ids[num_computed_tokens, num_computed_tokens + num_tokens) run now
+  // A decode's speculative tokens run after it: seq->proposal[0, num_proposals). Their positions
+  // have blocks too; they count against the step's token budget.
+  int64_t num_proposals = 0;
 };
 
 class Scheduler {
@@ -77,11 +84,15 @@ class Scheduler {
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Running sequences, in admission order.
+  const std::vector<Sequence*>& running() const { return running_; }
   // The threshold in force (the configured one, or its default when that is 0), tokens.
   int64_t long_prefill_token_threshold() const { return long_prefill_token_threshold_; }
 
  private:
   void preempt(Sequence* seq);
+  // Gives scheduled decodes their guesses from `budget`; returns the budget left.
+  int64_t schedule_proposals(std::vector<ScheduledSequence>& out, int64_t budget);
   // Rule 3 of the policy: hands `budget` tokens to the prefills in `out`.
   void fill_leftover_budget(std::vector<ScheduledSequence>& out, int64_t budget);
 

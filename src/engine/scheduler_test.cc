@@ -225,5 +225,51 @@ TEST(SchedulerTest, EveryoneFinishesUnderPreemption) {
   EXPECT_GT(sim.scheduler().num_preemptions(), 0);
 }
 
+// Speculative guesses take only what is left: the budget after every decode and admitted prefill,
+// and blocks that are free — never a token or a block of anyone else.
+TEST(SchedulerTest, GuessesTakeOnlyTheLeftoverBudgetAndFreeBlocks) {
+  SchedulerConfig c;
+  c.max_num_batched_tokens = 8;
+  c.long_prefill_token_threshold = 8;
+  KvCacheManager kv(/*num_blocks=*/3, kBlockSize, /*enable_prefix_caching=*/false);
+  Scheduler scheduler(c, kv);
+  auto prompt = [&](int64_t id, int64_t length) {
+    auto s = std::make_unique<Sequence>();
+    s->id = s->arrival = id;
+    s->token_ids.assign(static_cast<size_t>(length), 1);
+    s->num_prompt_tokens = length;
+    s->use_prefix_cache = false;
+    scheduler.add(s.get());
+    return s;
+  };
+  const std::unique_ptr<Sequence> a = prompt(0, 4), b = prompt(1, 4);
+  ASSERT_EQ(scheduler.schedule().size(), 2u);
+  for (Sequence* s : {a.get(), b.get()}) {  // prefilled; each sampled a token: two decodes
+    s->num_computed_tokens = 4;
+    s->token_ids.push_back(2);
+  }
+  a->proposal.assign(10, 3);
+  std::vector<ScheduledSequence> out = scheduler.schedule();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].num_tokens, 1);
+  EXPECT_EQ(out[0].num_proposals, 6);  // the 8-token budget less a's and b's decode tokens
+  EXPECT_EQ(out[1].num_proposals, 0);
+  // A prompt that arrives is admitted before guesses get anything.
+  const std::unique_ptr<Sequence> p = prompt(2, 5);
+  out = scheduler.schedule();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[2].num_tokens, 5);
+  EXPECT_EQ(out[0].num_proposals, 1);  // the 1 token left
+  // The prompt took the last free block; a guess that needs a new block is dropped, and no one
+  // is preempted for it.
+  ASSERT_EQ(kv.num_free_blocks(), 0);
+  a->token_ids.resize(16, 2);
+  a->num_computed_tokens = 15;
+  out = scheduler.schedule();
+  EXPECT_EQ(scheduler.num_preemptions(), 0);
+  ASSERT_EQ(out.size(), 3u);
+  for (const ScheduledSequence& s : out) EXPECT_EQ(s.num_proposals, 0) << "sequence " << s.seq->id;
+}
+
 }  // namespace
 }  // namespace ditto

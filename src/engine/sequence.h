@@ -19,6 +19,12 @@ struct Sequence {
   int64_t num_computed_tokens = 0;  // leading token_ids whose K/V is in the cache
   bool use_prefix_cache = true;     // false when prompt logprobs are wanted (every row computed)
   int64_t num_preemptions = 0;
+  // Speculative decoding: tokens guessed to follow token_ids, verified in the next step that
+  // schedules this sequence (then cleared), and the back-off that pauses guessing after guesses
+  // that all failed (engine.cc).
+  std::vector<int32_t> proposal;
+  int64_t speculation_failures = 0;  // consecutive verifications that accepted nothing
+  int64_t speculation_paused = 0;    // decode steps left without guessing
   FinishReason finish = FinishReason::kNone;
 
   int64_t num_output_tokens() const { return static_cast<int64_t>(token_ids.size()) - num_prompt_tokens; }
