@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/json_input.h"
 #include "engine/llm_engine.h"
+#include "engine/speculative.h"
 #include "generate_jsonl.h"
 #include "model_options.h"
 
@@ -39,6 +40,7 @@ struct GenerateOptions {
   int64_t max_num_seqs = 256;
   int64_t max_model_len = 0;
   bool no_prefix_caching = false;
+  std::string speculative_config;  // vLLM's JSON; "" off
   // Engine mode: JSON lines in and out, any sampling parameters per line.
   std::string prompts_file;
   std::string output = "-";
@@ -84,6 +86,7 @@ EngineArgs engine_args(const GenerateOptions& o) {
   a.max_num_seqs = o.max_num_seqs;
   a.max_model_len = o.max_model_len;
   a.enable_prefix_caching = !o.no_prefix_caching;
+  a.speculative_config = parse_speculative_config(o.speculative_config);
   return a;
 }
 
@@ -197,6 +200,7 @@ void add_generate_command(CLI::App& app) {
                   "max_position_embeddings)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Recompute shared prompt prefixes");
+  add_speculative_config_option(cmd, o->speculative_config);
   // Per-prompt flags belong to the flag mode (--prompts lines carry their own); mixing them is a
   // usage error rather than a silently ignored flag.
   CLI::Option* prompts = cmd->get_option("--prompts");

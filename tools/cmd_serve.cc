@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "engine/llm_engine.h"
+#include "engine/speculative.h"
 #include "model/hub.h"
 #include "model_options.h"
 #include "server/http_server.h"
@@ -36,6 +37,7 @@ struct ServeOptions {
   int64_t max_num_seqs = 256;
   int64_t max_model_len = 0;
   bool no_prefix_caching = false;
+  std::string speculative_config;  // vLLM's JSON; "" off
 };
 
 // VLLM_BATCH_INVARIANT and DITTO_BATCH_INVARIANT, as vLLM users set them: "1" (or unset) is what
@@ -80,6 +82,7 @@ void run_serve(ServeOptions o) {
   lo.long_prefill_token_threshold = o.long_prefill_token_threshold;
   lo.max_num_seqs = o.max_num_seqs;
   lo.enable_prefix_caching = !o.no_prefix_caching;
+  lo.speculative_config = parse_speculative_config(o.speculative_config);
   o.server.max_request_body_bytes = parse_size_bytes(o.max_request_body, "--max-request-body-bytes");
   if (o.server.served_model_name.empty()) o.server.served_model_name = o.model;
   validate_server_options(o.server);  // before the (long) model load
@@ -179,6 +182,7 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Recompute shared prompt prefixes");
+  add_speculative_config_option(cmd, o->speculative_config);
   cmd->add_option("--max-queued-requests", o->server.max_queued_requests,
                   "Requests (choices) waiting for the engine beyond which new ones get HTTP 503")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))

@@ -30,6 +30,13 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   add_tensor_parallel_option(cmd, o.tensor_parallel_size);
 }
 
+void add_speculative_config_option(CLI::App* cmd, std::string& speculative_config) {
+  cmd->add_option("--speculative-config", speculative_config,
+                  "Speculative decoding as JSON (vLLM's keys): {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+                  "\"prompt_lookup_max\": 4} or {\"model\": DRAFT, \"num_speculative_tokens\": 4}; outputs are the "
+                  "same bits with it on or off, only faster (docs/SPECULATIVE.md)");
+}
+
 void add_tensor_parallel_option(CLI::App* cmd, int& tensor_parallel_size) {
   cmd->add_option("--tensor-parallel-size,--tp", tensor_parallel_size,
                   "Split the model over N processes launched with `mpirun -np N` (one rank each, any hosts); "

@@ -23,6 +23,8 @@ struct ModelOptions {
 };
 
 void add_model_options(CLI::App* cmd, ModelOptions& options);
+// --speculative-config JSON (vLLM's keys; engine/speculative.h reads it).
+void add_speculative_config_option(CLI::App* cmd, std::string& speculative_config);
 // --tensor-parallel-size (alias --tp), as vLLM's.
 void add_tensor_parallel_option(CLI::App* cmd, int& tensor_parallel_size);
 

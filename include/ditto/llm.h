@@ -66,6 +66,11 @@ class LLM {
     int64_t preemptions = 0;
     int64_t prefix_query_tokens = 0;
     int64_t prefix_hit_tokens = 0;
+    // Speculative decoding (vLLM's spec_decode counters): verifications with guesses, tokens
+    // guessed, and guesses accepted (equal to the token the model sampled there).
+    int64_t spec_decode_num_drafts = 0;
+    int64_t spec_decode_num_draft_tokens = 0;
+    int64_t spec_decode_num_accepted_tokens = 0;
   };
   const Stats& last_stats() const;
 

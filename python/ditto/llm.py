@@ -32,7 +32,7 @@ _IGNORED_ARGS = frozenset({
     "pipeline_parallel_size", "max_cpu_loras", "enable_lora", "mm_processor_kwargs", "override_pooler_config",
     "async_scheduling", "worker_cls", "seed_everything", "served_model_name", "task", "runner", "enable_sleep_mode",
     "data_parallel_size", "limit_mm_per_prompt", "max_loras", "num_gpu_blocks_override", "model_impl",
-    "config_format", "enable_expert_parallel", "preemption_mode", "max_num_partial_prefills", "speculative_config",
+    "config_format", "enable_expert_parallel", "preemption_mode", "max_num_partial_prefills",
 })
 # vLLM arguments that would change the outputs, which ditto cannot honour: refused unless unset.
 _REFUSED_ARGS = frozenset({"hf_overrides", "rope_scaling", "logits_processors", "chat_template"})
@@ -87,6 +87,11 @@ class LLM:
     request waits behind a long prompt; 0 (the default): a quarter of max_num_batched_tokens. ditto's
     own: kv_cache_memory (bytes or "2GiB"), threads (default: $DITTO_NUM_THREADS or every core).
 
+    speculative_config (vLLM's): {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": a,
+    "prompt_lookup_max": b} guesses by prompt lookup, {"model": DRAFT, "num_speculative_tokens": k} by a
+    smaller model with the same tokenizer; disable_by_batch_size turns guessing off in steps with that
+    many running sequences. Outputs are the same bits with it on or off; only the speed changes.
+
     tensor_parallel_size=N splits the model over N processes, as vLLM's external launcher does: run
     the same script under `mpirun -np N python script.py`. Rank 0 loads its shard and drives; on
     every other rank the constructor serves rank 0 until rank 0's script ends, and then generate()
@@ -103,7 +108,8 @@ class LLM:
                  max_logprobs: int = 20, quantization: Optional[str] = None, skip_tokenizer_init: bool = False,
                  generation_config: str = "auto", override_generation_config: Optional[dict] = None,
                  kv_cache_memory: Union[int, str] = "2GiB", threads: Optional[int] = None,
-                 long_prefill_token_threshold: int = 0, **kwargs: Any) -> None:
+                 long_prefill_token_threshold: int = 0, speculative_config: Optional[dict] = None,
+                 **kwargs: Any) -> None:
         for name, value in kwargs.items():
             if name in _REFUSED_ARGS:
                 if value:
@@ -147,6 +153,10 @@ class LLM:
         args.max_model_len = 0 if max_model_len is None else _positive("max_model_len", max_model_len)
         args.max_logprobs = max_logprobs
         args.tensor_parallel_size = tensor_parallel_size
+        if speculative_config is not None:
+            if not isinstance(speculative_config, dict):
+                raise ValueError(f"speculative_config must be a dict (vLLM's keys), got {speculative_config!r}")
+            args.set_speculative_config(json.dumps(speculative_config))
         self.is_driver = True
         if tensor_parallel_size > 1:
             if _ditto.serve_as_tensor_parallel_rank(tensor_parallel_size):

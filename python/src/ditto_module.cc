@@ -23,6 +23,7 @@
 #include "ditto/request_output.h"
 #include "ditto/sampling_params.h"
 #include "engine/llm_engine.h"
+#include "engine/speculative.h"
 #include "model/causal_lm.h"
 #include "model/tensor_parallel_worker.h"
 #include "parallel/tensor_parallel.h"
@@ -179,7 +180,10 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readwrite("enable_prefix_caching", &EngineArgs::enable_prefix_caching)
       .def_readwrite("max_model_len", &EngineArgs::max_model_len)
       .def_readwrite("max_logprobs", &EngineArgs::max_logprobs)
-      .def_readwrite("tensor_parallel_size", &EngineArgs::tensor_parallel_size);
+      .def_readwrite("tensor_parallel_size", &EngineArgs::tensor_parallel_size)
+      // vLLM's speculative_config as JSON; ValueError naming the key for a bad one.
+      .def("set_speculative_config",
+           [](EngineArgs& a, const std::string& json) { a.speculative_config = parse_speculative_config(json); });
 
   // Tensor parallelism under mpirun (model/tensor_parallel_worker.h): True on ranks other than 0,
   // after serving rank 0 until it shut the group down (the GIL released meanwhile).

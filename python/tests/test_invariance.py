@@ -69,3 +69,36 @@ def test_n_choices_are_each_their_own_stream(llm, n):
     single = llm.generate(PROMPTS[0], SamplingParams(temperature=1.0, max_tokens=10, seed=11, ignore_eos=True),
                           use_tqdm=False)[0]
     assert out.outputs[0].token_ids == single.outputs[0].token_ids  # choice 0's stream does not depend on n
+
+
+COPY_PROMPTS = ["Repeat exactly: one two three four five six seven eight nine ten, one two three four five",
+                "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return a + b\n\ndef add(",
+                "The quick brown fox"]
+
+
+@pytest.mark.parametrize("config", [
+    {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1, "prompt_lookup_max": 3},
+    "draft"])
+def test_speculative_decoding_on_and_off_agree(model_dir, llm, config):
+    """speculative_config changes the speed, never the bits: greedy and seeded sampling, n > 1,
+    logprobs, beside other traffic; the draft is the model itself (its greedy guesses are right)."""
+    if config == "draft":
+        config = {"model": model_dir, "num_speculative_tokens": 3}
+    prompts = COPY_PROMPTS + PROMPTS[:3]
+    params = [SamplingParams(temperature=0.0, max_tokens=24, logprobs=2, ignore_eos=True),
+              SamplingParams(temperature=0.8, seed=7, n=2, max_tokens=20, logprobs=1, ignore_eos=True),
+              SamplingParams(temperature=1.0, top_p=0.9, seed=3, max_tokens=16)] * 2
+    plain = [bits(o) for o in llm.generate(prompts, params, use_tqdm=False)]
+    spec = LLM(model=model_dir, kv_cache_memory="256MiB", speculative_config=config)
+    assert [bits(o) for o in spec.generate(prompts, params, use_tqdm=False)] == plain
+    assert [bits(spec.generate(p, s, use_tqdm=False)[0]) for p, s in zip(prompts, params)] == plain  # alone
+
+
+@pytest.mark.parametrize("config, named", [
+    ({"method": "eagle", "num_speculative_tokens": 2}, "method"),
+    ({"method": "ngram"}, "num_speculative_tokens"),
+    ({"method": "ngram", "num_speculative_tokens": 2, "lookahead": 1}, "lookahead"),
+    ("ngram", "dict")])
+def test_bad_speculative_config_is_refused_by_name(model_dir, config, named):
+    with pytest.raises(ValueError, match=named):
+        LLM(model=model_dir, kv_cache_memory="64MiB", speculative_config=config)

@@ -79,6 +79,22 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
                         "long_prefill_token_threshold (--long-prefill-token-threshold) must be at least 0 (0: a "
                         "quarter of max_num_batched_tokens), got " +
                             std::to_string(args_.long_prefill_token_threshold));
+  args_.speculative_config = checked_speculative_config(args_.speculative_config);
+  const SpeculativeConfig& sc = args_.speculative_config;
+  if (sc.method != "draft_model") {
+    draft_.reset();
+    draft_dir_.clear();
+  } else if (const std::string dir = resolve_model_path(sc.model); draft_ == nullptr || dir != draft_dir_) {
+    // On rank 0 alone, whole: it only proposes, so where it runs changes no bit.
+    std::unique_ptr<CausalLM> draft = CausalLM::load(dir, pool_.get(), nullptr);
+    if (draft->config().vocab_size != c.vocab_size)
+      throw_invalid_field("speculative_config", "speculative_config: the draft model " + dir + " has vocab_size " +
+                                                    std::to_string(draft->config().vocab_size) + ", the model " +
+                                                    std::to_string(c.vocab_size) +
+                                                    " (a draft needs the model's tokenizer)");
+    draft_ = std::move(draft);
+    draft_dir_ = dir;
+  }
   const EngineConfig config = engine_config();
   if (config.num_kv_blocks < 1)
     throw_invalid_field("kv_cache_memory", "kv_cache_memory " + std::to_string(args_.kv_cache_memory) +
@@ -96,6 +112,8 @@ EngineConfig LLMEngine::engine_config() const {
   config.scheduler.max_num_batched_tokens = args_.max_num_batched_tokens;
   config.scheduler.max_num_seqs = args_.max_num_seqs;
   config.scheduler.long_prefill_token_threshold = args_.long_prefill_token_threshold;
+  config.speculative = args_.speculative_config;
+  config.draft_model = draft_.get();
   return config;
 }
 
@@ -164,6 +182,9 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
   stats_.preemptions = engine.scheduler().num_preemptions();
   stats_.prefix_query_tokens = engine.kv_cache().stats().prefix_queries_tokens;
   stats_.prefix_hit_tokens = engine.kv_cache().stats().prefix_hit_tokens;
+  stats_.spec_decode_num_drafts = engine.speculation_stats().num_drafts;
+  stats_.spec_decode_num_draft_tokens = engine.speculation_stats().num_draft_tokens;
+  stats_.spec_decode_num_accepted_tokens = engine.speculation_stats().num_accepted_tokens;
   return results;
 }
 

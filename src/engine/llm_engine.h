@@ -27,10 +27,12 @@ class Tokenizer;
 
 class LLMEngine {
  public:
-  // Loads the model, tokenizer and chat template. Throws Error naming the file or field at fault,
+  // Loads the model, tokenizer and chat template (and speculative_config's draft model). Throws
+  // Error naming the file or field at fault,
   // Error(kResourceExhausted) when the weights or kv_cache_memory exceed the memory available,
   // Error(kInvalidArgument) for engine arguments out of range (max_model_len above the model's
-  // context, kv_cache_memory that holds no block, a negative long_prefill_token_threshold).
+  // context, kv_cache_memory that holds no block, a negative long_prefill_token_threshold, a
+  // speculative_config out of range or whose draft model has another vocabulary).
   explicit LLMEngine(const EngineArgs& args);
   ~LLMEngine();
   LLMEngine(const LLMEngine&) = delete;
@@ -38,12 +40,14 @@ class LLMEngine {
 
   // Engine limits for later engines and requests (block_size, kv_cache_memory,
   // max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, enable_prefix_caching,
-  // max_model_len, max_logprobs);
+  // max_model_len, max_logprobs, speculative_config — a new draft model is loaded here);
   // model and threads stay as loaded. Throws as the constructor for bad values.
   void set_engine_args(const EngineArgs& args);
   const EngineArgs& args() const { return args_; }
 
   const CausalLM& model() const { return *model_; }
+  // The draft model of speculative_config (method "draft_model"); null otherwise.
+  const CausalLM* draft_model() const { return draft_.get(); }
   const std::string& model_dir() const { return model_dir_; }
   // A model directory without tokenizer.json still runs token-id prompts (text and chat prompts
   // and stop strings are then refused at the front door); tokenizer() requires one.
@@ -91,6 +95,8 @@ class LLMEngine {
   std::string model_dir_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CausalLM> model_;
+  std::unique_ptr<CausalLM> draft_;  // speculative_config's draft model, when it has one
+  std::string draft_dir_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> chat_template_;  // null when the model has none
   std::unique_ptr<InputProcessor> processor_;

@@ -184,6 +184,8 @@ void AsyncEngine::publish_gauges() {
   const KvCacheManagerStats kv = engine_->kv_cache().stats();
   metrics_.set_engine_state(engine_->scheduler().num_running(), engine_->scheduler().num_waiting(), kv.usage(),
                             kv.prefix_queries_tokens, kv.prefix_hit_tokens);
+  const SpeculationStats& spec = engine_->speculation_stats();
+  metrics_.set_spec_decode(spec.num_drafts, spec.num_draft_tokens, spec.num_accepted_tokens);
   std::lock_guard lock(mu_);
   waiting_in_engine_ = engine_->scheduler().num_waiting();
   free_running_ = std::max<int64_t>(0, max_num_seqs_ - engine_->scheduler().num_running());

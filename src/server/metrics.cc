@@ -108,6 +108,13 @@ void ServerMetrics::set_engine_state(int64_t running, int64_t waiting, double kv
   prefix_hit_tokens_ = prefix_hit_tokens;
 }
 
+void ServerMetrics::set_spec_decode(int64_t num_drafts, int64_t num_draft_tokens, int64_t num_accepted_tokens) {
+  std::lock_guard lock(mu_);
+  spec_drafts_ = num_drafts;
+  spec_draft_tokens_ = num_draft_tokens;
+  spec_accepted_tokens_ = num_accepted_tokens;
+}
+
 std::string ServerMetrics::labels() const { return "model_name=\"" + escape_label(model_name_) + "\""; }
 
 std::string ServerMetrics::render() const {
@@ -132,6 +139,17 @@ std::string ServerMetrics::render() const {
   gauge("ditto:prefix_cache_hit_rate", "prefix_cache_hits_total / prefix_cache_queries_total (0 before any query).",
         number(prefix_query_tokens_ > 0
                    ? static_cast<double>(prefix_hit_tokens_) / static_cast<double>(prefix_query_tokens_)
+                   : 0.0));
+  counter("ditto:spec_decode_num_drafts_total", "Speculative verifications (a sequence's step with guesses).",
+          spec_drafts_);
+  counter("ditto:spec_decode_num_draft_tokens_total", "Tokens guessed by the speculative proposer.",
+          spec_draft_tokens_);
+  counter("ditto:spec_decode_num_accepted_tokens_total",
+          "Guessed tokens accepted (equal to the token the model sampled there).", spec_accepted_tokens_);
+  gauge("ditto:spec_decode_acceptance_rate",
+        "spec_decode_num_accepted_tokens_total / spec_decode_num_draft_tokens_total (0 before any guess).",
+        number(spec_draft_tokens_ > 0
+                   ? static_cast<double>(spec_accepted_tokens_) / static_cast<double>(spec_draft_tokens_)
                    : 0.0));
   header(out, "ditto:request_success_total", "counter", "Finished engine requests by finish reason.");
   for (const char* reason : {"stop", "length", "abort", "error"}) {

@@ -48,6 +48,10 @@ class ServerMetrics {
   void set_engine_state(int64_t running, int64_t waiting, double kv_cache_usage, int64_t prefix_query_tokens,
                         int64_t prefix_hit_tokens);
 
+  // Speculative decoding's running totals (vLLM's spec_decode counters): verifications with
+  // guesses, tokens guessed, guesses accepted.
+  void set_spec_decode(int64_t num_drafts, int64_t num_draft_tokens, int64_t num_accepted_tokens);
+
   // The whole exposition text.
   std::string render() const;
 
@@ -65,6 +69,9 @@ class ServerMetrics {
   double kv_cache_usage_ = 0.0;
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
+  int64_t spec_drafts_ = 0;
+  int64_t spec_draft_tokens_ = 0;
+  int64_t spec_accepted_tokens_ = 0;
   Histogram ttft_;
   Histogram itl_;
   Histogram e2e_;

@@ -34,6 +34,7 @@ TEST(MetricsTest, RendersCountersGaugesAndHistograms) {
   m.observe_time_to_first_token(0.2);
   m.observe_inter_token_latency(0.03);
   m.set_engine_state(3, 4, 0.25, 100, 40);
+  m.set_spec_decode(5, 20, 15);
   const std::string t = m.render();
   const std::string l = "model_name=\"qwen \\\"3\\\"\"";
   EXPECT_TRUE(has_line(t, "ditto:num_requests_running{" + l + "} 3")) << t;
@@ -51,6 +52,10 @@ TEST(MetricsTest, RendersCountersGaugesAndHistograms) {
   EXPECT_TRUE(has_line(t, "ditto:time_to_first_token_seconds_bucket{" + l + ",le=\"0.1\"} 0"));
   EXPECT_TRUE(has_line(t, "ditto:inter_token_latency_seconds_count{" + l + "} 1"));
   EXPECT_TRUE(has_line(t, "# TYPE ditto:time_to_first_token_seconds histogram"));
+  EXPECT_TRUE(has_line(t, "ditto:spec_decode_num_drafts_total{" + l + "} 5"));
+  EXPECT_TRUE(has_line(t, "ditto:spec_decode_num_draft_tokens_total{" + l + "} 20"));
+  EXPECT_TRUE(has_line(t, "ditto:spec_decode_num_accepted_tokens_total{" + l + "} 15"));
+  EXPECT_TRUE(has_line(t, "ditto:spec_decode_acceptance_rate{" + l + "} 0.75"));
 }
 
 }  // namespace
