@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "engine/llm_engine.h"
+#include "engine/speculative.h"
 #include "generate_jsonl.h"
 #include "model/causal_lm.h"
 #include "model_options.h"
@@ -33,6 +34,7 @@ struct CheckOptions {
   uint64_t seed = 0;
   bool json = false;
   std::string inject_fault;  // "" or "batch-size": a deliberately batch-dependent test double
+  std::string draft_model;   // the speculative row's draft ("": the model itself)
 };
 
 struct Case {
@@ -133,6 +135,8 @@ struct Row {
   int64_t tokens = 0;
   int64_t mismatches = 0;
   std::string note{};
+  int64_t guesses = 0;  // speculative rows: tokens guessed, and accepted
+  int64_t accepted = 0;
 };
 
 void run_check(const CheckOptions& o) {
@@ -218,6 +222,11 @@ void run_check(const CheckOptions& o) {
     row.note = std::to_string(s.steps) + " steps";
     if (s.preemptions > 0) row.note += ", " + std::to_string(s.preemptions) + " preemptions";
     if (s.prefix_hit_tokens > 0) row.note += ", " + std::to_string(s.prefix_hit_tokens) + " prefix-cache hit tokens";
+    if (engine.args().speculative_config.enabled())
+      row.note += ", " + std::to_string(s.spec_decode_num_accepted_tokens) + " of " +
+                  std::to_string(s.spec_decode_num_draft_tokens) + " guesses accepted";
+    row.guesses = s.spec_decode_num_draft_tokens;
+    row.accepted = s.spec_decode_num_accepted_tokens;
     rows.push_back(row);
   };
 
@@ -228,9 +237,11 @@ void run_check(const CheckOptions& o) {
   std::vector<size_t> shuffled = identity;
   std::shuffle(shuffled.begin(), shuffled.end(), rng);
   check("shuffled order", shuffled);
-  {  // random co-running traffic: other requests mixed in, not compared
-    std::vector<PromptInput> extra;
-    std::vector<SamplingParams> extra_params;
+  // Random co-running traffic: other requests mixed in, not compared.
+  std::vector<PromptInput> extra;
+  std::vector<SamplingParams> extra_params;
+  std::vector<size_t> mixed_order;
+  {
     for (size_t k = 0; k < n; ++k) {
       PromptInput p;
       std::vector<int32_t> ids(1 + rng() % static_cast<uint64_t>(o.max_prompt_tokens));
@@ -243,9 +254,9 @@ void run_check(const CheckOptions& o) {
       q.seed = rng();
       extra_params.push_back(q);
     }
-    std::vector<size_t> order = shuffled;
-    std::shuffle(order.begin(), order.end(), rng);
-    check("with random co-running traffic", order, extra, extra_params);
+    mixed_order = shuffled;
+    std::shuffle(mixed_order.begin(), mixed_order.end(), rng);
+    check("with random co-running traffic", mixed_order, extra, extra_params);
   }
   for (int64_t budget : {16, 64, 8192}) {
     EngineArgs lo = base;
@@ -271,6 +282,18 @@ void run_check(const CheckOptions& o) {
     lo.kv_cache_memory = need * mc.num_hidden_layers * 2 * lo.block_size * mc.num_key_value_heads * mc.head_dim * 2;
     llm.set_engine_args(lo);
     check("KV cache of " + std::to_string(need) + " blocks (preemption)", identity);
+  }
+  {  // speculative decoding, beside the co-running traffic: each proposer's guesses verified
+    EngineArgs lo = base;
+    lo.speculative_config = parse_speculative_config(
+        R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1, "prompt_lookup_max": 3})");
+    llm.set_engine_args(lo);
+    check("speculative decoding on vs off (ngram)", mixed_order, extra, extra_params);
+    lo.speculative_config = SpeculativeConfig{.method = "draft_model",
+                                              .model = o.draft_model.empty() ? o.model.model : o.draft_model,
+                                              .num_speculative_tokens = 3};
+    llm.set_engine_args(lo);
+    check("speculative decoding on vs off (draft model)", mixed_order, extra, extra_params);
   }
   llm.set_engine_args(base);
   {
@@ -333,6 +356,10 @@ void run_check(const CheckOptions& o) {
                    {"tokens_compared", r.tokens},
                    {"mismatches", r.mismatches},
                    {"note", r.note}});
+      if (r.guesses > 0) {
+        j.back()["spec_decode_num_draft_tokens"] = r.guesses;
+        j.back()["spec_decode_num_accepted_tokens"] = r.accepted;
+      }
       total += r.mismatches;
     }
     std::printf("%s\n", nlohmann::ordered_json({{"rows", j}, {"mismatches", total}}).dump().c_str());
@@ -355,8 +382,8 @@ void add_check_invariance_command(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("check-invariance",
                          "Run every contract row the engine covers (batch 1 vs N, order, co-running traffic, chunked "
-                         "prefill budgets, prefix cache, preemption, threads, tensor-parallel size, decode vs "
-                         "re-scored logprobs) and compare "
+                         "prefill budgets, prefix cache, preemption, speculative decoding, threads, tensor-parallel "
+                         "size, decode vs re-scored logprobs) and compare "
                          "outputs bit for bit; exit 1 on any mismatch");
   add_model_options(cmd, o->model);
   cmd->add_option("--prompts", o->prompts_file,
@@ -369,6 +396,8 @@ void add_check_invariance_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
   cmd->add_flag("--json", o->json, "One JSON object instead of the table");
+  cmd->add_option("--draft-model", o->draft_model,
+                  "Draft model of the speculative-decoding row (same vocabulary; default: the model itself)");
   cmd->add_option("--inject-fault", o->inject_fault,
                   "Negative control: 'batch-size' nudges logits by the step's batch size, which the "
                   "harness must report as mismatches");

@@ -21,13 +21,18 @@ def model(ditto_bin, tmp_path_factory):
 def test_every_row_matches(ditto_bin, model):
     report = json.loads(run_ditto(ditto_bin, "check-invariance", "--model", model, *ARGS).stdout)
     names = [r["row"] for r in report["rows"]]
-    assert len(names) == 11, names
+    assert len(names) == 13, names
     for r in report["rows"]:
         assert r["mismatches"] == 0, r
         assert r["cases"] > 0 and r["tokens_compared"] > 0, r
     assert report["mismatches"] == 0
     notes = " ".join(r["note"] for r in report["rows"])
     assert "preemptions" in notes and "prefix-cache hit tokens" in notes
+    speculative = [r for r in report["rows"] if r["row"].startswith("speculative decoding on vs off")]
+    assert len(speculative) == 2
+    for r in speculative:  # guesses were made, and some kept: the rows verified something
+        assert r["spec_decode_num_accepted_tokens"] > 0, r
+        assert r["spec_decode_num_draft_tokens"] >= r["spec_decode_num_accepted_tokens"], r
 
 
 def test_negative_control_reports_mismatches(ditto_bin, model):
@@ -57,7 +62,7 @@ def moe_model(ditto_bin, tmp_path_factory):
 
 def test_every_row_matches_on_qwen3_moe(ditto_bin, moe_model):
     report = json.loads(run_ditto(ditto_bin, "check-invariance", "--model", moe_model, *ARGS).stdout)
-    assert len(report["rows"]) == 11
+    assert len(report["rows"]) == 13
     for r in report["rows"]:
         assert r["mismatches"] == 0, r
         assert r["cases"] > 0 and r["tokens_compared"] > 0, r
@@ -72,7 +77,7 @@ def test_every_row_matches_on_a_quantized_gguf(ditto_bin, model, outtype, tmp_pa
     gguf = tmp_path / f"m-{outtype}.gguf"
     run_ditto(ditto_bin, "export-gguf", "--model", model, "--output", gguf, "--outtype", outtype)
     report = json.loads(run_ditto(ditto_bin, "check-invariance", "--model", gguf, *ARGS).stdout)
-    assert len(report["rows"]) == 11
+    assert len(report["rows"]) == 13
     for r in report["rows"]:
         assert r["mismatches"] == 0, r
         assert r["cases"] > 0 and r["tokens_compared"] > 0, r
