@@ -19,6 +19,7 @@
 
 #include "bench/machine_limits.h"
 #include "bench/model_speed.h"
+#include "bench_speculative.h"
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -45,6 +46,9 @@ struct BenchOptions {
   std::string kv_cache_memory = "3GiB";
   int64_t max_num_batched_tokens = 2048;
   int64_t long_prefill_token_threshold = 0;
+  // --scenario speculative.
+  std::string speculative_config;
+  float temperature = 0.0f;
 };
 
 constexpr int64_t kMaxTokens = int64_t{1} << 20;
@@ -149,9 +153,17 @@ void run_offline(const BenchOptions& o) {
 void run_bench(const BenchOptions& options) {
   if (serve_as_tensor_parallel_rank(options.model.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   if (options.scenario == "offline") return run_offline(options);
+  if (options.scenario == "speculative")
+    return run_speculative_bench({.model = options.model,
+                                  .speculative_config = options.speculative_config,
+                                  .max_tokens = options.output_tokens,
+                                  .temperature = options.temperature,
+                                  .repeat = options.repeat,
+                                  .json = options.json});
   if (options.scenario != "model")
-    throw_invalid_argument("--scenario must be 'model' (prefill and batch-1 decode) or 'offline', got '" +
-                           options.scenario + "'");
+    throw_invalid_argument(
+        "--scenario must be 'model' (prefill and batch-1 decode), 'offline' or 'speculative', got '" +
+        options.scenario + "'");
   BenchOptions o = options;
   if (o.prompt_tokens == 0) o.prompt_tokens = 512;
   check_flags(o);
@@ -295,10 +307,16 @@ void add_bench_command(CLI::App& app) {
                 "test starts empty, so the default compares like with like)");
   cmd->add_option("--scenario", o->scenario,
                   "'model': prefill and batch-1 decode against the machine's limits; 'offline': "
-                  "--num-requests requests through the batching engine, against batch-1 decode")
+                  "--num-requests requests through the batching engine, against batch-1 decode; 'speculative': "
+                  "batch-1 decode with --speculative-config on / off, on a copying and a non-copying workload")
       ->capture_default_str();
   cmd->add_option("--num-requests", o->num_requests, "Requests in the offline scenario")->capture_default_str();
-  cmd->add_option("--output-tokens", o->output_tokens, "Tokens generated per offline request")->capture_default_str();
+  cmd->add_option("--output-tokens", o->output_tokens, "Tokens generated per request (offline, speculative)")
+      ->capture_default_str();
+  add_speculative_config_option(cmd, o->speculative_config);
+  cmd->add_option("--temperature", o->temperature, "Sampling temperature of the speculative scenario (seed 0)")
+      ->check(CLI::Range(0.0f, 100.0f))
+      ->capture_default_str();
   cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache for the offline scenario, e.g. 3GiB")
       ->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step (offline)")

@@ -81,10 +81,9 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
                             std::to_string(args_.long_prefill_token_threshold));
   args_.speculative_config = checked_speculative_config(args_.speculative_config);
   const SpeculativeConfig& sc = args_.speculative_config;
-  if (sc.method != "draft_model") {
-    draft_.reset();
-    draft_dir_.clear();
-  } else if (const std::string dir = resolve_model_path(sc.model); draft_ == nullptr || dir != draft_dir_) {
+  // A draft stays loaded while speculation is off (a benchmark toggles it); a new one replaces it.
+  if (const std::string dir = sc.method == "draft_model" ? resolve_model_path(sc.model) : "";
+      !dir.empty() && (draft_ == nullptr || dir != draft_dir_)) {
     // On rank 0 alone, whole: it only proposes, so where it runs changes no bit.
     std::unique_ptr<CausalLM> draft = CausalLM::load(dir, pool_.get(), nullptr);
     if (draft->config().vocab_size != c.vocab_size)
@@ -113,7 +112,7 @@ EngineConfig LLMEngine::engine_config() const {
   config.scheduler.max_num_seqs = args_.max_num_seqs;
   config.scheduler.long_prefill_token_threshold = args_.long_prefill_token_threshold;
   config.speculative = args_.speculative_config;
-  config.draft_model = draft_.get();
+  config.draft_model = config.speculative.method == "draft_model" ? draft_.get() : nullptr;
   return config;
 }
 

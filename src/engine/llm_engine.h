@@ -46,7 +46,8 @@ class LLMEngine {
   const EngineArgs& args() const { return args_; }
 
   const CausalLM& model() const { return *model_; }
-  // The draft model of speculative_config (method "draft_model"); null otherwise.
+  // The draft model last loaded for a speculative_config of method "draft_model" (kept while
+  // speculation is off, replaced by another); null if none was.
   const CausalLM* draft_model() const { return draft_.get(); }
   const std::string& model_dir() const { return model_dir_; }
   // A model directory without tokenizer.json still runs token-id prompts (text and chat prompts
