@@ -304,10 +304,11 @@ std::vector<RequestOutput> Engine::step() {
   return report(std::move(touched));
 }
 
-// Guesses for the running decodes, as many as could still be kept (max_tokens, the context). A
-// sequence whose guesses all failed pauses guessing for 1, 2, 4, ... up to 32
-// decode steps (reset by one accepted guess; Engine::verify): so a text that gives the proposer nothing to copy
-// costs a verification now and then, not at every step.
+// Guesses for the running decodes: at most the sequence's current guess count
+// (Sequence::speculation_tokens: k, or for a draft model adapted by Engine::verify) and as many
+// as could still be kept (max_tokens, the context). A sequence whose guesses all failed pauses
+// guessing for 1, 2, 4, ... up to 128 decode steps, so a text that gives the proposer nothing to
+// copy costs a guess now and then, not at every step.
 void Engine::propose() {
   const SpeculativeConfig& sc = config_.speculative;
   if (sc.disable_by_batch_size > 0 && scheduler_.num_running() >= sc.disable_by_batch_size) return;
@@ -322,7 +323,8 @@ void Engine::propose() {
     const int64_t room = std::min(p.max_tokens - seq->num_output_tokens(),
                                   processor_.limits().max_model_len - static_cast<int64_t>(seq->token_ids.size())) -
                          1;  // the token sampled after the last guess must fit too
-    const int64_t max_tokens = std::min(sc.num_speculative_tokens, room);
+    if (seq->speculation_tokens == 0) seq->speculation_tokens = sc.num_speculative_tokens;
+    const int64_t max_tokens = std::min(seq->speculation_tokens, room);
     if (max_tokens >= 1) wanted.push_back({seq, max_tokens});
   }
   if (wanted.empty()) return;
@@ -432,10 +434,21 @@ int64_t Engine::verify(Sequence& seq, const float* logits, int64_t num_proposals
   ++speculation_stats_.num_drafts;
   speculation_stats_.num_draft_tokens += num_proposals;
   speculation_stats_.num_accepted_tokens += accepted;
+  // The next guess count, when guesses cost a pass of a draft model: doubled (up to k) after a
+  // run of guesses all kept, else the run that was kept plus one — guessing as far as the proposer
+  // has lately been right. Nothing kept: pause.
+  const int64_t k = config_.speculative.num_speculative_tokens;
+  if (!proposer_->guesses_cost_a_pass()) {
+    seq.speculation_tokens = k;
+  } else if (accepted == num_proposals) {
+    seq.speculation_tokens = std::min(k, 2 * std::max<int64_t>(seq.speculation_tokens, 1));
+  } else {
+    seq.speculation_tokens = std::min(k, accepted + 1);
+  }
   if (accepted > 0) {
     seq.speculation_failures = 0;
   } else {
-    seq.speculation_paused = int64_t{1} << std::min<int64_t>(seq.speculation_failures, 5);  // 1 .. 32 steps
+    seq.speculation_paused = int64_t{1} << std::min<int64_t>(seq.speculation_failures, 7);  // 1 .. 128 steps
     ++seq.speculation_failures;
   }
   return sampled;

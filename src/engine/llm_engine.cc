@@ -62,6 +62,18 @@ const Tokenizer& LLMEngine::tokenizer() const {
   return *tokenizer_;
 }
 
+namespace {
+
+std::string resolve_draft_path(const std::string& model) {
+  try {
+    return resolve_model_path(model);
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string("speculative_config: the draft model: ") + e.what());
+  }
+}
+
+}  // namespace
+
 void LLMEngine::set_engine_args(const EngineArgs& args) {
   const EngineArgs loaded = args_;
   args_ = args;
@@ -82,10 +94,15 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
   args_.speculative_config = checked_speculative_config(args_.speculative_config);
   const SpeculativeConfig& sc = args_.speculative_config;
   // A draft stays loaded while speculation is off (a benchmark toggles it); a new one replaces it.
-  if (const std::string dir = sc.method == "draft_model" ? resolve_model_path(sc.model) : "";
+  if (const std::string dir = sc.method == "draft_model" ? resolve_draft_path(sc.model) : "";
       !dir.empty() && (draft_ == nullptr || dir != draft_dir_)) {
     // On rank 0 alone, whole: it only proposes, so where it runs changes no bit.
-    std::unique_ptr<CausalLM> draft = CausalLM::load(dir, pool_.get(), nullptr);
+    std::unique_ptr<CausalLM> draft;
+    try {
+      draft = CausalLM::load(dir, pool_.get(), nullptr);
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string("speculative_config: the draft model: ") + e.what());
+    }
     if (draft->config().vocab_size != c.vocab_size)
       throw_invalid_field("speculative_config", "speculative_config: the draft model " + dir + " has vocab_size " +
                                                     std::to_string(draft->config().vocab_size) + ", the model " +

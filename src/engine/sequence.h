@@ -20,9 +20,10 @@ struct Sequence {
   bool use_prefix_cache = true;     // false when prompt logprobs are wanted (every row computed)
   int64_t num_preemptions = 0;
   // Speculative decoding: tokens guessed to follow token_ids, verified in the next step that
-  // schedules this sequence (then cleared), and the back-off that pauses guessing after guesses
-  // that all failed (engine.cc).
+  // schedules this sequence (then cleared), how many to guess next, and the back-off that pauses
+  // guessing after guesses that all failed (engine.cc, Engine::propose and Engine::verify).
   std::vector<int32_t> proposal;
+  int64_t speculation_tokens = 0;    // guesses to ask for next (0: not yet set: num_speculative_tokens)
   int64_t speculation_failures = 0;  // consecutive verifications that accepted nothing
   int64_t speculation_paused = 0;    // decode steps left without guessing
   FinishReason finish = FinishReason::kNone;

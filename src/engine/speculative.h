@@ -50,6 +50,9 @@ class Proposer {
   virtual void propose(std::span<const ProposalRequest> requests, std::vector<std::vector<int32_t>>& proposals) = 0;
   // The sequence left the engine (finished or aborted): forget what is kept for it.
   virtual void release(int64_t /*sequence_id*/) {}
+  // Whether each guess costs a model pass (a draft model): then the engine asks for fewer guesses
+  // after a run of them failed (Engine::verify). Prompt lookup's guesses are free to make.
+  virtual bool guesses_cost_a_pass() const { return false; }
 };
 
 // Prompt lookup (vLLM's "ngram" method; Saxena 2023, "Prompt Lookup Decoding"): for n from
@@ -85,6 +88,7 @@ class DraftModelProposer : public Proposer {
   DraftModelProposer(const CausalLM& draft, int64_t num_blocks, int64_t block_size, int64_t max_num_batched_tokens);
   void propose(std::span<const ProposalRequest> requests, std::vector<std::vector<int32_t>>& proposals) override;
   void release(int64_t sequence_id) override;
+  bool guesses_cost_a_pass() const override { return true; }
 
  private:
   // Makes room in the draft cache for `needed` positions of sequence `id`, dropping the state of
