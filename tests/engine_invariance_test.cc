@@ -403,6 +403,13 @@ TEST_F(EngineInvarianceTest, SpeculativeDecodingOnVsOff) {
   EXPECT_LT(ngram.speculation.num_accepted_tokens, ngram.speculation.num_draft_tokens);
   o.max_num_batched_tokens = 16;  // guesses share a step with chunked prefills and get cut
   expect_baseline(run(*model2_, *cases_, identity(), o, 3), "ngram, budget 16");
+  o.max_num_batched_tokens = 8192;
+  o.speculative.disable_by_batch_size = 2;  // off while two or more run: only the last one guesses
+  const RunResult batch_off = run(*model2_, *cases_, identity(), o);
+  expect_baseline(batch_off, "ngram, disable_by_batch_size 2");
+  EXPECT_LT(batch_off.speculation.num_draft_tokens, ngram.speculation.num_draft_tokens);
+  o.speculative.disable_by_batch_size = 1;
+  EXPECT_EQ(run(*model2_, *cases_, identity(), o).speculation.num_draft_tokens, 0);
 
   RunOptions oracle;
   oracle.speculative.num_speculative_tokens = 5;

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -308,7 +309,8 @@ std::vector<RequestOutput> Engine::step() {
 // (Sequence::speculation_tokens: k, or for a draft model adapted by Engine::verify) and as many
 // as could still be kept (max_tokens, the context). A sequence whose guesses all failed pauses
 // guessing for 1, 2, 4, ... up to 128 decode steps, so a text that gives the proposer nothing to
-// copy costs a guess now and then, not at every step.
+// copy costs a guess now and then, not at every step; with a draft model, three such failures in
+// a row end its guessing.
 void Engine::propose() {
   const SpeculativeConfig& sc = config_.speculative;
   if (sc.disable_by_batch_size > 0 && scheduler_.num_running() >= sc.disable_by_batch_size) return;
@@ -418,6 +420,7 @@ void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const 
 // The K/V of dropped guesses stay in blocks past num_computed_tokens, where the next step
 // overwrites them; no prefix-cache block holds them (cache_computed stops at num_computed_tokens).
 int64_t Engine::verify(Sequence& seq, const float* logits, int64_t num_proposals) {
+  constexpr int64_t kDraftFailuresBeforeOff = 3;
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   const std::vector<int32_t> guesses(seq.proposal.begin(), seq.proposal.begin() + num_proposals);
   int64_t sampled = 0;
@@ -447,6 +450,11 @@ int64_t Engine::verify(Sequence& seq, const float* logits, int64_t num_proposals
   }
   if (accepted > 0) {
     seq.speculation_failures = 0;
+  } else if (proposer_->guesses_cost_a_pass() && seq.speculation_failures + 1 >= kDraftFailuresBeforeOff) {
+    // A draft must read every token of the sequence to guess again, paused or not: a draft that
+    // keeps failing stops for good, and gives its cache back.
+    seq.speculation_paused = std::numeric_limits<int64_t>::max();
+    proposer_->release(seq.id);
   } else {
     seq.speculation_paused = int64_t{1} << std::min<int64_t>(seq.speculation_failures, 7);  // 1 .. 128 steps
     ++seq.speculation_failures;

@@ -76,6 +76,26 @@ def test_generate_alone_equals_generate_in_batch(ditto_bin, model):
     assert gen(A, extra=("--threads", "2", "--block-size", "7"))[0]["token_ids"] == alone["token_ids"]
 
 
+@pytest.mark.parametrize("config", [
+    '{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 1, "prompt_lookup_max": 3}',
+    "draft"])
+def test_generate_with_speculative_decoding_equals_without(ditto_bin, model, config):
+    """--speculative-config changes no token of greedy or seeded sampled generation, in a batch
+    (the draft is the model itself)."""
+    if config == "draft":
+        config = json.dumps({"model": str(model), "num_speculative_tokens": 3})
+
+    def gen(*extra):
+        args = ["generate", "--model", model, "--max-tokens", "40", "--json", "--prompt-token-ids", A,
+                "--prompt-token-ids", B, *extra]
+        return [json.loads(l) for l in run_ditto(ditto_bin, *args).stdout.splitlines()]
+
+    for sampling in ((), ("--temperature", "0.8", "--seed", "5")):
+        plain = gen(*sampling)
+        assert len(plain) == 2 and all(len(g["token_ids"]) == 40 for g in plain)
+        assert gen(*sampling, "--speculative-config", config) == plain
+
+
 def test_greedy_generation_follows_score(ditto_bin, model):
     """Decode and prefill agree: each generated token is the argmax that `score` reports for the
     finished sequence, with the same logprob bits (contract row 9 at temperature 0)."""
