@@ -132,7 +132,12 @@ void set_active_isa(Isa isa) {
   g_active.store(static_cast<int>(isa), std::memory_order_release);
 }
 
-bool cpu_has_avx512_vnni() { return cpu_supports(Isa::kAvx512) && this_cpu_has("avx512vnni"); }
+// The CPU does not change while the process runs: asked once (the quantized GEMM asks per call,
+// and CPUID with the string compares cost 9 % of a small model's decode).
+bool cpu_has_avx512_vnni() {
+  static const bool has = cpu_supports(Isa::kAvx512) && this_cpu_has("avx512vnni");
+  return has;
+}
 
 namespace {
 
@@ -155,7 +160,10 @@ bool avx512_vnni_enabled() { return optional_allowed(g_vnni_allowed, "DITTO_AVX5
 
 void set_avx512_vnni_allowed(bool allowed) { g_vnni_allowed.store(allowed ? 1 : 0, std::memory_order_release); }
 
-bool cpu_has_avx512_bf16() { return cpu_supports(Isa::kAvx512) && this_cpu_has("avx512bf16"); }
+bool cpu_has_avx512_bf16() {
+  static const bool has = cpu_supports(Isa::kAvx512) && this_cpu_has("avx512bf16");
+  return has;
+}
 
 namespace {
 
