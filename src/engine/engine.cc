@@ -309,8 +309,8 @@ std::vector<RequestOutput> Engine::step() {
 // (Sequence::speculation_tokens: k, or for a draft model adapted by Engine::verify) and as many
 // as could still be kept (max_tokens, the context). A sequence whose guesses all failed pauses
 // guessing for 1, 2, 4, ... up to 128 decode steps, so a text that gives the proposer nothing to
-// copy costs a guess now and then, not at every step; with a draft model, three such failures in
-// a row end its guessing.
+// copy costs a guess now and then, not at every step; a draft model whose guesses are kept less
+// than a fifth of the time (after 4 or more) stops guessing for the sequence.
 void Engine::propose() {
   const SpeculativeConfig& sc = config_.speculative;
   if (sc.disable_by_batch_size > 0 && scheduler_.num_running() >= sc.disable_by_batch_size) return;
@@ -420,7 +420,7 @@ void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const 
 // The K/V of dropped guesses stay in blocks past num_computed_tokens, where the next step
 // overwrites them; no prefix-cache block holds them (cache_computed stops at num_computed_tokens).
 int64_t Engine::verify(Sequence& seq, const float* logits, int64_t num_proposals) {
-  constexpr int64_t kDraftFailuresBeforeOff = 3;
+  constexpr int64_t kDraftJudgedAfter = 4;  // guesses
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   const std::vector<int32_t> guesses(seq.proposal.begin(), seq.proposal.begin() + num_proposals);
   int64_t sampled = 0;
@@ -448,13 +448,17 @@ int64_t Engine::verify(Sequence& seq, const float* logits, int64_t num_proposals
   } else {
     seq.speculation_tokens = std::min(k, accepted + 1);
   }
-  if (accepted > 0) {
-    seq.speculation_failures = 0;
-  } else if (proposer_->guesses_cost_a_pass() && seq.speculation_failures + 1 >= kDraftFailuresBeforeOff) {
-    // A draft must read every token of the sequence to guess again, paused or not: a draft that
-    // keeps failing stops for good, and gives its cache back.
+  seq.speculation_guessed += num_proposals;
+  seq.speculation_kept += accepted;
+  if (proposer_->guesses_cost_a_pass() && seq.speculation_guessed >= kDraftJudgedAfter &&
+      seq.speculation_kept * 5 < seq.speculation_guessed) {
+    // A draft must read every token of the sequence to guess again, paused or not: one whose
+    // guesses for this sequence are kept less than a fifth of the time stops for good, and gives
+    // its cache back.
     seq.speculation_paused = std::numeric_limits<int64_t>::max();
     proposer_->release(seq.id);
+  } else if (accepted > 0) {
+    seq.speculation_failures = 0;
   } else {
     seq.speculation_paused = int64_t{1} << std::min<int64_t>(seq.speculation_failures, 7);  // 1 .. 128 steps
     ++seq.speculation_failures;

@@ -25,7 +25,9 @@ struct Sequence {
   std::vector<int32_t> proposal;
   int64_t speculation_tokens = 0;    // guesses to ask for next (0: not yet set: num_speculative_tokens)
   int64_t speculation_failures = 0;  // consecutive verifications that accepted nothing
-  int64_t speculation_paused = 0;    // decode steps left without guessing
+  int64_t speculation_guessed = 0;   // guesses verified so far, and of those kept
+  int64_t speculation_kept = 0;
+  int64_t speculation_paused = 0;  // decode steps left without guessing
   FinishReason finish = FinishReason::kNone;
 
   int64_t num_output_tokens() const { return static_cast<int64_t>(token_ids.size()) - num_prompt_tokens; }
