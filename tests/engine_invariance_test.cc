@@ -465,6 +465,17 @@ TEST_F(EngineInvarianceTest, SpeculativeDecodingWithADraftModel) {
   const RunResult r = run(*model2_, *cases_, identity(), o, 3);
   expect_baseline(r, "a Llama draft, budget 16, 12 KV blocks");
   EXPECT_GT(r.speculation.num_draft_tokens, 0);
+  // A draft with a shorter context than the model (48 positions; prompts reach 70 + outputs):
+  // past its context it stops guessing, nothing fails.
+  TempDir short_context;
+  write_tiny_model(short_context, "qwen3", nullptr, [](nlohmann::json& c) { c["max_position_embeddings"] = 48; });
+  const std::unique_ptr<CausalLM> short_draft = CausalLM::load(short_context.path().string(), pool2_);
+  RunOptions s;
+  s.speculative = o.speculative;
+  s.draft = short_draft.get();
+  const RunResult shorter = run(*model2_, *cases_, identity(), s, 2);
+  expect_baseline(shorter, "a draft with a 48-token context");
+  EXPECT_GT(shorter.speculation.num_draft_tokens, 0);
 }
 
 TEST_F(EngineInvarianceTest, BadRequestsAreRefusedAloneAndOthersComplete) {

@@ -101,6 +101,9 @@ NgramProposer::NgramProposer(int64_t prompt_lookup_min, int64_t prompt_lookup_ma
 
 std::vector<int32_t> NgramProposer::lookup(std::span<const int32_t> t, int64_t min_n, int64_t max_n,
                                            int64_t max_tokens) {
+  // Only the latest kLookupWindow tokens are searched: a step's cost stays bounded on long
+  // contexts (about 3 × 8192 comparisons per sequence when nothing recurs).
+  if (t.size() > static_cast<size_t>(kLookupWindow)) t = t.subspan(t.size() - static_cast<size_t>(kLookupWindow));
   const auto size = static_cast<int64_t>(t.size());
   for (int64_t n = std::min(max_n, size - 1); n >= min_n; --n) {
     const std::span<const int32_t> suffix = t.subspan(static_cast<size_t>(size - n));
@@ -158,14 +161,23 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests,
     int64_t next;  // first position of token_ids not yet in the draft cache
   };
   std::vector<Pending> pending;
+  // Guesses per request: as asked, within the draft's own context (its positions reach
+  // size + guesses - 2; a draft may have a shorter context than the model).
+  std::vector<int64_t> wanted(requests.size(), 0);
+  const int64_t context = draft_.config().max_position_embeddings;
   for (size_t i = 0; i < requests.size(); ++i) {
     const Sequence& seq = *requests[i].seq;
-    std::vector<int32_t>& have = computed_[seq.id];
     const auto size = static_cast<int64_t>(seq.token_ids.size());
+    wanted[i] = std::min(requests[i].max_tokens, context - size + 1);
+    if (wanted[i] < 1) {  // past the draft's context: no guesses for it from now on
+      release(seq.id);
+      continue;
+    }
+    std::vector<int32_t>& have = computed_[seq.id];
     const auto common = static_cast<int64_t>(
         std::mismatch(have.begin(), have.end(), seq.token_ids.begin(), seq.token_ids.end()).first - have.begin());
     const int64_t next = std::min(common, size - 1);
-    if (!reserve(seq.id, size + requests[i].max_tokens - 1, requests)) {
+    if (!reserve(seq.id, size + wanted[i] - 1, requests)) {
       release(seq.id);  // no room even alone: no guesses for it this step
       continue;
     }
@@ -214,7 +226,7 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests,
     std::vector<size_t> in_pass;
     for (const Pending& p : guessing) {
       std::vector<int32_t>& guess = proposals[p.request];
-      if (static_cast<int64_t>(guess.size()) >= requests[p.request].max_tokens) continue;
+      if (static_cast<int64_t>(guess.size()) >= wanted[p.request]) continue;
       const Sequence& seq = *requests[p.request].seq;
       steps.push_back({.token_ids = std::span<const int32_t>(&guess.back(), 1),
                        .start_position = static_cast<int32_t>(seq.token_ids.size() + guess.size() - 1),

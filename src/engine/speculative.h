@@ -57,7 +57,8 @@ class Proposer {
 
 // Prompt lookup (vLLM's "ngram" method; Saxena 2023, "Prompt Lookup Decoding"): for n from
 // prompt_lookup_max down to prompt_lookup_min, finds the latest earlier occurrence of the
-// sequence's last n tokens (prompt and output alike) and proposes the tokens that followed it.
+// sequence's last n tokens (prompt and output alike, the last kLookupWindow of them) and proposes
+// the tokens that followed it.
 // Costs no model pass; proposes nothing when no suffix recurs.
 class NgramProposer : public Proposer {
  public:
@@ -65,8 +66,11 @@ class NgramProposer : public Proposer {
   NgramProposer(int64_t prompt_lookup_min, int64_t prompt_lookup_max);
   void propose(std::span<const ProposalRequest> requests, std::vector<std::vector<int32_t>>& proposals) override;
 
+  // The most recent tokens a lookup searches.
+  static constexpr int64_t kLookupWindow = 8192;
   // One sequence's guess: at most max_tokens ids following the latest earlier occurrence of the
-  // longest recurring suffix of `token_ids` (length in [min_n, max_n]); empty when none recurs.
+  // longest recurring suffix of `token_ids` (length in [min_n, max_n]) among its last
+  // kLookupWindow tokens; empty when none recurs.
   static std::vector<int32_t> lookup(std::span<const int32_t> token_ids, int64_t min_n, int64_t max_n,
                                      int64_t max_tokens);
 
@@ -80,6 +84,8 @@ class NgramProposer : public Proposer {
 // match instead of rejection sampling). It keeps its own paged KV cache: per sequence it remembers
 // which tokens its cache holds, and on the next call recomputes only from the first token that
 // differs from the sequence (the first rejected guess), so rejected guesses' K/V are overwritten.
+// Guesses stay within the draft's own context (max_position_embeddings), which may be shorter than
+// the model's.
 class DraftModelProposer : public Proposer {
  public:
   // `draft` must outlive the proposer. Its KV cache holds num_blocks blocks of block_size tokens;

@@ -87,6 +87,17 @@ TEST(NgramProposerTest, ProposesWhatFollowedTheLatestLongestMatch) {
   EXPECT_TRUE(NgramProposer::lookup(V{5}, 1, 1, 4).empty());
   // A run repeats itself.
   EXPECT_EQ(NgramProposer::lookup(V{4, 4, 4}, 1, 2, 3), (V{4}));
+  // Only the last kLookupWindow tokens are searched: an occurrence before them is not found.
+  V long_run(static_cast<size_t>(NgramProposer::kLookupWindow) + 10);
+  for (size_t i = 0; i < long_run.size(); ++i) long_run[i] = static_cast<int32_t>(1000 + i);
+  long_run[0] = 7;
+  long_run[1] = 8;
+  long_run.push_back(7);
+  long_run.push_back(8);
+  EXPECT_TRUE(NgramProposer::lookup(long_run, 2, 2, 3).empty());
+  long_run[long_run.size() - 100] = 7;
+  long_run[long_run.size() - 99] = 8;
+  EXPECT_EQ(NgramProposer::lookup(long_run, 2, 2, 1), (V{long_run[long_run.size() - 98]}));
 }
 
 }  // namespace
