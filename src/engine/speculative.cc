@@ -139,9 +139,11 @@ void DraftModelProposer::release(int64_t sequence_id) {
 bool DraftModelProposer::reserve(int64_t id, int64_t needed, std::span<const ProposalRequest> keep) {
   if (kv_.allocate(id, needed)) return true;
   std::vector<int64_t> idle;
-  for (const auto& [other, tokens] : computed_)
-    if (std::none_of(keep.begin(), keep.end(), [&](const ProposalRequest& r) { return r.seq->id == other; }))
+  for (const auto& entry : computed_) {
+    const int64_t other = entry.first;
+    if (std::none_of(keep.begin(), keep.end(), [other](const ProposalRequest& r) { return r.seq->id == other; }))
       idle.push_back(other);
+  }
   std::sort(idle.begin(), idle.end());  // deterministic order (the map's is not)
   for (int64_t other : idle) {
     release(other);
