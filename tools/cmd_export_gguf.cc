@@ -8,7 +8,9 @@
 #include <string>
 
 #include "commands.h"
+#include "core/error.h"
 #include "model/gguf_export.h"
+#include "model/gguf_reader.h"
 #include "model/hub.h"
 
 namespace ditto {
@@ -22,6 +24,10 @@ struct ExportFlags {
 
 void run(const ExportFlags& f) {
   const std::string dir = resolve_model_path(f.model);
+  if (is_gguf_file(dir))
+    throw_invalid_argument("--model " + f.model +
+                           " is a GGUF file; export-gguf converts a Hugging Face model directory (config.json and "
+                           "safetensors) to GGUF");
   std::string name = std::filesystem::path(f.model).filename().string();  // general.name
   if (name.empty()) name = std::filesystem::path(dir).filename().string();
   const GgufExportSummary s = export_gguf(dir, f.output, name, parse_gguf_outtype(f.outtype));

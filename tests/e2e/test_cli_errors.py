@@ -203,3 +203,15 @@ def test_negative_long_prefill_token_threshold_is_named(ditto_bin, tiny_model):
                      "--long-prefill-token-threshold", "-1", check=False)
     assert proc.returncode != 0
     assert "--long-prefill-token-threshold" in proc.stderr, proc.stderr
+
+
+def test_export_gguf_of_a_gguf_file_says_so(ditto_bin, tmp_path):
+    """export-gguf converts a model directory; given a GGUF file it says that, not that the file's
+    config.json is missing."""
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(60))  # the magic is what makes a file a GGUF file to ditto
+    proc = run_ditto(ditto_bin, "export-gguf", "--model", gguf, "--output", tmp_path / "again.gguf", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (f"error: --model {gguf} is a GGUF file; export-gguf converts a Hugging Face model "
+                                   "directory (config.json and safetensors) to GGUF"), proc.stderr
+    assert not (tmp_path / "again.gguf").exists()
