@@ -115,6 +115,19 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
   if (config.num_kv_blocks < 1)
     throw_invalid_field("kv_cache_memory", "kv_cache_memory " + std::to_string(args_.kv_cache_memory) +
                                                " bytes holds no KV block of this model");
+  if (config.draft_model != nullptr) {
+    // The draft's KV cache holds as many blocks as the model's, beside kv_cache_memory: say now if
+    // both cannot fit (MemAvailable, after both models are loaded).
+    const ModelConfig& d = config.draft_model->config();
+    const int64_t draft_kv =
+        config.num_kv_blocks * d.num_hidden_layers * 2 * config.block_size * d.num_key_value_heads * d.head_dim * 2;
+    if (const std::optional<int64_t> available = mem_available_bytes();
+        available && args_.kv_cache_memory + draft_kv > *available)
+      throw Error(ErrorCode::kResourceExhausted,
+                  "speculative_config: the draft model's KV cache (" + format_gib(draft_kv) +
+                      ") and kv_cache_memory (" + format_gib(args_.kv_cache_memory) + ") need more than the " +
+                      format_gib(*available) + " available (MemAvailable, /proc/meminfo); lower --kv-cache-memory");
+  }
   processor_ = std::make_unique<InputProcessor>(input_limits_for(c, config), tokenizer_.get(), chat_template_.get());
 }
 
