@@ -24,6 +24,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "kernels/kernel_tuning.h"
 #include "model/hub.h"
 #include "model_options.h"
 #include "parallel/tensor_parallel.h"
@@ -150,6 +151,85 @@ void run_offline(const BenchOptions& o) {
               weights / 1e6, kv_bytes / 1e6);
 }
 
+// The decode step budget of the fastest decode run: milliseconds per step by phase, the share of
+// the step, and the rate at which the weight phases read their bytes against the read bandwidth
+// (what a GEMV achieves inside the step). pool_wait lies inside the other phases; "other" is the
+// step's time outside every phase (the bench loop, the engine's bookkeeping between phases).
+nlohmann::ordered_json decode_step_budget_json(const StepBudget& b, const CausalLM& model, double bandwidth) {
+  const double steps = static_cast<double>(std::max<int64_t>(b.steps, 1));
+  const double step_ms = 1e3 * b.run_seconds / steps;
+  nlohmann::ordered_json phases = nlohmann::ordered_json::object();
+  double inside = 0;
+  for (size_t i = 0; i < b.seconds.size(); ++i) {
+    const auto phase = static_cast<StepPhase>(i);
+    if (phase != StepPhase::kPoolWait) inside += b.seconds[i];
+    const double ms = 1e3 * b.seconds[i] / steps;
+    phases[step_phase_name(phase)] = {{"ms_per_step", ms},
+                                      {"share", step_ms > 0 ? ms / step_ms : 0.0},
+                                      {"calls_per_step", static_cast<double>(b.calls[i]) / steps}};
+  }
+  const double other_ms = 1e3 * (b.run_seconds - inside) / steps;
+  phases["other"] = {{"ms_per_step", other_ms}, {"share", step_ms > 0 ? other_ms / step_ms : 0.0}};
+  // Bytes/s while reading weights ÷ the read bandwidth: the decoder's linear layers, the LM head.
+  const auto rate_ratio = [&](double bytes, StepPhase phase) {
+    const double seconds = b.seconds[static_cast<size_t>(phase)] / steps;
+    return seconds > 0 ? bytes / seconds / bandwidth : 0.0;
+  };
+  const auto head_bytes = static_cast<double>(model.lm_head_weight_bytes());
+  const auto layer_bytes = static_cast<double>(model.decode_weight_bytes()) - head_bytes;
+  return {{"steps", b.steps},
+          {"step_ms", step_ms},
+          {"phases", phases},
+          {"weights_read_bandwidth_ratio", rate_ratio(layer_bytes, StepPhase::kWeights)},
+          {"lm_head_read_bandwidth_ratio", rate_ratio(head_bytes, StepPhase::kLmHead)}};
+}
+
+// The decode GEMVs' prefetch distances chosen at load (kernels/kernel_tuning.h), with the weight
+// bytes/s each candidate read.
+nlohmann::ordered_json prefetch_tuning_json() {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const PrefetchTuning& t : last_prefetch_tuning()) {
+    nlohmann::ordered_json trials = nlohmann::ordered_json::array();
+    for (const PrefetchTrial& trial : t.trials)
+      trials.push_back({{"bytes", trial.bytes}, {"gbps", trial.bytes_per_s / 1e9}});
+    out.push_back({{"weights", t.weights},
+                   {"chosen_bytes", t.chosen_bytes},
+                   {"from_environment", t.from_environment},
+                   {"trials", trials}});
+  }
+  return out;
+}
+
+void print_prefetch_tuning(const nlohmann::ordered_json& tuning) {
+  for (const auto& t : tuning) {
+    std::string trials;
+    for (const auto& trial : t["trials"]) {
+      char item[64];
+      std::snprintf(item, sizeof(item), " %lld: %.1f", static_cast<long long>(trial["bytes"].get<int64_t>()),
+                    trial["gbps"].get<double>());
+      trials += item;
+    }
+    std::printf("gemv prefetch    %s weights %lld bytes ahead (%s)\n", t["weights"].get<std::string>().c_str(),
+                static_cast<long long>(t["chosen_bytes"].get<int64_t>()),
+                t["from_environment"].get<bool>() ? "set by the environment"
+                                                  : ("measured at load, GB/s per distance:" + trials).c_str());
+  }
+}
+
+void print_decode_step_budget(const nlohmann::ordered_json& budget) {
+  if (budget.is_null()) return;
+  std::printf("decode step       %9.3f ms       (fastest run, %lld steps)\n", budget["step_ms"].get<double>(),
+              static_cast<long long>(budget["steps"].get<int64_t>()));
+  for (const auto& [name, phase] : budget["phases"].items()) {
+    const bool nested = name == step_phase_name(StepPhase::kPoolWait);
+    std::printf("  %-15s %9.3f ms %5.1f %%%s\n", name.c_str(), phase["ms_per_step"].get<double>(),
+                100 * phase["share"].get<double>(), nested ? "  (inside the phases above: waiting for threads)" : "");
+  }
+  std::printf("  weights read at %.3f of the read bandwidth, lm_head at %.3f\n",
+              budget["weights_read_bandwidth_ratio"].get<double>(),
+              budget["lm_head_read_bandwidth_ratio"].get<double>());
+}
+
 void run_bench(const BenchOptions& options) {
   if (serve_as_tensor_parallel_rank(options.model.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   if (options.scenario == "offline") return run_offline(options);
@@ -223,6 +303,9 @@ void run_bench(const BenchOptions& options) {
   const double roofline = bandwidth / static_cast<double>(weight_bytes);  // decode tokens/s bound
   const double ratio = decode_tokens_per_s / roofline;
   const std::string isa(isa_name(active_isa()));
+  const StepBudget& budget = bench.decode_budget();
+  const nlohmann::ordered_json step_budget =
+      with_decode ? decode_step_budget_json(budget, model, bandwidth) : nlohmann::ordered_json();
   if (o.json) {
     nlohmann::ordered_json j = {
         {"model", dir},
@@ -239,6 +322,7 @@ void run_bench(const BenchOptions& options) {
         {"fma_gflops", peak / 1e9},
         {"bf16_dot_gflops", dot_peak / 1e9},
         {"bf16_dot_instruction", dot.bf16_dot() ? "vdpbf16ps" : "fma"},
+        {"gemv_prefetch", prefetch_tuning_json()},
         {"prefill_gflops", prefill_flops_per_s / 1e9},
         {"prefill_fma_peak_ratio", prefill_flops_per_s / peak},
         {"prefill_bf16_dot_peak_ratio", prefill_flops_per_s / dot_peak},
@@ -256,6 +340,7 @@ void run_bench(const BenchOptions& options) {
       j["decode_tokens_per_s_median"] = o.decode_tokens / decode.median_seconds;
       j["decode_runs"] = decode.runs;
       j["decode_roofline_ratio"] = ratio;
+      j["decode_step_budget"] = step_budget;
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return;
@@ -269,6 +354,7 @@ void run_bench(const BenchOptions& options) {
   std::printf("read bandwidth   %10.2f GB/s\n", bandwidth / 1e9);
   std::printf("fma peak         %10.2f GFLOP/s\n", peak / 1e9);
   std::printf("bf16 dot peak    %10.2f GFLOP/s   (%s)\n", dot_peak / 1e9, dot.bf16_dot() ? "vdpbf16ps" : "float32 fma");
+  print_prefetch_tuning(prefetch_tuning_json());
   std::printf("prefill          %10.2f tokens/s   (%lld-token prompt; best of %d, median %.2f)\n", prefill_tokens_per_s,
               static_cast<long long>(o.prompt_tokens), prefill.runs, o.prompt_tokens / prefill.median_seconds);
   std::printf("prefill compute  %10.2f GFLOP/s    (%.3f of the fma peak, %.3f of the bf16 dot peak)\n",
@@ -283,6 +369,7 @@ void run_bench(const BenchOptions& options) {
       o.decode_tokens / decode.median_seconds);
   std::printf("decode roofline  %10.2f tokens/s   (read bandwidth / decode weight bytes)\n", roofline);
   std::printf("decode / roofline %9.3f\n", ratio);
+  print_decode_step_budget(step_budget);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "bench/model_speed.h"
 
 #include <array>
+#include <chrono>
 #include <string>
 
 #include "core/error.h"
@@ -67,10 +68,14 @@ ModelSpeedBench::ModelSpeedBench(const CausalLM& model, const ModelSpeedOptions&
           model, options_, (options_.decode_after_prompt ? options_.prompt_tokens + 1 : 1) + options_.decode_tokens,
           /*enable_prefix_caching=*/options_.decode_after_prompt)) {}
 
-void ModelSpeedBench::run(Engine& engine, bool stop_after_first_token) {
-  while (engine.has_unfinished())
+int64_t ModelSpeedBench::run(Engine& engine, bool stop_after_first_token) {
+  int64_t steps = 0;
+  while (engine.has_unfinished()) {
+    ++steps;
     for (const RequestOutput& r : engine.step())
-      if (stop_after_first_token && !r.outputs.empty() && !r.outputs[0].token_ids.empty()) return;
+      if (stop_after_first_token && !r.outputs.empty() && !r.outputs[0].token_ids.empty()) return steps;
+  }
+  return steps;
 }
 
 RunTimes ModelSpeedBench::time_prefill(const std::function<void()>& before_each) {
@@ -93,7 +98,17 @@ RunTimes ModelSpeedBench::time_decode(const std::function<void()>& before_each) 
       decode_engine_->add_request(std::to_string(next_request_++), {prompt_[0]}, greedy(options_.decode_tokens));
     }
   };
-  return time_runs([this] { run(*decode_engine_); }, options_.repeat, add);
+  decode_budget_ = StepBudget{};
+  auto profiled_run = [this] {
+    StepProfile profile;
+    const StepProfile::Scope scope(&profile);
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t steps = run(*decode_engine_);
+    const double seconds = seconds_since(t0);
+    if (decode_budget_.steps == 0 || seconds < decode_budget_.run_seconds)
+      decode_budget_ = StepBudget{seconds, steps, profile.seconds(), profile.calls()};
+  };
+  return time_runs(profiled_run, options_.repeat, add);
 }
 
 }  // namespace ditto

@@ -5,12 +5,14 @@
 // Thread-safety: uses the model's thread pool; not concurrently with other work on that model.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
 #include "bench/timing.h"
+#include "core/step_profile.h"
 #include "engine/engine.h"
 #include "model/causal_lm.h"
 
@@ -31,6 +33,14 @@ struct ModelSpeedOptions {
   // Applied to each phase separately. The prefill warm-up is a full prefill (it also fills the KV
   // cache the decode runs read); the decode warm-up is a full run of decode_tokens steps.
   RepeatPolicy repeat{.warmups = 1, .repetitions = 3, .budget_seconds = 20};
+};
+
+// Where one timed run's wall time went (core/step_profile.h): per phase, summed over its steps.
+struct StepBudget {
+  double run_seconds = 0;  // the run's wall time; what the phases leave is the bench loop's own
+  int64_t steps = 0;       // engine steps in the run
+  std::array<double, static_cast<size_t>(StepPhase::kCount)> seconds{};
+  std::array<int64_t, static_cast<size_t>(StepPhase::kCount)> calls{};
 };
 
 // `num_tokens` token ids uniform in [0, vocab_size), a pure function of (seed, index): Philox4x32-10
@@ -56,17 +66,21 @@ class ModelSpeedBench {
   // decode_tokens greedy steps at batch 1, from position 0 or after the prompt
   // (decode_after_prompt). Tokens/s = decode_tokens ÷ seconds.
   RunTimes time_decode(const std::function<void()>& before_each = nullptr);
+  // The step budget of time_decode's fastest run (every run is profiled; the profile's timers
+  // cost about 300 clock reads per step of a 28-layer model).
+  const StepBudget& decode_budget() const { return decode_budget_; }
 
  private:
   // Steps `engine` until it has nothing left, or (stop_after_first_token) until its request has
   // sampled its first token.
-  static void run(Engine& engine, bool stop_after_first_token = false);
+  static int64_t run(Engine& engine, bool stop_after_first_token = false);
 
   ModelSpeedOptions options_;
   std::vector<int32_t> prompt_;  // [prompt_tokens]
   std::unique_ptr<Engine> prefill_engine_;
   std::unique_ptr<Engine> decode_engine_;
   int64_t next_request_ = 0;
+  StepBudget decode_budget_;
 };
 
 }  // namespace ditto

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/step_profile.h"
 
 namespace ditto {
 namespace {
@@ -105,9 +106,12 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
   }
   start_cv_.notify_all();
   run_chunk(0);
-  if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  {
+    const PhaseTimer wait(StepPhase::kPoolWait);  // hand-off and imbalance, as the caller sees them
+    if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+    }
   }
   std::lock_guard<std::mutex> lock(mutex_);
   fn_ = nullptr;

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/step_profile.h"
 
 namespace ditto {
 
@@ -289,6 +291,7 @@ std::vector<RequestOutput> Engine::step() {
   aborted_.clear();
   last_step_tokens_.clear();
   if (proposer_) propose();
+  std::optional<PhaseTimer> schedule_timer(std::in_place, StepPhase::kSchedule);
   const std::vector<ScheduledSequence> batch = scheduler_.schedule();
   // Every queued request fits the cache alone, so an idle step with work waiting is a bug; fail
   // loudly rather than let a caller's `while (has_unfinished()) step();` spin forever.
@@ -296,12 +299,16 @@ std::vector<RequestOutput> Engine::step() {
       << "scheduler made no progress with " << scheduler_.num_waiting() << " waiting sequences";
   if (!batch.empty()) {
     const std::vector<SequenceStep> steps = prepare_inputs(batch);
+    schedule_timer.reset();
     std::vector<float> logits = runner_.step(steps);  // [rows, vocab_size] f32
     ++num_steps_;
+    const PhaseTimer sampler_timer(StepPhase::kSampler);
     apply_logits_hook(logits, batch.size());
     process_outputs(batch, steps, logits, touched);
   }
+  schedule_timer.reset();
   for (Sequence* seq : scheduler_.running()) seq->proposal.clear();  // guesses are for one step
+  const PhaseTimer outputs_timer(StepPhase::kSampler);
   return report(std::move(touched));
 }
 

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "kernels/bf16_dot.h"
 #include "kernels/convert.h"
+#include "kernels/kernel_tuning.h"
 #include "kernels/quant_gemm.h"
 #include "kernels/simd.h"
 
@@ -357,6 +358,7 @@ struct TileBf16 {
   float* y;
   int64_t ldy;
   int64_t valid;
+  int64_t prefetch;  // bytes ahead of each panel's current pair to prefetch; 0: none
 };
 
 DITTO_INLINE int pair_bits(const uint16_t* p) {
@@ -377,17 +379,15 @@ DITTO_AVX512 DITTO_INLINE void store_bf16_tile_x16(const TileBf16& t, int r, con
 }
 
 // Each pair step reads one 64-byte line from each of NP panels, NP sequential streams that the
-// hardware prefetchers follow too late when few rows share them (decode: the GEMV is bound by how
-// many lines are in flight). So each step asks for the line kPrefetchPairs steps ahead in every
-// panel. kernels_bench gemv, qwen3-0.6b shapes, 2 threads, three sittings: 0.50–0.80 of the read
-// bandwidth without, 0.80–0.94 at 32 steps (2 KiB) ahead; 16, 48 and 64 were no better. Past a
-// panel's end the hint touches the next panel or nothing: a prefetch never faults.
-constexpr int64_t kPrefetchPairs = 32;
-
+// hardware prefetchers may follow too late when few rows share them (decode: the GEMV is bound by
+// how many lines are in flight). So each step may ask for the line t.prefetch bytes ahead in every
+// panel. Whether that helps, and how far ahead, differs per CPU (kernels/kernel_tuning.h measures it
+// at start: on Sapphire Rapids 2 KiB ahead took the GEMV from 0.50–0.80 to 0.80–0.94 of the read
+// bandwidth). Past a panel's end the hint touches the next panel or nothing: a prefetch never faults.
 template <int NP>
-DITTO_INLINE void prefetch_panels(const uint8_t* w, size_t panel_bytes) {
-  for (int p = 0; p < NP; ++p)
-    _mm_prefetch(reinterpret_cast<const char*>(w + p * panel_bytes + kPrefetchPairs * kPairStep), _MM_HINT_T0);
+DITTO_INLINE void prefetch_panels(const uint8_t* w, size_t panel_bytes, int64_t ahead) {
+  if (ahead == 0) return;
+  for (int p = 0; p < NP; ++p) _mm_prefetch(reinterpret_cast<const char*>(w + p * panel_bytes + ahead), _MM_HINT_T0);
 }
 
 // VDPBF16PS: MR rows × NP panels of accumulators.
@@ -399,7 +399,7 @@ DITTO_AVX512_BF16 void micro_bf16_native(const TileBf16& t) {
   const uint8_t* w = t.panel;
   for (int64_t j = 0; j < t.pairs; ++j, w += kPairStep) {
     __m512i wv[NP];
-    prefetch_panels<NP>(w, t.panel_bytes);
+    prefetch_panels<NP>(w, t.panel_bytes, t.prefetch);
     for (int p = 0; p < NP; ++p) wv[p] = _mm512_loadu_si512(w + p * t.panel_bytes);
     for (int r = 0; r < MR; ++r) {
       const __m512i xb = _mm512_set1_epi32(pair_bits(t.x + 2 * (r * t.ldx + j)));
@@ -421,7 +421,7 @@ DITTO_AVX512 void micro_bf16_emulated(const TileBf16& t) {
   const uint8_t* w = t.panel;
   for (int64_t j = 0; j < t.pairs; ++j, w += kPairStep) {
     __m512 w1[NP], w0[NP];
-    prefetch_panels<NP>(w, t.panel_bytes);
+    prefetch_panels<NP>(w, t.panel_bytes, t.prefetch);
     for (int p = 0; p < NP; ++p) {
       const __m512i wv = _mm512_loadu_si512(w + p * t.panel_bytes);
       w1[p] = simd::bf16_odd_x16(wv);
@@ -494,7 +494,18 @@ DITTO_AVX512 void unpack_bf16_block(const uint8_t* panel, size_t panel_bytes, in
 }
 
 // AVX2: a panel's 16 lanes are two registers of 8 pairs (h = 0: lanes 0–7, h = 1: lanes 8–15);
-// runs under ScopedFlushDenormals, x widened as above.
+// runs under ScopedFlushDenormals, x widened as above. AVX2 has 16 vector registers: with several
+// rows, pair j's odd elements go through every row first and its even elements after, so only one
+// half's unpacked weights (2·NP registers) are live beside the 2·MR·NP accumulators and a
+// broadcast — each accumulator still takes x1·w1 before x0·w0, the chain of the other paths.
+// (Holding both halves for a row at a time needed 18 registers at 6 × 1 and GCC kept most
+// accumulators on the stack, a store and a reload in every chain's every pair step: 0.41–0.55 of
+// the FMA peak on a Zen 3, kernels_bench gemm --gemm-rows 32,512.)
+// Lanes 8·h … 8·h + 7 of panel p's pairs at w (the current pair step of the first panel).
+DITTO_AVX2 DITTO_INLINE __m256i load_pairs_x8(const uint8_t* w, size_t panel_bytes, int p, int h) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + p * panel_bytes + h * (kPairStep / 2)));
+}
+
 template <int MR, int NP>
 DITTO_AVX2 void micro_bf16_avx2(const TileBf16& t) {
   __m256 acc[MR][NP][2];
@@ -502,16 +513,29 @@ DITTO_AVX2 void micro_bf16_avx2(const TileBf16& t) {
     for (int p = 0; p < NP; ++p) acc[r][p][0] = acc[r][p][1] = _mm256_setzero_ps();
   const uint8_t* w = t.panel;
   for (int64_t j = 0; j < t.pairs; ++j, w += kPairStep) {
-    prefetch_panels<NP>(w, t.panel_bytes);
-    for (int p = 0; p < NP; ++p) {
-      for (int h = 0; h < 2; ++h) {
-        const __m256i wv =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + p * t.panel_bytes + h * (kPairStep / 2)));
-        const __m256 w1 = simd::bf16_odd_x8(wv), w0 = simd::bf16_even_x8(wv);
+    prefetch_panels<NP>(w, t.panel_bytes, t.prefetch);
+    if constexpr (MR == 1) {
+      const float* xr = t.xw + 2 * j;
+      const __m256 x1 = _mm256_set1_ps(xr[1]), x0 = _mm256_set1_ps(xr[0]);
+      for (int p = 0; p < NP; ++p) {
+        for (int h = 0; h < 2; ++h) {
+          const __m256i wv = load_pairs_x8(w, t.panel_bytes, p, h);
+          acc[0][p][h] =
+              simd::bf16_dot2_emulated_x8(acc[0][p][h], x1, x0, simd::bf16_odd_x8(wv), simd::bf16_even_x8(wv));
+        }
+      }
+    } else {
+      for (int e = 1; e >= 0; --e) {  // 1: the odd elements, then 0: the even ones
+        __m256 wv[NP][2];
+        for (int p = 0; p < NP; ++p)
+          for (int h = 0; h < 2; ++h) {
+            const __m256i pairs = load_pairs_x8(w, t.panel_bytes, p, h);
+            wv[p][h] = e == 1 ? simd::bf16_odd_x8(pairs) : simd::bf16_even_x8(pairs);
+          }
         for (int r = 0; r < MR; ++r) {
-          const float* xr = t.xw + 2 * (r * t.ldx + j);
-          acc[r][p][h] =
-              simd::bf16_dot2_emulated_x8(acc[r][p][h], _mm256_set1_ps(xr[1]), _mm256_set1_ps(xr[0]), w1, w0);
+          const __m256 xb = _mm256_set1_ps(t.xw[2 * (r * t.ldx + j) + e]);
+          for (int p = 0; p < NP; ++p)
+            for (int h = 0; h < 2; ++h) acc[r][p][h] = _mm256_fmadd_ps(xb, wv[p][h], acc[r][p][h]);
         }
       }
     }
@@ -554,16 +578,19 @@ template <template <int, int> class K>
 constexpr auto kBf16Table = make_bf16_table<K>(std::make_integer_sequence<int, kMaxRowsAll * kMaxPanelsAll>{});
 
 // Register budgets: VDPBF16PS 6 × 4 (24 accumulators, 4 weight vectors); its emulation 6 × 3 (18
-// accumulators, 6 unpacked weight halves, 2 broadcasts); AVX2 6 × 1 (12 accumulators in 16
-// registers).
+// accumulators, 6 unpacked weight halves, 2 broadcasts); AVX2 5 × 1 (10 accumulators, 2 weight
+// halves, a broadcast and the odd-half mask in 16 registers: at 6 × 1 one accumulator went through
+// the stack every pair step, and kernels_bench gemm --gemm-rows 32,512 on a Zen 3 gave 0.56–0.61
+// of the FMA peak against 0.57–0.88, typically 0.62–0.70, at 5 × 1).
 constexpr Shapes kBf16NativeShapes{6, 4, 8};
 constexpr Shapes kBf16EmulatedShapes{5, 4, 8};
-constexpr Shapes kBf16Avx2Shapes{6, 1, 4};
+constexpr Shapes kBf16Avx2Shapes{5, 1, 4};
 
 template <template <int, int> class K>
 void gemm_bf16_simd(const Shapes& shapes, bool flush, const BfPairs& xp, int64_t m, const PackedMatrix& w, float* y,
                     int64_t ldy, ThreadPool* pool) {
   const auto panel_bytes = static_cast<size_t>(w.panel_bytes());
+  const int64_t prefetch = m == 1 ? kernel_tuning().gemv_prefetch_bytes : kernel_tuning().gemm_prefetch_bytes;
   for_each_tile(shapes, m, w, pool, flush, [&](int64_t p0, int panels, int64_t m0, int rows) {
     const TileBf16 t{.x = xp.data + 2 * m0 * xp.ld,
                      .xw = xp.wide != nullptr ? xp.wide + 2 * m0 * xp.ld : nullptr,
@@ -573,7 +600,8 @@ void gemm_bf16_simd(const Shapes& shapes, bool flush, const BfPairs& xp, int64_t
                      .pairs = xp.ld,
                      .y = y + m0 * ldy + p0 * kPanelWidth,
                      .ldy = ldy,
-                     .valid = w.n - p0 * kPanelWidth};
+                     .valid = w.n - p0 * kPanelWidth,
+                     .prefetch = prefetch};
     kBf16Table<K>[(rows - 1) * kMaxPanelsAll + (panels - 1)](t);
   });
 }

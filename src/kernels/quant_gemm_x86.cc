@@ -16,13 +16,15 @@
 // nibble is q (= w + 8), a Q6_K value is q (= w + 32); the offset times Σq of the activations is
 // subtracted exactly by starting the block's sum at −offset·Σq. vpmaddwd multiplies the zero-extended
 // u8 weights by the sign-extended int8 activations as int16 pairs: |255·127·2| < 2^31, no overflow,
-// and neither instruction saturates (vpmaddubsw and vpdpbusds, which do, are never used).
+// and neither instruction saturates (vpdpbusds, which does, is never used). vpmaddubsw, which
+// saturates too, is used on AVX2 only where it cannot: weights under 64 (Avx2Ops::dot_small).
 #include <algorithm>
 #include <cfloat>
 #include <climits>
 #include <cstring>
 
 #include "core/cpu_features.h"
+#include "kernels/kernel_tuning.h"
 #include "kernels/quant_gemm.h"
 #include "kernels/quant_gemm_internal.h"
 #include "kernels/simd.h"
@@ -92,6 +94,9 @@ struct Avx512Ops {
       return _mm512_add_epi32(acc, _mm512_add_epi32(_mm512_madd_epi16(even, x.a), _mm512_madd_epi16(odd, x.b)));
     }
   }
+  // Weights under 64: the same instructions (the 4-bit high nibbles stay in place, ×16).
+  static constexpr bool kSmallDot = false;
+  DITTO_AVX512_OPS I dot_small(I acc, I w, const X& x) { return dot(acc, w, x); }
 
   DITTO_AVX512_OPS F f16(const uint8_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -122,7 +127,8 @@ struct Avx2Ops {
     __m256 lo, hi;
   };
   struct X {
-    __m256i a, b;
+    __m256i a, b;  // the 4 activation bytes as int16 pairs: bytes 0 and 2, bytes 1 and 3 of each lane
+    __m256i raw;   // the 4 bytes themselves in every lane (dot_small)
   };
 
   DITTO_AVX2_OPS I zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
@@ -163,7 +169,7 @@ struct Avx2Ops {
     int32_t v;
     std::memcpy(&v, p, 4);
     const __m256i bc = _mm256_set1_epi32(v);
-    return {_mm256_srai_epi16(_mm256_slli_epi16(bc, 8), 8), _mm256_srai_epi16(bc, 8)};
+    return {_mm256_srai_epi16(_mm256_slli_epi16(bc, 8), 8), _mm256_srai_epi16(bc, 8), bc};
   }
   DITTO_AVX2_OPS __m256i dot8(__m256i acc, __m256i w, const X& x) {
     const __m256i even = _mm256_and_si256(w, _mm256_set1_epi16(0x00ff));
@@ -171,6 +177,17 @@ struct Avx2Ops {
     return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(even, x.a), _mm256_madd_epi16(odd, x.b)));
   }
   DITTO_AVX2_OPS I dot(I acc, I w, const X& x) { return {dot8(acc.lo, w.lo, x), dot8(acc.hi, w.hi, x)}; }
+  // dot for weights under 64 (4-bit values, Q6_K's 6-bit ones): vpmaddubsw multiplies the u8 weights
+  // by the s8 activation bytes into int16 pair sums, which cannot saturate (|pair| ≤ 2·63·127 =
+  // 16,002 < 2^15; activations are in [−127, 127]), and vpmaddwd by ones adds each lane's two pairs:
+  // the same int32 as dot, in three operations instead of six.
+  static constexpr bool kSmallDot = true;
+  DITTO_AVX2_OPS __m256i dot8_small(__m256i acc, __m256i w, const X& x) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x.raw), _mm256_set1_epi16(1)));
+  }
+  DITTO_AVX2_OPS I dot_small(I acc, I w, const X& x) {
+    return {dot8_small(acc.lo, w.lo, x), dot8_small(acc.hi, w.hi, x)};
+  }
 
   DITTO_AVX2_OPS F f16(const uint8_t* p) {
     const auto* q = reinterpret_cast<const __m128i*>(p);
@@ -207,7 +224,8 @@ struct QTile {
   int64_t pb_bytes;  // one panel block
   float* y;          // [MR, NP·16], row stride ldy
   int64_t ldy;
-  int64_t valid;  // outputs of these panels that exist
+  int64_t valid;     // outputs of these panels that exist
+  int64_t prefetch;  // with one row: bytes ahead of each panel block to prefetch; 0: none
 };
 
 // Loads 16 bytes (one per lane) at p.
@@ -228,12 +246,13 @@ inline __m128i q4k_min(const uint8_t* s, int j) {
 }
 
 // Decode reads each weight once from memory, and the arithmetic per byte (4-bit unpacking, scales)
-// is enough that the hardware prefetcher alone leaves loads and arithmetic poorly overlapped: with
-// one row, each panel block first asks for the lines kPrefetchBytes ahead (measured on Sapphire
-// Rapids: +15% on Q4_K from DRAM; 1024 did best of 1, 2, 4 and 8 KiB). Prefetching past the end of
-// the matrix is harmless.
-constexpr int64_t kPrefetchBytes = 1024;
-inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0); }
+// is enough that the hardware prefetcher alone may leave loads and arithmetic poorly overlapped:
+// with one row, each panel block may first ask for the lines t.prefetch bytes ahead (measured on
+// Sapphire Rapids: +15% on Q4_K from DRAM at 1024 bytes). How far ahead, if at all, is measured at
+// start per CPU (kernels/kernel_tuning.h). Prefetching past the end of the matrix is harmless.
+inline void prefetch(const uint8_t* p, int64_t ahead) {
+  _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T0);
+}
 
 // One copy of the micro-kernel per instruction set (quant_gemm_x86_qkernel.inc).
 namespace avx512_body {
@@ -335,6 +354,7 @@ void run_path(const KernelSet& ks, const Shapes& shapes, const ActLayout& a, con
   base.panel_bytes = w.panel_bytes();
   base.pb_bytes = quant_panel_block_bytes(w.quant);
   base.ldy = ldy;
+  base.prefetch = kernel_tuning().qgemv_prefetch_bytes;
   auto run = [&](size_t begin, size_t end) {
     for (size_t g = begin; g < end; ++g) {
       const int64_t p0 = static_cast<int64_t>(g) * group;

@@ -18,6 +18,7 @@
 #include "kernels/convert.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
+#include "kernels/kernel_tuning.h"
 #include "kernels/quant.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
@@ -181,6 +182,7 @@ void add_bias(float* y, int64_t rows, int64_t n, int64_t ld, const std::vector<f
 // Runs fn over token ranges [t0, t1) covering [0, num_tokens), split over the pool. Token-wise
 // work only: each token's values are computed by one thread in the same order whatever the split.
 void split_tokens(ThreadPool* pool, int64_t num_tokens, const std::function<void(int64_t t0, int64_t t1)>& fn) {
+  const PhaseTimer timer(StepPhase::kTokenwise);
   if (pool == nullptr || num_tokens == 1) return fn(0, num_tokens);
   pool->parallel_for(static_cast<size_t>(num_tokens),
                      [&](size_t b, size_t e) { fn(static_cast<int64_t>(b), static_cast<int64_t>(e)); });
@@ -214,7 +216,9 @@ int64_t LinearWeight::weight_bytes() const {
   return bytes;
 }
 
-void linear(const float* x, int64_t m, int64_t ldx, const LinearWeight& w, float* y, int64_t ldy, ThreadPool* pool) {
+void linear(const float* x, int64_t m, int64_t ldx, const LinearWeight& w, float* y, int64_t ldy, ThreadPool* pool,
+            StepPhase phase) {
+  const PhaseTimer timer(phase);
   int64_t column = 0;
   for (const PackedMatrix& p : w.parts) {
     gemm(x, m, ldx, p, y + column, ldy, pool);
@@ -346,8 +350,23 @@ std::unique_ptr<CausalLM> CausalLM::load_local(const std::string& model_path, Th
   }
   m->load_stats_.num_tensors = static_cast<int64_t>(expected_tensors(m->config_).size());
   m->inv_freq_ = rope_inv_freq(m->config_);
+  m->tune_kernels();
   m->load_stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return m;
+}
+
+// The decode GEMVs' prefetch distances, measured over this model's own decoder weights
+// (kernels/kernel_tuning.h): once per process and kind of weights, and only for models big enough
+// to stream from memory.
+void CausalLM::tune_kernels() const {
+  std::vector<const PackedMatrix*> weights;
+  for (const DecoderLayerWeights& l : layers_) {
+    std::vector<const LinearWeight*> linears = {&l.qkv_proj, &l.o_proj, &l.gate_up_proj, &l.down_proj};
+    for (const auto& e : l.experts) linears.insert(linears.end(), {&e.gate_up_proj, &e.down_proj});
+    for (const LinearWeight* w : linears)
+      for (const PackedMatrix& p : w->parts) weights.push_back(&p);
+  }
+  tune_gemv_prefetch(weights, pool_);
 }
 
 void CausalLM::load_tensors(const CheckpointTensors& tensors, ThreadPool* pool) {
@@ -733,6 +752,7 @@ void CausalLM::forward_shard(const ForwardBatch& batch, KvCache& cache, float* l
 // h = embed_tokens[token_ids]; the RoPE cos/sin of every position. Under tensor parallelism each
 // rank looks up the tokens in its vocabulary rows and the ranks gather the rows.
 void CausalLM::embedding_block(const ForwardBatch& batch, Activations& a) const {
+  const PhaseTimer timer(StepPhase::kTokenwise);
   rope_cos_sin(batch.positions.data(), a.num_tokens, inv_freq_, a.cos_sin.data());
   if (shard_.size == 1) return embedding(embed_tokens_.parts[0], batch.token_ids.data(), a.num_tokens, a.h.data());
   const int size = shard_.size;
@@ -798,8 +818,11 @@ void CausalLM::attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, co
     write_kv(qkv + t0 * qkv_dim + q_dim, qkv_dim, qkv + t0 * qkv_dim + q_dim + kv_dim, qkv_dim,
              batch.slot_mapping.data() + t0, t1 - t0, kv_dim, kv);
   });
-  paged_attention(qkv, qkv_dim, batch.positions.data(), batch.token_seq.data(), num_tokens, batch.block_tables.data(),
-                  batch.max_blocks_per_seq, kv, shape, a.attn_local.data(), q_dim, pool_);
+  {
+    const PhaseTimer timer(StepPhase::kAttention);
+    paged_attention(qkv, qkv_dim, batch.positions.data(), batch.token_seq.data(), num_tokens, batch.block_tables.data(),
+                    batch.max_blocks_per_seq, kv, shape, a.attn_local.data(), q_dim, pool_);
+  }
   gather_columns(a.attn_local.data(), num_tokens, q_dim, a.attn.data(), a.gathered.data(), &l.o_proj);
   const int64_t all_heads = c.num_attention_heads * head_dim;
   linear(a.attn.data(), num_tokens, all_heads, l.o_proj, a.delta_local.data(), shard_.hidden, pool_);
@@ -859,10 +882,11 @@ void CausalLM::final_norm_and_lm_head(const ForwardBatch& batch, const Activatio
     rms_norm_row(a.h.data() + batch.logits_indices[i] * hidden, hidden, norm_.data(),
                  static_cast<float>(c.rms_norm_eps), final_x.data() + i * hidden);
   const LinearWeight& head = c.tie_word_embeddings ? embed_tokens_ : lm_head_;
-  if (shard_.size == 1) return linear(final_x.data(), num_logits, hidden, head, logits, c.vocab_size, pool_);
+  if (shard_.size == 1)
+    return linear(final_x.data(), num_logits, hidden, head, logits, c.vocab_size, pool_, StepPhase::kLmHead);
   const int64_t width = shard_.vocab_end - shard_.vocab_begin;
   std::vector<float> local(static_cast<size_t>(num_logits * width));  // [num_logits, width] f32
-  linear(final_x.data(), num_logits, hidden, head, local.data(), width, pool_);
+  linear(final_x.data(), num_logits, hidden, head, local.data(), width, pool_, StepPhase::kLmHead);
   gather_logits(local.data(), num_logits, logits);
 }
 

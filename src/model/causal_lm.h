@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "core/step_profile.h"
 #include "core/thread_pool.h"
 #include "kernels/packed_matrix.h"
 #include "model/config.h"
@@ -61,8 +62,10 @@ struct LinearWeight {
 };
 
 // y[m, w.n()] = x[m, w.k()]·Wᵀ, each part by gemm (kernels/gemm.h) into its columns of y. Row
-// strides ldx, ldy in elements; pool may be null.
-void linear(const float* x, int64_t m, int64_t ldx, const LinearWeight& w, float* y, int64_t ldy, ThreadPool* pool);
+// strides ldx, ldy in elements; pool may be null. Its wall time counts as `phase` of the active
+// StepProfile (core/step_profile.h), if any.
+void linear(const float* x, int64_t m, int64_t ldx, const LinearWeight& w, float* y, int64_t ldy, ThreadPool* pool,
+            StepPhase phase = StepPhase::kWeights);
 
 // One expert of a sparse MoE layer.
 struct ExpertWeights {
@@ -132,6 +135,10 @@ class CausalLM {
   // size). One embedding row is negligible and not counted. The denominator of the decode
   // roofline: tokens/s ≤ read bandwidth ÷ decode_weight_bytes().
   int64_t decode_weight_bytes() const;
+  // The part of decode_weight_bytes() the LM head reads (its packed matrix, or the tied embedding).
+  int64_t lm_head_weight_bytes() const {
+    return (config_.tie_word_embeddings ? embed_tokens_ : lm_head_).weight_bytes();
+  }
 
   // Floating-point operations of one prefill of a `prompt_tokens`-token prompt at positions 0…,
   // counting a multiply-add as 2: every token through every linear layer (2·n·k each; on MoE
@@ -178,6 +185,7 @@ class CausalLM {
 
   // Packs every tensor of config_ from `tensors` into its slot.
   void load_tensors(const CheckpointTensors& tensors, ThreadPool* pool);
+  void tune_kernels() const;
   // Where load() puts a tensor of `slot` (model_tensors.h); experts are added as they come.
   LinearWeight* matrix_slot(WeightSlot slot, int64_t layer, int64_t expert);
   std::vector<float>* vector_slot(WeightSlot slot, int64_t layer);
