@@ -12,6 +12,7 @@
 #include "kernels/attention_blocked.h"
 #include "kernels/convert.h"
 #include "kernels/math.h"
+#include "kernels/portable_clones.h"
 #include "kernels/reduce.h"
 #include "kernels/simd.h"
 
@@ -39,18 +40,18 @@ using attention_internal::KeySlots;
 //   exp_shift:  p[j] = exp_f32(p[j] − m)
 //   accumulate: acc[i] = acc[i]·α, then acc[i] = fma(p[j], v_j[i], acc[i]) for j ascending
 struct PortableOps {
-  static void scores(const float* q, const uint16_t* k, const int64_t* offsets, int64_t n, int64_t d, float* p,
-                     float* kf) {
+  DITTO_PORTABLE_HOT static void scores(const float* q, const uint16_t* k, const int64_t* offsets, int64_t n, int64_t d,
+                                        float* p, float* kf) {
     for (int64_t j = 0; j < n; ++j) {
       for (int64_t i = 0; i < d; ++i) kf[i] = bf16_to_f32(k[offsets[j] + i]);
       p[j] = dot_f32(q, kf, d);
     }
   }
-  static void exp_shift(float* p, int64_t n, float m) {
+  DITTO_PORTABLE_HOT static void exp_shift(float* p, int64_t n, float m) {
     for (int64_t j = 0; j < n; ++j) p[j] = exp_f32(p[j] - m);
   }
-  static void accumulate(float* acc, int64_t d, float alpha, const float* p, const uint16_t* v, const int64_t* offsets,
-                         int64_t n) {
+  DITTO_PORTABLE_HOT static void accumulate(float* acc, int64_t d, float alpha, const float* p, const uint16_t* v,
+                                            const int64_t* offsets, int64_t n) {
     for (int64_t i = 0; i < d; ++i) acc[i] *= alpha;
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < d; ++i) acc[i] = std::fma(p[j], bf16_to_f32(v[offsets[j] + i]), acc[i]);

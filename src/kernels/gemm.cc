@@ -13,6 +13,7 @@
 #include "kernels/bf16_dot.h"
 #include "kernels/convert.h"
 #include "kernels/kernel_tuning.h"
+#include "kernels/portable_clones.h"
 #include "kernels/quant_gemm.h"
 #include "kernels/simd.h"
 
@@ -93,8 +94,8 @@ inline void load_panel_row(const uint8_t* p, DType dtype, float (&w)[kPanelWidth
 
 // One weight panel against up to kRowBlock rows: acc[r][j] = fma(x[r, kk], W[n0 + j, kk], acc[r][j])
 // for kk = 0, 1, ..., k−1.
-void panel_kernel(const float* x, int64_t rows, int64_t ldx, const uint8_t* panel, DType dtype, int64_t k,
-                  float* acc_out /* [rows, 16] */) {
+DITTO_PORTABLE_HOT void panel_kernel(const float* x, int64_t rows, int64_t ldx, const uint8_t* panel, DType dtype,
+                                     int64_t k, float* acc_out /* [rows, 16] */) {
   const size_t stride = static_cast<size_t>(kPanelWidth) * dtype_size(dtype);
   float acc[kRowBlock][kPanelWidth] = {};
   float w[kPanelWidth];
@@ -111,8 +112,8 @@ void panel_kernel(const float* x, int64_t rows, int64_t ldx, const uint8_t* pane
 // bf16 weights: one panel against rows m0 .. m0 + rows − 1 (at most kRowBlock) of the pairs xp,
 // acc[r][j] = bf16_dot2(acc[r][j], xp[r, jj], W pair jj of lane j) for jj ascending, stored
 // with NaNs canonical.
-void panel_kernel_bf16(const BfPairs& xp, int64_t m0, int64_t rows, const uint8_t* panel,
-                       float* acc_out /* [rows, 16] */) {
+DITTO_PORTABLE_HOT void panel_kernel_bf16(const BfPairs& xp, int64_t m0, int64_t rows, const uint8_t* panel,
+                                          float* acc_out /* [rows, 16] */) {
   float acc[kRowBlock][kPanelWidth] = {};
   uint32_t w[kPanelWidth];
   for (int64_t jj = 0; jj < xp.ld; ++jj) {

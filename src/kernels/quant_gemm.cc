@@ -11,6 +11,7 @@
 #include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/portable_clones.h"
 #include "kernels/quant_gemm_internal.h"
 
 namespace ditto {
@@ -237,7 +238,7 @@ struct DecodedBlock {
   int16_t mins[kPanelWidth][8];  // Q4_K
 };
 
-void decode_panel_block(QuantType type, const uint8_t* pb, DecodedBlock* out) {
+DITTO_PORTABLE_HOT void decode_panel_block(QuantType type, const uint8_t* pb, DecodedBlock* out) {
   using namespace quant_layout;
   uint16_t h[kPanelWidth];
   std::memcpy(h, pb, sizeof(h));
@@ -324,6 +325,21 @@ inline float block_step(QuantType type, const DecodedBlock& w, int l, const int8
   return acc;
 }
 
+// block_step for every lane of one decoded weight block against block b of activation rows 0 .. m−1;
+// acc: [m, kPanelWidth].
+DITTO_PORTABLE_HOT void block_steps(const ActLayout& a, const uint8_t* act, int64_t m, QuantType type,
+                                    const DecodedBlock& blk, int64_t b, float* acc) {
+  for (int64_t r = 0; r < m; ++r) {
+    const uint8_t* row = act + r * a.row_bytes;
+    const int8_t* q = reinterpret_cast<const int8_t*>(row) + b * a.block;
+    const float dx = reinterpret_cast<const float*>(row + a.d_offset)[b];
+    const float s = reinterpret_cast<const float*>(row + a.s_offset)[b];
+    const int32_t* sums = reinterpret_cast<const int32_t*>(row + a.sum_offset) + (a.k_blocks ? 16 * b : b);
+    for (int l = 0; l < kPanelWidth; ++l)
+      acc[r * kPanelWidth + l] = block_step(type, blk, l, q, dx, s, sums, acc[r * kPanelWidth + l]);
+  }
+}
+
 void gemm_portable(const ActLayout& a, const uint8_t* act, int64_t m, const PackedMatrix& w, float* y, int64_t ldy,
                    ThreadPool* pool) {
   const int64_t panel_bytes = w.panel_bytes();
@@ -336,15 +352,7 @@ void gemm_portable(const ActLayout& a, const uint8_t* act, int64_t m, const Pack
       const uint8_t* panel = w.data.data() + static_cast<int64_t>(p) * panel_bytes;
       for (int64_t b = 0; b < a.nb; ++b) {
         decode_panel_block(w.quant, panel + b * pb_bytes, &blk);
-        for (int64_t r = 0; r < m; ++r) {
-          const uint8_t* row = act + r * a.row_bytes;
-          const int8_t* q = reinterpret_cast<const int8_t*>(row) + b * a.block;
-          const float dx = reinterpret_cast<const float*>(row + a.d_offset)[b];
-          const float s = reinterpret_cast<const float*>(row + a.s_offset)[b];
-          const int32_t* sums = reinterpret_cast<const int32_t*>(row + a.sum_offset) + (a.k_blocks ? 16 * b : b);
-          for (int l = 0; l < kPanelWidth; ++l)
-            acc[r * kPanelWidth + l] = block_step(w.quant, blk, l, q, dx, s, sums, acc[r * kPanelWidth + l]);
-        }
+        block_steps(a, act, m, w.quant, blk, b, acc.data());
       }
       const int64_t n0 = static_cast<int64_t>(p) * kPanelWidth;
       const int64_t width = std::min<int64_t>(kPanelWidth, w.n - n0);

@@ -4,6 +4,7 @@
 
 #include "core/cpu_features.h"
 #include "kernels/math.h"
+#include "kernels/portable_clones.h"
 #include "kernels/reduce.h"
 #include "kernels/simd.h"
 
@@ -18,7 +19,7 @@ float row_max(const float* x, int64_t n) {
   return m;
 }
 
-float sum_exp_portable(const float* x, int64_t n, float max) {
+DITTO_PORTABLE_HOT float sum_exp_portable(const float* x, int64_t n, float max) {
   float acc[kReduceLanes] = {};
   for (int64_t i = 0; i < n; ++i) acc[i % kReduceLanes] += exp_f32(x[i] - max);
   return reduce_lanes(acc);
