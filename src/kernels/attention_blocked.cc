@@ -62,6 +62,8 @@ struct Workspace {
 // chain of the dot reads consecutive rows.
 inline int64_t qt_row(int64_t i, int64_t d) { return (i % kReduceLanes) * (d / kReduceLanes) + i / kReduceLanes; }
 
+// ---- AVX-512: 16 rows per vector --------------------------------------------------------------
+
 // Scores of kRv·16 rows (lanes) × kKeyGroup keys: s[j·lds + r] = dot(q_r, k_j), the canonical
 // 16-lane dot computed lane chain by lane chain. qt: [head_dim, ldqt] transposed queries (rows by
 // qt_row) at the first row; kf: [kKeyGroup, head_dim].
@@ -94,10 +96,11 @@ DITTO_AVX512 void scores(const float* qt, int64_t ldqt, const float* kf, int64_t
     for (int j = 0; j < kKeyGroup; ++j) _mm512_store_ps(s + j * lds + 16 * r, a[r][j]);
 }
 
-// One tile's online-softmax update of 16 rows: rel[r] = position − t0 (row r takes keys
+// One tile's online-softmax update of 16 rows at positions pos[0..15]: rel[r] = pos[r] − t0 (row r takes keys
 // 0..rel[r] of the tile's n; none if rel[r] < 0). s: [n, lds] scores in, probabilities out.
-DITTO_AVX512 void softmax_update(float* s, int64_t lds, int64_t n, __m512i rel, float scale, float* m, float* l,
-                                 float* alpha) {
+DITTO_AVX512 void softmax_update(float* s, int64_t lds, int64_t n, const int32_t* pos, int64_t t0, float scale,
+                                 float* m, float* l, float* alpha) {
+  const __m512i rel = _mm512_sub_epi32(_mm512_loadu_si512(pos), _mm512_set1_epi32(static_cast<int>(t0)));
   const __m512 sc = _mm512_set1_ps(scale);
   __m512 tile_max = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j < n; ++j) {
@@ -172,6 +175,175 @@ DITTO_AVX512 void load_tile(const KvCacheLayer& cache, const KeySlots& slots, in
     for (int64_t i = 0; i < d; i += 16) _mm512_store_ps(kf + j * d + i, _mm512_setzero_ps());
 }
 
+// out[i] = acc[i] / l for one row (d a multiple of 16).
+DITTO_AVX512 void finish_avx512(const float* acc, float l, int64_t d, float* out) {
+  const __m512 lv = _mm512_set1_ps(l);
+  for (int64_t i = 0; i < d; i += 16) _mm512_storeu_ps(out + i, _mm512_div_ps(_mm512_load_ps(acc + i), lv));
+}
+
+struct Avx512Path {
+  static constexpr int64_t kRowLanes = 16;
+  // Scores of rows r0 .. rpad − 1 against the tile's keys 0 .. n − 1 (padded to kKeyGroup).
+  DITTO_AVX512 static void score_tile(const float* qt, int64_t rpad, int64_t r0, const float* kf, int64_t n, int64_t d,
+                                      float* s) {
+    for (int64_t r = r0; r < rpad; r += 32) {
+      for (int64_t j = 0; j < n; j += kKeyGroup) {
+        if (rpad - r >= 32) {
+          scores<2>(qt + r, rpad, kf + j * d, d, s + j * rpad + r, rpad);
+        } else {
+          scores<1>(qt + r, rpad, kf + j * d, d, s + j * rpad + r, rpad);
+        }
+      }
+    }
+  }
+  static void softmax_rows(float* s, int64_t lds, int64_t n, const int32_t* pos, int64_t t0, float scale, float* m,
+                           float* l, float* alpha) {
+    softmax_update(s, lds, n, pos, t0, scale, m, l, alpha);
+  }
+  static void accumulate_rows(float* acc, int64_t d, const float* alpha, const int64_t* n, const float* s, int64_t lds,
+                              const float* vf) {
+    accumulate(acc, d, alpha, n, s, lds, vf);
+  }
+  static void load(const KvCacheLayer& cache, const KeySlots& slots, int64_t kv_dim, int64_t head_offset, int64_t t0,
+                   int64_t n, int64_t d, float* kf, float* vf) {
+    load_tile(cache, slots, kv_dim, head_offset, t0, n, d, kf, vf);
+  }
+  static void finish(const float* acc, float l, int64_t d, float* out) { finish_avx512(acc, l, d, out); }
+};
+
+// ---- AVX2: 8 rows per vector ------------------------------------------------------------------
+
+// Scores of 16 rows (two vectors of 8 lanes) × kKeys keys, as scores<> above: s[j·lds + r] =
+// dot(q_r, k_j), chain by chain in kTreeOrder and merged by the canonical tree.
+template <int kKeys>
+DITTO_AVX2 void scores_x8x2(const float* qt, int64_t ldqt, const float* kf, int64_t d, float* s, int64_t lds) {
+  __m256 partial[4][2][kKeys];
+  __m256 a[2][kKeys];
+  for (int idx = 0; idx < kReduceLanes; ++idx) {
+    const int lane = kTreeOrder[idx];
+    for (int r = 0; r < 2; ++r)
+      for (int j = 0; j < kKeys; ++j) a[r][j] = _mm256_setzero_ps();
+    const float* qt_lane = qt + lane * (d / kReduceLanes) * ldqt;
+    for (int64_t i = lane; i < d; i += kReduceLanes, qt_lane += ldqt) {
+      const __m256 q0 = _mm256_load_ps(qt_lane);
+      const __m256 q1 = _mm256_load_ps(qt_lane + 8);
+      for (int j = 0; j < kKeys; ++j) {
+        const __m256 kb = _mm256_broadcast_ss(kf + j * d + i);
+        a[0][j] = _mm256_fmadd_ps(q0, kb, a[0][j]);
+        a[1][j] = _mm256_fmadd_ps(q1, kb, a[1][j]);
+      }
+    }
+    int level = 0;
+    for (; (idx >> level) & 1; ++level)
+      for (int r = 0; r < 2; ++r)
+        for (int j = 0; j < kKeys; ++j) a[r][j] = _mm256_add_ps(partial[level][r][j], a[r][j]);
+    if (level < 4)
+      for (int r = 0; r < 2; ++r)
+        for (int j = 0; j < kKeys; ++j) partial[level][r][j] = a[r][j];
+  }
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < kKeys; ++j) _mm256_store_ps(s + j * lds + 8 * r, a[r][j]);
+}
+
+// softmax_update for 8 rows: the masks of the AVX-512 kernel as all-ones lanes, blends for the
+// masked operations (a lane outside the mask keeps its value, as there).
+DITTO_AVX2 void softmax_update_x8(float* s, int64_t lds, int64_t n, __m256i rel, float scale, float* m, float* l,
+                                  float* alpha) {
+  const __m256 sc = _mm256_set1_ps(scale);
+  __m256 tile_max = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < n; ++j) {
+    const __m256 in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(rel, _mm256_set1_epi32(static_cast<int>(j) - 1)));
+    const __m256 x = _mm256_mul_ps(_mm256_load_ps(s + j * lds), sc);
+    _mm256_store_ps(s + j * lds, x);
+    tile_max = _mm256_blendv_ps(tile_max, _mm256_max_ps(x, tile_max), in);  // x > max ? x : max
+  }
+  const __m256 m_old = _mm256_load_ps(m);
+  const __m256 m_new = _mm256_max_ps(tile_max, m_old);  // tile_max > m ? tile_max : m
+  const __m256 a = simd::exp_x8(_mm256_sub_ps(m_old, m_new));
+  __m256 tile_sum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; ++j) {
+    const __m256 in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(rel, _mm256_set1_epi32(static_cast<int>(j) - 1)));
+    const __m256 p = simd::exp_x8(_mm256_sub_ps(_mm256_load_ps(s + j * lds), m_new));
+    _mm256_store_ps(s + j * lds, p);
+    tile_sum = _mm256_blendv_ps(tile_sum, _mm256_add_ps(tile_sum, p), in);
+  }
+  const __m256 active = _mm256_castsi256_ps(_mm256_cmpgt_epi32(rel, _mm256_set1_epi32(-1)));
+  const __m256 l_old = _mm256_load_ps(l);
+  _mm256_store_ps(l, _mm256_blendv_ps(l_old, _mm256_add_ps(_mm256_mul_ps(l_old, a), tile_sum), active));
+  _mm256_store_ps(m, _mm256_blendv_ps(m_old, m_new, active));
+  _mm256_store_ps(alpha, _mm256_blendv_ps(_mm256_set1_ps(1.0f), a, active));
+}
+
+// accumulate() with 8-float vectors: kPvRows rows × 2 vectors (16 of head_dim) per pass, 8 + 2 + 1
+// registers.
+DITTO_AVX2 void accumulate_x8(float* acc, int64_t d, const float* alpha, const int64_t* n, const float* s, int64_t lds,
+                              const float* vf) {
+  const int64_t n_min = *std::min_element(n, n + kPvRows);
+  const int64_t n_max = *std::max_element(n, n + kPvRows);
+  for (int64_t i0 = 0; i0 < d; i0 += 16) {
+    __m256 a[kPvRows][2];
+    for (int r = 0; r < kPvRows; ++r) {
+      const __m256 al = _mm256_set1_ps(alpha[r]);
+      for (int v = 0; v < 2; ++v) a[r][v] = _mm256_mul_ps(_mm256_load_ps(acc + r * d + i0 + 8 * v), al);
+    }
+    for (int64_t j = 0; j < n_min; ++j) {
+      const __m256 v0 = _mm256_load_ps(vf + j * d + i0);
+      const __m256 v1 = _mm256_load_ps(vf + j * d + i0 + 8);
+      for (int r = 0; r < kPvRows; ++r) {
+        const __m256 p = _mm256_broadcast_ss(s + j * lds + r);
+        a[r][0] = _mm256_fmadd_ps(p, v0, a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(p, v1, a[r][1]);
+      }
+    }
+    for (int64_t j = n_min; j < n_max; ++j) {  // the diagonal: rows whose position ends inside the tile
+      for (int r = 0; r < kPvRows; ++r) {
+        if (j >= n[r]) continue;
+        const __m256 p = _mm256_broadcast_ss(s + j * lds + r);
+        for (int v = 0; v < 2; ++v) a[r][v] = _mm256_fmadd_ps(p, _mm256_load_ps(vf + j * d + i0 + 8 * v), a[r][v]);
+      }
+    }
+    for (int r = 0; r < kPvRows; ++r)
+      for (int v = 0; v < 2; ++v) _mm256_store_ps(acc + r * d + i0 + 8 * v, a[r][v]);
+  }
+}
+
+struct Avx2Path {
+  static constexpr int64_t kRowLanes = 8;
+  // Rows by 16, keys by 4: 8 accumulators, 2 query vectors and a broadcast key in 16 registers.
+  DITTO_AVX2 static void score_tile(const float* qt, int64_t rpad, int64_t r0, const float* kf, int64_t n, int64_t d,
+                                    float* s) {
+    for (int64_t r = r0; r < rpad; r += 16)
+      for (int64_t j = 0; j < n; j += 4) scores_x8x2<4>(qt + r, rpad, kf + j * d, d, s + j * rpad + r, rpad);
+  }
+  DITTO_AVX2 static void softmax_rows(float* s, int64_t lds, int64_t n, const int32_t* pos, int64_t t0, float scale,
+                                      float* m, float* l, float* alpha) {
+    const __m256i rel = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pos)),
+                                         _mm256_set1_epi32(static_cast<int>(t0)));
+    softmax_update_x8(s, lds, n, rel, scale, m, l, alpha);
+  }
+  static void accumulate_rows(float* acc, int64_t d, const float* alpha, const int64_t* n, const float* s, int64_t lds,
+                              const float* vf) {
+    accumulate_x8(acc, d, alpha, n, s, lds, vf);
+  }
+  DITTO_AVX2 static void load(const KvCacheLayer& cache, const KeySlots& slots, int64_t kv_dim, int64_t head_offset,
+                              int64_t t0, int64_t n, int64_t d, float* kf, float* vf) {
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t off = slots.slot(t0 + j) * kv_dim + head_offset;
+      for (int64_t i = 0; i < d; i += 8) {
+        _mm256_store_ps(kf + j * d + i, simd::load_bf16_x8(cache.k + off + i));
+        _mm256_store_ps(vf + j * d + i, simd::load_bf16_x8(cache.v + off + i));
+      }
+    }
+    const int64_t padded = (n + kKeyGroup - 1) / kKeyGroup * kKeyGroup;
+    for (int64_t j = n; j < padded; ++j)
+      for (int64_t i = 0; i < d; i += 8) _mm256_store_ps(kf + j * d + i, _mm256_setzero_ps());
+  }
+  DITTO_AVX2 static void finish(const float* acc, float l, int64_t d, float* out) {
+    const __m256 lv = _mm256_set1_ps(l);
+    for (int64_t i = 0; i < d; i += 8) _mm256_storeu_ps(out + i, _mm256_div_ps(_mm256_load_ps(acc + i), lv));
+  }
+};
+
 // Asks for keys and values t0..t0+n−1 (the next tile) while this one is computed: a KV head's rows
 // are kv_dim apart and scattered over blocks, beyond what the hardware prefetchers follow.
 void prefetch_tile(const KvCacheLayer& cache, const KeySlots& slots, int64_t kv_dim, int64_t head_offset, int64_t t0,
@@ -185,7 +357,10 @@ void prefetch_tile(const KvCacheLayer& cache, const KeySlots& slots, int64_t kv_
   }
 }
 
-DITTO_AVX512 void attend_block_avx512(const QueryBlock& b, const KvCacheLayer& cache, const AttentionShape& shape) {
+// The block's rows through every tile, with Path's pieces; compiled for the baseline (the pieces
+// carry their own target attributes).
+template <typename Path>
+void attend_block_on(const QueryBlock& b, const KvCacheLayer& cache, const AttentionShape& shape) {
   const int64_t group = shape.num_heads / shape.num_kv_heads;
   const int64_t d = shape.head_dim;
   const int64_t kv_dim = shape.num_kv_heads * d;
@@ -205,39 +380,25 @@ DITTO_AVX512 void attend_block_avx512(const QueryBlock& b, const KvCacheLayer& c
   }
   for (int64_t t0 = 0; t0 <= last; t0 += kAttentionTile) {
     const int64_t n = std::min<int64_t>(kAttentionTile, last + 1 - t0);
-    load_tile(cache, b.slots, kv_dim, b.kv_head * d, t0, n, d, ws.kf, ws.vf);
+    Path::load(cache, b.slots, kv_dim, b.kv_head * d, t0, n, d, ws.kf, ws.vf);
     if (t0 + kAttentionTile <= last)
       prefetch_tile(cache, b.slots, kv_dim, b.kv_head * d, t0 + kAttentionTile,
                     std::min<int64_t>(kAttentionTile, last + 1 - t0 - kAttentionTile), d);
     // Rows before first_row have no key in this tile (their position is below t0).
     const int64_t first_row = std::max<int64_t>(0, t0 - b.first_position) * group;
     const int64_t rv0 = first_row / 16 * 16;
-    for (int64_t r = rv0; r < rpad; r += 32) {
-      for (int64_t j = 0; j < n; j += kKeyGroup) {
-        if (rpad - r >= 32) {
-          scores<2>(ws.qt + r, rpad, ws.kf + j * d, d, ws.s + j * rpad + r, rpad);
-        } else {
-          scores<1>(ws.qt + r, rpad, ws.kf + j * d, d, ws.s + j * rpad + r, rpad);
-        }
-      }
-    }
-    const __m512i t0v = _mm512_set1_epi32(static_cast<int>(t0));
-    for (int64_t r = rv0; r < rpad; r += 16) {
-      const __m512i rel = _mm512_sub_epi32(_mm512_loadu_si512(ws.pos.data() + r), t0v);
-      softmax_update(ws.s + r, rpad, n, rel, shape.scale, ws.m + r, ws.l + r, ws.alpha + r);
-    }
+    Path::score_tile(ws.qt, rpad, rv0, ws.kf, n, d, ws.s);
+    for (int64_t r = rv0; r < rpad; r += Path::kRowLanes)
+      Path::softmax_rows(ws.s + r, rpad, n, ws.pos.data() + r, t0, shape.scale, ws.m + r, ws.l + r, ws.alpha + r);
     for (int64_t r = first_row / kPvRows * kPvRows; r < rpad; r += kPvRows) {
       int64_t keys[kPvRows];
       for (int i = 0; i < kPvRows; ++i)
         keys[i] = std::clamp<int64_t>(ws.pos[static_cast<size_t>(r + i)] + 1 - t0, 0, n);
-      accumulate(ws.acc + r * d, d, ws.alpha + r, keys, ws.s + r, rpad, ws.vf);
+      Path::accumulate_rows(ws.acc + r * d, d, ws.alpha + r, keys, ws.s + r, rpad, ws.vf);
     }
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const __m512 l = _mm512_set1_ps(ws.l[r]);
-    float* out = b.out + (r / group) * b.ldo + (b.kv_head * group + r % group) * d;
-    for (int64_t i = 0; i < d; i += 16) _mm512_storeu_ps(out + i, _mm512_div_ps(_mm512_load_ps(ws.acc + r * d + i), l));
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    Path::finish(ws.acc + r * d, ws.l[r], d, b.out + (r / group) * b.ldo + (b.kv_head * group + r % group) * d);
 }
 
 }  // namespace
@@ -246,7 +407,13 @@ DITTO_AVX512 void attend_block_avx512(const QueryBlock& b, const KvCacheLayer& c
 
 bool block_kernel_available(const AttentionShape& shape) {
 #if defined(__x86_64__)
-  return active_isa() == Isa::kAvx512 && shape.head_dim % (16 * kPvVecs) == 0 && shape.head_dim <= 256;
+  if (shape.head_dim > 256) return false;
+  switch (active_isa()) {
+    case Isa::kAvx512: return shape.head_dim % (16 * kPvVecs) == 0;
+    case Isa::kAvx2: return shape.head_dim % 16 == 0;
+    case Isa::kScalar: return false;
+  }
+  return false;
 #else
   (void)shape;
   return false;
@@ -255,7 +422,9 @@ bool block_kernel_available(const AttentionShape& shape) {
 
 void attend_block(const QueryBlock& block, const KvCacheLayer& cache, const AttentionShape& shape) {
 #if defined(__x86_64__)
-  attend_block_avx512(block, cache, shape);
+  if (active_isa() == Isa::kAvx512) return attend_block_on<Avx512Path>(block, cache, shape);
+  DITTO_CHECK(active_isa() == Isa::kAvx2) << "no blocked attention kernel on the portable path";
+  attend_block_on<Avx2Path>(block, cache, shape);
 #else
   (void)block;
   (void)cache;

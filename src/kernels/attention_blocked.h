@@ -5,10 +5,10 @@
 // r % group) share every tile of kAttentionTile keys, which is converted from bf16 once and used by
 // all of them. Each row's arithmetic is exactly the per-query order of attention.h — only which
 // rows share a loop changes:
-//   - scores: 16 row lanes per vector; for each of the canonical dot's 16 lanes L (i ≡ L mod 16)
+//   - scores: 16 (AVX-512) or 8 (AVX2) row lanes per vector; for each of the canonical dot's 16 lanes L (i ≡ L mod 16)
 //     one fma chain over i ascending from +0, then the 16 chains added by the canonical tree
 //     (chain L += chain L+8, +4, +2, +1), so each score is the 16-lane dot of kernels/reduce.h;
-//   - tile max, Σexp and l·α + Σ: 16 row lanes, each a sequential scan over the tile's keys in
+//   - tile max, Σexp and l·α + Σ: a vector of row lanes, each a sequential scan over the tile's keys in
 //     ascending position (a key past a row's position is masked out of its lane, never added);
 //   - acc[d] = acc[d]·α, then fma(p_t, v_t[d], acc[d]) for t ascending: lanes over d, per row.
 // Thread-safety: uses a thread_local workspace; blocks with disjoint outputs may run concurrently.
@@ -53,8 +53,9 @@ struct QueryBlock {
 // Positions per block for a GQA group of `group` query heads per KV head.
 inline int64_t block_positions(int64_t group) { return group >= kBlockRows ? 1 : kBlockRows / group; }
 
-// Whether the active instruction-set path has the blocked kernel for this shape (AVX-512,
-// head_dim a multiple of 64 up to 256). Otherwise every query runs alone.
+// Whether the active instruction-set path has the blocked kernel for this shape: AVX-512 with
+// head_dim a multiple of 64, AVX2 with head_dim a multiple of 16, both up to 256. Otherwise (and on
+// the portable path) every query runs alone.
 bool block_kernel_available(const AttentionShape& shape);
 
 // Attention of every row of the block, written to out. The cache must hold every key 0..last

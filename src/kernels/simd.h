@@ -12,10 +12,12 @@
 
 #include <cstdint>
 
-// GCC 12 reports the deliberately undefined upper lanes inside its own intrinsics (e.g.
-// _mm512_cvtph_ps) as "may be used uninitialized"; they are not.
+// GCC 12 reports the deliberately undefined operands inside its own intrinsics (e.g.
+// _mm512_cvtph_ps, and _mm512_max_ps's `__Y = __Y` once inlined into a caller) as "(may be) used
+// uninitialized"; they are not.
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #define DITTO_AVX2 __attribute__((target("avx2,fma,f16c")))
