@@ -17,7 +17,7 @@ CLANG_FORMAT ?= clang-format
 FORMAT_FILES = $(shell find src tools tests bench include python/src -name '*.cc' -o -name '*.h' | sort)
 
 .PHONY: run demo test deps build demo-model clean format format-check python-package test-python \
-	list-fuzz-targets fuzz test-sanitize
+	list-fuzz-targets fuzz test-sanitize bench
 # The virtual environment `make test` installs the Python package into.
 VENV ?= $(BUILD_DIR)/venv
 
@@ -62,6 +62,11 @@ format: deps
 
 format-check: deps
 	@$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES)
+
+# Every row of the README's model-speed table against llama.cpp on this machine, in one sitting
+# (bench/all.sh; ROWS=prefill512,serve,... for some of them): a table of ratios and targets, and JSON.
+bench: build
+	@BUILD_DIR=$(BUILD_DIR) bench/all.sh
 
 # libFuzzer targets (tests/fuzz/, clang + ASan + UBSan, built in build-fuzz/): list them, or run
 # each for FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/<target>/); fails on any finding.
