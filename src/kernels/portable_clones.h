@@ -1,4 +1,4 @@
-// DITTO_PORTABLE_HOT: the portable path's innermost loops, compiled twice on x86-64 with GCC.
+// DITTO_PORTABLE_HOT: the portable path's innermost loops, compiled twice on x86-64 (GCC, clang).
 //
 // The portable path (DITTO_ISA=scalar, and every CPU without AVX2) is the definition of ditto's
 // numerics: plain C++ whose every multiply-add is an explicit std::fma. Compiled for the x86-64
