@@ -311,10 +311,9 @@ void for_each_group(const Shapes& shapes, int64_t m, const PackedMatrix& w, Thre
   if (pool == nullptr) {
     run(0, static_cast<size_t>(num_groups));
   } else {
-    // Chunks of about 256 KiB of weights (at least one group), handed out dynamically.
     const size_t group_bytes = static_cast<size_t>(group * w.panel_bytes());
-    const size_t grain = std::max<size_t>(1, (size_t{256} << 10) / std::max<size_t>(group_bytes, 1));
-    pool->parallel_for_dynamic(static_cast<size_t>(num_groups), grain, run);
+    pool->parallel_for_dynamic(static_cast<size_t>(num_groups),
+                               weight_chunk_groups(static_cast<size_t>(num_groups), group_bytes, *pool), run);
   }
 }
 

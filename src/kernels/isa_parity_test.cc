@@ -256,7 +256,9 @@ std::vector<uint8_t> quant_rows(Rng& rng, QuantType t, int64_t n, int64_t k, int
 
 // Activations: ordinary values with outliers, blocks whose amax makes x·(1/d) land on .5 ties
 // (amax = 127·2^e, x = (j + 1/2)·2^e), tiny blocks (d below FLT_MIN: quantized to zero), blocks of
-// huge values, all-zero blocks, and occasionally a non-finite value.
+// huge values, all-zero blocks, blocks of one value (every quantized activation +127 or −127, where
+// AVX2's int16 sums of 4-bit and 6-bit products reach their bound), and occasionally a non-finite
+// value.
 std::vector<float> quant_activations(Rng& rng, int64_t m, int64_t ld, int64_t k, int64_t block, bool non_finite) {
   std::vector<float> x(static_cast<size_t>(m * ld), 0.0f);
   for (int64_t r = 0; r < m; ++r) {
@@ -270,6 +272,7 @@ std::vector<float> quant_activations(Rng& rng, int64_t m, int64_t ld, int64_t k,
           case 1: xb[i] = rng.normal() * 1e-38f; break;
           case 2: xb[i] = rng.normal() * 1e37f; break;
           case 3: xb[i] = 0.0f; break;
+          case 4: xb[i] = (b % 2 ? -1.0f : 1.0f) * e; break;  // every q ±127: the int16 sums' bound
           default: xb[i] = rng.next() % 40 == 0 ? rng.normal() * 50.0f : rng.normal(); break;
         }
       }

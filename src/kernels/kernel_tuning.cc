@@ -99,6 +99,12 @@ std::vector<const PackedMatrix*> pick(std::span<const PackedMatrix* const> weigh
 
 }  // namespace
 
+size_t weight_chunk_groups(size_t num_groups, size_t group_bytes, const ThreadPool& pool) {
+  const size_t by_bytes = (size_t{256} << 10) / std::max<size_t>(group_bytes, 1);
+  const size_t by_count = num_groups / (size_t{8} * static_cast<size_t>(std::max(pool.num_threads(), 1)));
+  return std::max<size_t>(1, std::min(by_bytes, by_count));
+}
+
 int64_t parse_prefetch_bytes(const char* name, const char* value) {
   char* end = nullptr;
   errno = 0;

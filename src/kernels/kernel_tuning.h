@@ -28,6 +28,13 @@ struct KernelTuning {
   int64_t qgemv_prefetch_bytes = 1024;  // GGML-quantized weights, m = 1: bytes ahead of each panel block
 };
 
+// How many weight-panel groups of `group_bytes` each one thread of `pool` takes at a time when a
+// GEMM's groups are handed out dynamically: about 256 KiB of weights (long sequential streams for
+// the prefetchers), but at least 8 chunks per thread, so that a small matrix (a 0.6B model's
+// o_proj is 64 panels) does not end as 3 chunks against 2 (a thread idle for a third of the call).
+// Never below one group. Speed only: every output is computed whole by one thread.
+size_t weight_chunk_groups(size_t num_groups, size_t group_bytes, const ThreadPool& pool);
+
 // A prefetch distance from the environment variable `name`: an integer in [0, kMaxPrefetchBytes].
 // Throws Error(kInvalidArgument) naming the variable and the value otherwise.
 int64_t parse_prefetch_bytes(const char* name, const char* value);

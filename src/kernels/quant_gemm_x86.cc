@@ -96,6 +96,7 @@ struct Avx512Ops {
   }
   // Weights under 64: the same instructions (the 4-bit high nibbles stay in place, ×16).
   static constexpr bool kSmallDot = false;
+  static constexpr bool kInt16Sums = false;
   DITTO_AVX512_OPS I dot_small(I acc, I w, const X& x) { return dot(acc, w, x); }
 
   DITTO_AVX512_OPS F f16(const uint8_t* p) {
@@ -188,6 +189,19 @@ struct Avx2Ops {
   DITTO_AVX2_OPS I dot_small(I acc, I w, const X& x) {
     return {dot8_small(acc.lo, w.lo, x), dot8_small(acc.hi, w.hi, x)};
   }
+  // The int16 half of dot_small alone: lane L's two int16 pair sums w.byte[4L+2i]·x.byte[2i] +
+  // w.byte[4L+2i+1]·x.byte[2i+1] (i = 0, 1), for weights under 64. The kernel adds several of these
+  // in int16 (add16) while the bound in qkernel keeps every sum exact, then widens them once with
+  // madd16 — by ones, or by the sub-block's scale, which takes the place of a vpmulld.
+  static constexpr bool kInt16Sums = true;
+  DITTO_AVX2_OPS I maddubs(I w, const X& x) {
+    return {_mm256_maddubs_epi16(w.lo, x.raw), _mm256_maddubs_epi16(w.hi, x.raw)};
+  }
+  DITTO_AVX2_OPS I add16(I a, I b) { return {_mm256_add_epi16(a.lo, b.lo), _mm256_add_epi16(a.hi, b.hi)}; }
+  DITTO_AVX2_OPS I i8_pairs(__m128i a, __m128i b) {
+    return {_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b)), _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(a, b))};
+  }
+  DITTO_AVX2_OPS I set1_16(int16_t v) { return {_mm256_set1_epi16(v), _mm256_set1_epi16(v)}; }
 
   DITTO_AVX2_OPS F f16(const uint8_t* p) {
     const auto* q = reinterpret_cast<const __m128i*>(p);
@@ -291,7 +305,10 @@ struct Shapes {
   int panels_one_row;  // decode panels per tile
 };
 constexpr Shapes kAvx512Shapes{4, 2, 2};
-constexpr Shapes kAvx2Shapes{2, 1, 2};
+// AVX2 decodes one panel at a time: a panel's 16 lanes take two of the 16 ymm registers per
+// accumulator, and two panels spilled to the stack (Q4_K 0.39–0.58 of the read bandwidth with two
+// panels, 0.61–0.71 with one, on a Zen 3: kernels_bench --kernels qgemv).
+constexpr Shapes kAvx2Shapes{2, 1, 1};
 
 enum class Path { kAvx512Vnni, kAvx512, kAvx2 };
 
@@ -382,10 +399,9 @@ void run_path(const KernelSet& ks, const Shapes& shapes, const ActLayout& a, con
   if (pool == nullptr) {
     run(0, static_cast<size_t>(num_groups));
   } else {
-    // Chunks of about 256 KiB of weights (at least one group), handed out dynamically.
     const auto group_bytes = static_cast<size_t>(group * base.panel_bytes);
-    const size_t grain = std::max<size_t>(1, (size_t{256} << 10) / std::max<size_t>(group_bytes, 1));
-    pool->parallel_for_dynamic(static_cast<size_t>(num_groups), grain, run);
+    pool->parallel_for_dynamic(static_cast<size_t>(num_groups),
+                               weight_chunk_groups(static_cast<size_t>(num_groups), group_bytes, *pool), run);
   }
 }
 
