@@ -25,7 +25,10 @@ struct GenerateOptions {
   std::vector<std::string> chats;             // JSON array of messages each
   std::string chat_template_kwargs = "{}";    // JSON object passed to the template
   std::string tools;                          // JSON array of tool schemas ("" = none)
-  // Sampling (vLLM's names); greedy unless --temperature is given.
+  // Sampling (vLLM's names) of the flag mode: greedy unless --temperature is given — a choice of
+  // this command's flags, so that `ditto generate --prompt` is reproducible without a seed. The
+  // lines of --prompts start from the model's defaults instead (--generation-config), as the
+  // server's requests and Python's do.
   SamplingParams sampling = [] {
     SamplingParams p;
     p.temperature = 0.0f;
@@ -38,6 +41,7 @@ struct GenerateOptions {
   int64_t max_num_batched_tokens = 2048;
   int64_t long_prefill_token_threshold = 0;
   int64_t max_num_seqs = 256;
+  std::string generation_config = "auto";
   int64_t max_model_len = 0;
   bool no_prefix_caching = false;
   std::string speculative_config;  // vLLM's JSON; "" off
@@ -87,6 +91,7 @@ EngineArgs engine_args(const GenerateOptions& o) {
   a.max_model_len = o.max_model_len;
   a.enable_prefix_caching = !o.no_prefix_caching;
   a.speculative_config = parse_speculative_config(o.speculative_config);
+  a.generation_config = o.generation_config;
   return a;
 }
 
@@ -201,6 +206,11 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Recompute shared prompt prefixes");
   add_speculative_config_option(cmd, o->speculative_config);
+  cmd->add_option("--generation-config", o->generation_config,
+                  "Default sampling parameters of a --prompts line that leaves them out (vLLM's): auto (the "
+                  "model's generation_config.json), vllm (none), or a folder holding a generation_config.json. "
+                  "The flag mode is greedy unless --temperature is given")
+      ->capture_default_str();
   // Per-prompt flags belong to the flag mode (--prompts lines carry their own); mixing them is a
   // usage error rather than a silently ignored flag.
   CLI::Option* prompts = cmd->get_option("--prompts");

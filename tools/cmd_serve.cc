@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "engine/generation_defaults.h"
 #include "engine/llm_engine.h"
 #include "engine/speculative.h"
 #include "model/hub.h"
@@ -38,6 +39,7 @@ struct ServeOptions {
   int64_t max_model_len = 0;
   bool no_prefix_caching = false;
   std::string speculative_config;  // vLLM's JSON; "" off
+  std::string generation_config = "auto";
 };
 
 // VLLM_BATCH_INVARIANT and DITTO_BATCH_INVARIANT, as vLLM users set them: "1" (or unset) is what
@@ -83,11 +85,17 @@ void run_serve(ServeOptions o) {
   lo.max_num_seqs = o.max_num_seqs;
   lo.enable_prefix_caching = !o.no_prefix_caching;
   lo.speculative_config = parse_speculative_config(o.speculative_config);
+  lo.generation_config = o.generation_config;
   o.server.max_request_body_bytes = parse_size_bytes(o.max_request_body, "--max-request-body-bytes");
   if (o.server.served_model_name.empty()) o.server.served_model_name = o.model;
   validate_server_options(o.server);  // before the (long) model load
   note_random_weights("ditto serve", o.model);
   LLMEngine llm(lo);
+  if (const GenerationDefaults& g = llm.input_processor().generation_defaults(); !g.describe().empty())
+    std::fprintf(stderr,
+                 "ditto serve: default sampling parameters from %s: %s (a request's own values win; "
+                 "--generation-config vllm for none)\n",
+                 g.source.c_str(), g.describe().c_str());
   o.server.model_path = resolve_model_path(o.model);
   o.server.version = DITTO_VERSION;
   if (o.server.http_threads == 0) o.server.http_threads = static_cast<int>(std::max<int64_t>(128, o.max_num_seqs + 64));
@@ -183,6 +191,11 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Recompute shared prompt prefixes");
   add_speculative_config_option(cmd, o->speculative_config);
+  cmd->add_option("--generation-config", o->generation_config,
+                  "Default sampling parameters of a request that leaves them out (vLLM's): auto (the model's "
+                  "generation_config.json: temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens), "
+                  "vllm (none), or a folder holding a generation_config.json")
+      ->capture_default_str();
   cmd->add_option("--max-queued-requests", o->server.max_queued_requests,
                   "Requests (choices) waiting for the engine beyond which new ones get HTTP 503")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))

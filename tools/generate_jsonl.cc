@@ -14,8 +14,10 @@
 
 #include "core/error.h"
 #include "core/json_input.h"
+#include "engine/generation_defaults.h"
 #include "engine/llm_engine.h"
 #include "engine/sampling_params_json.h"
+#include "model/hub.h"
 
 namespace ditto {
 namespace {
@@ -32,11 +34,13 @@ struct Line {
   std::vector<std::string> ignored;
 };
 
-Line parse_line(const Json& line) {
+// `defaults`: the sampling parameters of a field the line leaves out (the model's generation_config).
+Line parse_line(const Json& line, const SamplingParams& defaults) {
   if (!line.is_object()) throw_invalid_argument("each line must be a JSON object");
   static const std::set<std::string> own = {"request_id",           "prompt",  "prompt_token_ids", "messages", "tools",
                                             "chat_template_kwargs", "logprobs"};
   Line l;
+  l.params = defaults;
   for (const auto& [key, value] : line.items())
     if (!own.contains(key) && !sampling_params_keys().contains(key)) l.ignored.push_back(key);
   PromptInput& prompt = l.prompt;
@@ -115,6 +119,10 @@ size_t run_generate_jsonl(const EngineArgs& engine_args, const JsonlOptions& o) 
     if (!file) throw_invalid_argument("--prompts: cannot open '" + o.prompts + "': " + std::strerror(errno));
   }
   std::istream& in = o.prompts == "-" ? std::cin : file;
+  // What the front door will apply (InputProcessor::default_sampling_params), read before the
+  // model loads so that a bad line or configuration is reported without waiting for it.
+  SamplingParams defaults;
+  model_generation_defaults(resolve_model_path(engine_args.model), engine_args.generation_config).apply(defaults);
   std::vector<PromptInput> prompts;
   std::vector<SamplingParams> params;
   std::vector<MaxTokensRule> rules;
@@ -131,7 +139,7 @@ size_t run_generate_jsonl(const EngineArgs& engine_args, const JsonlOptions& o) 
       const Json line = parse_json_input<Json>(text, where);  // its errors start with `where`
       try {
         if (line.is_object() && line.contains("request_id")) rid = json_string(line["request_id"], "request_id");
-        l = parse_line(line);
+        l = parse_line(line, defaults);
         for (const std::string& key : l.ignored)
           std::fprintf(stderr, "ditto generate: %s: ignoring unknown field '%s'\n", where.c_str(), key.c_str());
         line_errors.emplace_back();

@@ -47,6 +47,11 @@ struct EngineArgs {
   // max_position_embeddings. A smaller value caps a chat's default max_tokens.
   int64_t max_model_len = 0;
   int64_t max_logprobs = 20;  // the most top logprobs a request may ask for
+  // Where requests' default sampling parameters come from (vLLM's --generation-config): "auto"
+  // (the model's generation_config.json: temperature, top_p, top_k, min_p, repetition_penalty,
+  // max_new_tokens), "vllm" (none: SamplingParams' own defaults), or a folder holding a
+  // generation_config.json. A request's own values always win.
+  std::string generation_config = "auto";
   // Processes the model is split over (vLLM's tensor_parallel_size), one per MPI rank, launched
   // with `mpirun -np N`; outputs are bit-identical for every N (docs/INVARIANCE.md). Each rank holds
   // 1/N of the weights and of kv_cache_memory's KV heads. Only rank 0 may construct an engine; the

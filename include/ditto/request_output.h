@@ -19,6 +19,11 @@ struct TokenLogprob {
   int32_t token_id = 0;
   float logprob = 0.0f;  // raw model log-probability (before penalties, temperature, filters)
   int64_t rank = 0;      // 1 + number of tokens with a strictly larger logprob
+  // The token alone as text (decoded with special tokens kept; vLLM's decoded_token), and the
+  // bytes it stands for (OpenAI's chat "bytes": a piece of a UTF-8 character stays a piece). Both
+  // empty when the model has no tokenizer.
+  std::string decoded_token;
+  std::string bytes;
 };
 
 struct SampledToken {

@@ -74,7 +74,8 @@ class LLM:
     """A model loaded for offline generation, with vLLM's constructor arguments.
 
     generation_config: "auto" (the model's generation_config.json gives the default sampling
-    parameters, get_default_sampling_params) or "vllm" (SamplingParams() as it is);
+    parameters, get_default_sampling_params), "vllm" (SamplingParams() as it is), or a folder
+    holding a generation_config.json (vLLM's --generation-config);
     override_generation_config: keys that win over both.
     model: a directory (config.json, safetensors, tokenizer.json) or a Hugging Face cache id such
     as "Qwen/Qwen3-8B" (found under $HF_HUB_CACHE or $HF_HOME/hub; nothing is downloaded).
@@ -153,6 +154,10 @@ class LLM:
         args.max_model_len = 0 if max_model_len is None else _positive("max_model_len", max_model_len)
         args.max_logprobs = max_logprobs
         args.tensor_parallel_size = tensor_parallel_size
+        if not isinstance(generation_config, str):
+            raise ValueError("generation_config must be 'auto', 'vllm' or a folder holding a generation_config.json, "
+                             f"got {generation_config!r}")
+        args.generation_config = generation_config
         if speculative_config is not None:
             if not isinstance(speculative_config, dict):
                 raise ValueError(f"speculative_config must be a dict (vLLM's keys), got {speculative_config!r}")
@@ -165,8 +170,7 @@ class LLM:
             # Rank 0 releases the other ranks when this interpreter exits.
             atexit.register(_ditto.shutdown_tensor_parallel)
         self._engine = _ditto.Engine(args)
-        self._default_sampling = _default_sampling(generation_config, self._engine.model_dir,
-                                                   override_generation_config)
+        self._default_sampling = _default_sampling(self._engine.generation_defaults(), override_generation_config)
         self._lock = threading.Lock()  # one generate at a time: calls from other threads wait
         self._seed = seed
         self._next_request = 0
@@ -266,33 +270,18 @@ class LLM:
             finally:
                 if bar:
                     bar.close()
-        decoded: dict[int, str] = {}
-
-        def decode(token_id: int) -> str:
-            if token_id not in decoded:
-                decoded[token_id] = self._engine.decode([token_id], False) if self._engine.has_tokenizer else ""
-            return decoded[token_id]
-
         return [from_engine(o, prompt_is_text=pr.token_ids is None, want_logprobs=p.logprobs is not None,
-                            want_prompt_logprobs=p.prompt_logprobs is not None, decode=decode)
+                            want_prompt_logprobs=p.prompt_logprobs is not None)
                 for o, pr, p in zip(outs, engine_prompts, params)]
 
 
-def _default_sampling(generation_config: str, model_dir: str, overrides: Optional[dict]) -> dict:
-    """The keyword arguments of the default SamplingParams. Raises ValueError naming what is wrong."""
-    if generation_config not in ("auto", "vllm"):
-        raise ValueError(f"generation_config must be 'auto' or 'vllm', got {generation_config!r}")
+def _default_sampling(model_defaults: dict, overrides: Optional[dict]) -> dict:
+    """The keyword arguments of the default SamplingParams: the model's (read by the engine's front
+    door from generation_config.json, as the server and the CLI read them), then
+    override_generation_config's keys. Raises ValueError naming what is wrong."""
     if overrides is not None and not isinstance(overrides, dict):
         raise ValueError("override_generation_config must be a dict")
-    values: dict = {}
-    path = os.path.join(model_dir, "generation_config.json")
-    if generation_config == "auto" and os.path.exists(path):
-        try:
-            with open(path, encoding="utf-8") as f:
-                config = json.load(f)
-        except (OSError, ValueError) as e:
-            raise ValueError(f"{path}: {e}") from None
-        values = {_GENERATION_CONFIG_KEYS[k]: v for k, v in config.items() if k in _GENERATION_CONFIG_KEYS}
+    values = dict(model_defaults)
     for k, v in (overrides or {}).items():
         if k not in _GENERATION_CONFIG_KEYS:
             raise ValueError(f"override_generation_config: {k!r} is not one of {', '.join(_GENERATION_CONFIG_KEYS)}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional, Union
+from typing import Optional, Union
 
 # A position's log-probabilities: the chosen (or prompt) token first, then the top ones, by id.
 PositionLogprobs = dict[int, "Logprob"]
@@ -58,17 +58,17 @@ class RequestOutput:
     num_cached_tokens: Optional[int] = None
 
 
-def _position(sampled, decode: Callable[[int], str]) -> PositionLogprobs:
+def _position(sampled) -> PositionLogprobs:
+    """One position's logprobs, the sampled token first; texts as the engine decoded them."""
     entries = {sampled.token.token_id: Logprob(sampled.token.logprob, sampled.token.rank,
-                                                decode(sampled.token.token_id))}
+                                                sampled.token.decoded_token)}
     for e in sampled.top_logprobs:
         if e.token_id not in entries:
-            entries[e.token_id] = Logprob(e.logprob, e.rank, decode(e.token_id))
+            entries[e.token_id] = Logprob(e.logprob, e.rank, e.decoded_token)
     return entries
 
 
-def from_engine(out, prompt_is_text: bool, want_logprobs: bool, want_prompt_logprobs: bool,
-                decode: Callable[[int], str]) -> RequestOutput:
+def from_engine(out, prompt_is_text: bool, want_logprobs: bool, want_prompt_logprobs: bool) -> RequestOutput:
     """A RequestOutput from the engine's (ditto._ditto.RequestOutput)."""
     outputs = []
     for c in out.outputs:
@@ -78,13 +78,13 @@ def from_engine(out, prompt_is_text: bool, want_logprobs: bool, want_prompt_logp
             text=c.text,
             token_ids=list(c.token_ids),
             cumulative_logprob=c.cumulative_logprob if want_logprobs else None,
-            logprobs=[_position(s, decode) for s in c.logprobs] if want_logprobs else None,
+            logprobs=[_position(s) for s in c.logprobs] if want_logprobs else None,
             finish_reason=c.finish_reason or None,
             stop_reason=stop_reason,
         ))
     prompt_logprobs = None
     if want_prompt_logprobs:
-        prompt_logprobs = [None if s is None else _position(s, decode) for s in out.prompt_logprobs]
+        prompt_logprobs = [None if s is None else _position(s) for s in out.prompt_logprobs]
     return RequestOutput(
         request_id=out.request_id,
         prompt=out.prompt if prompt_is_text else None,

@@ -10,6 +10,7 @@
 
 #include <Python.h>
 
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -143,6 +144,26 @@ class PyEngine {
   const std::vector<int32_t>& eos_token_ids() const { return llm_.eos_token_ids(); }
   const std::string& model_dir() const { return llm_.model_dir(); }
   const EngineArgs& args() const { return llm_.args(); }
+  // The model's default sampling parameters (the front door's, from generation_config), by
+  // SamplingParams' names: only the keys the configuration sets.
+  py::dict generation_defaults() const {
+    const GenerationDefaults& g = llm_.input_processor().generation_defaults();
+    // A float32 as the shortest decimal that reads back as it (0.6, not 0.6000000238418579): the
+    // value the file gave, and the same float32 when the engine reads it again.
+    auto shortest = [](float v) {
+      char buf[32];
+      const auto end = std::to_chars(buf, buf + sizeof(buf), v).ptr;
+      return std::stod(std::string(buf, end));
+    };
+    py::dict d;
+    if (g.temperature) d["temperature"] = shortest(*g.temperature);
+    if (g.top_p) d["top_p"] = shortest(*g.top_p);
+    if (g.top_k) d["top_k"] = *g.top_k;
+    if (g.min_p) d["min_p"] = shortest(*g.min_p);
+    if (g.repetition_penalty) d["repetition_penalty"] = shortest(*g.repetition_penalty);
+    if (g.max_new_tokens) d["max_tokens"] = *g.max_new_tokens;
+    return d;
+  }
 
  private:
   LLMEngine llm_;
@@ -181,6 +202,7 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readwrite("max_model_len", &EngineArgs::max_model_len)
       .def_readwrite("max_logprobs", &EngineArgs::max_logprobs)
       .def_readwrite("tensor_parallel_size", &EngineArgs::tensor_parallel_size)
+      .def_readwrite("generation_config", &EngineArgs::generation_config)
       // vLLM's speculative_config as JSON; ValueError naming the key for a bad one.
       .def("set_speculative_config",
            [](EngineArgs& a, const std::string& json) { a.speculative_config = parse_speculative_config(json); });
@@ -233,7 +255,9 @@ PYBIND11_MODULE(_ditto, m) {
   py::class_<TokenLogprob>(m, "TokenLogprob")
       .def_readonly("token_id", &TokenLogprob::token_id)
       .def_readonly("logprob", &TokenLogprob::logprob)
-      .def_readonly("rank", &TokenLogprob::rank);
+      .def_readonly("rank", &TokenLogprob::rank)
+      .def_readonly("decoded_token", &TokenLogprob::decoded_token)
+      .def_property_readonly("bytes", [](const TokenLogprob& t) { return py::bytes(t.bytes); });
   py::class_<SampledToken>(m, "SampledToken")
       .def_readonly("token", &SampledToken::token)
       .def_readonly("top_logprobs", &SampledToken::top_logprobs);
@@ -271,7 +295,8 @@ PYBIND11_MODULE(_ditto, m) {
       .def_property_readonly("max_model_len", &PyEngine::max_model_len)
       .def_property_readonly("eos_token_ids", &PyEngine::eos_token_ids)
       .def_property_readonly("model_dir", &PyEngine::model_dir)
-      .def_property_readonly("args", &PyEngine::args);
+      .def_property_readonly("args", &PyEngine::args)
+      .def("generation_defaults", &PyEngine::generation_defaults);
 
   m.attr("__version__") = DITTO_VERSION;
 }

@@ -1,9 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <limits>
 #include <optional>
-#include <random>
 #include <string>
 #include <unordered_map>
 
@@ -13,47 +11,10 @@
 namespace ditto {
 
 struct Engine::Request {
-  RequestOutput out;
-  SamplingParams params;
-  std::vector<Sequence*> seqs;                                 // by choice
-  std::vector<std::unique_ptr<IncrementalDetokenizer>> detok;  // by choice (null without tokenizer)
-  int64_t unfinished = 0;
-  // kDelta bookkeeping: what earlier reports carried.
-  struct Sent {
-    size_t tokens = 0;
-    size_t text = 0;  // bytes
-    bool finish = false;
-  };
-  std::vector<Sent> sent;  // by choice
-  bool sent_prompt = false;
-  bool sent_prompt_logprobs = false;
-  size_t stop_holdback = 0;  // bytes of unfinished text withheld: a stop string may still cut them
+  std::string request_id;
+  SamplingParams params;        // seed set (the front door draws one when none was given)
+  std::vector<Sequence*> seqs;  // by choice
 };
-
-void append_delta(RequestOutput& acc, RequestOutput&& delta) {
-  if (acc.request_id.empty()) acc.request_id = delta.request_id;
-  if (!delta.prompt_token_ids.empty()) {
-    acc.prompt = std::move(delta.prompt);
-    acc.prompt_token_ids = std::move(delta.prompt_token_ids);
-    acc.seed = delta.seed;
-  }
-  if (!delta.prompt_logprobs.empty()) acc.prompt_logprobs = std::move(delta.prompt_logprobs);
-  for (CompletionOutput& d : delta.outputs) {
-    if (acc.outputs.size() <= static_cast<size_t>(d.index)) acc.outputs.resize(static_cast<size_t>(d.index) + 1);
-    CompletionOutput& o = acc.outputs[static_cast<size_t>(d.index)];
-    o.index = d.index;
-    o.text += d.text;
-    o.token_ids.insert(o.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
-    for (SampledToken& t : d.logprobs) o.logprobs.push_back(std::move(t));
-    o.cumulative_logprob = d.cumulative_logprob;
-    if (!d.finish_reason.empty()) {
-      o.finish_reason = d.finish_reason;
-      o.stop_token_id = d.stop_token_id;
-      o.stop_string = d.stop_string;
-    }
-  }
-  acc.finished = delta.finished;
-}
 
 int64_t kv_blocks_for_memory(const ModelConfig& c, int64_t block_size, int64_t bytes) {
   const int64_t per_block = c.num_hidden_layers * 2 * block_size * c.num_key_value_heads * c.head_dim * 2;
@@ -74,10 +35,10 @@ InputLimits input_limits_for(const ModelConfig& c, const EngineConfig& config) {
 Engine::Engine(const CausalLM& model, const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids,
                const EngineConfig& config)
     : model_(model),
-      tokenizer_(tokenizer),
       eos_token_ids_(std::move(eos_token_ids)),
       config_(config),
       processor_(input_limits_for(model.config(), config), tokenizer, /*chat_template=*/nullptr),
+      output_(tokenizer),
       kv_(config.num_kv_blocks, config.block_size, config.enable_prefix_caching),
       runner_(model, config.num_kv_blocks, config.block_size),
       scheduler_(config.scheduler, kv_) {
@@ -118,20 +79,11 @@ void Engine::add(EngineRequest r) {
       << "request '" << r.request_id << "' did not come through the front door";
   const std::vector<int32_t>& prompt_token_ids = r.prompt_token_ids;
   const std::string& request_id = r.request_id;
-  const std::string& prompt_text = r.prompt;
   auto req = std::make_unique<Request>();
+  req->request_id = request_id;
   req->params = params;
-  req->out.request_id = request_id;
-  req->out.prompt = prompt_text;
-  req->out.prompt_token_ids = prompt_token_ids;
-  req->out.seed = params.seed ? *params.seed : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  if (params.prompt_logprobs) req->out.prompt_logprobs.resize(prompt_token_ids.size());
-  req->out.outputs.resize(static_cast<size_t>(params.n));
-  req->unfinished = params.n;
-  req->sent.resize(static_cast<size_t>(params.n));
-  if (!params.include_stop_str_in_output)
-    for (const std::string& stop : params.stop) req->stop_holdback = std::max(req->stop_holdback, stop.size() - 1);
   const int64_t index = next_request_++;
+  output_.add(index, r);
   for (int64_t i = 0; i < params.n; ++i) {
     auto seq = std::make_unique<Sequence>();
     seq->id = next_sequence_++;
@@ -141,10 +93,7 @@ void Engine::add(EngineRequest r) {
     seq->token_ids = prompt_token_ids;
     seq->num_prompt_tokens = prompt_len;
     seq->use_prefix_cache = !(params.prompt_logprobs && i == 0);  // prompt logprobs need every row
-    req->out.outputs[static_cast<size_t>(i)].index = i;
     req->seqs.push_back(seq.get());
-    req->detok.push_back(tokenizer_ ? std::make_unique<IncrementalDetokenizer>(*tokenizer_, params.skip_special_tokens)
-                                    : nullptr);
     scheduler_.add(seq.get());
     sequences_.emplace(seq->id, std::move(seq));
   }
@@ -162,29 +111,23 @@ int64_t Engine::release_idle_memory(bool drop_prefix_cache) {
 void Engine::abort(const std::string& request_id) {
   const auto found = request_index_.find(request_id);
   if (found == request_index_.end()) return;
-  Request& req = *requests_.at(found->second);
-  if (req.unfinished == 0) return;
-  for (Sequence* seq : req.seqs)
+  if (output_.finished(found->second)) return;
+  for (Sequence* seq : requests_.at(found->second)->seqs)
     if (!seq->finished()) finish_sequence(*seq, FinishReason::kAbort);
   aborted_.push_back(found->second);
 }
 
-void Engine::finish_sequence(Sequence& seq, FinishReason reason) {
+void Engine::finish_sequence(Sequence& seq, FinishReason reason, std::optional<int32_t> stop_token_id) {
   seq.finish = reason;
   seq.proposal.clear();
   scheduler_.remove(&seq);
   if (proposer_) proposer_->release(seq.id);
-  Request& req = *requests_.at(seq.request);
-  CompletionOutput& out = req.out.outputs[static_cast<size_t>(seq.choice)];
-  out.finish_reason = reason == FinishReason::kLength ? "length" : reason == FinishReason::kAbort ? "abort" : "stop";
-  if (auto& d = req.detok[static_cast<size_t>(seq.choice)]; d && !out.stop_string) out.text += d->finish();
-  --req.unfinished;
+  output_.finish(seq.request, seq.choice, reason, stop_token_id);
 }
 
 void Engine::process_row(Sequence& seq, const float* logits) {
-  Request& req = *requests_.at(seq.request);
+  const Request& req = *requests_.at(seq.request);
   const SamplingParams& p = req.params;
-  CompletionOutput& out = req.out.outputs[static_cast<size_t>(seq.choice)];
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   SamplerInput in;
   in.logits = std::span<const float>(logits, vocab);
@@ -192,98 +135,21 @@ void Engine::process_row(Sequence& seq, const float* logits) {
   in.output_token_ids = std::span<const int32_t>(seq.token_ids.data() + seq.num_prompt_tokens,
                                                  static_cast<size_t>(seq.num_output_tokens()));
   in.eos_token_ids = eos_token_ids_;
-  in.seed = req.out.seed;
+  in.seed = *p.seed;
   in.choice = seq.choice;
   SampledToken s = sampler_.sample(in, p);
   const int32_t token = s.token.token_id;
+  const int64_t position = seq.num_output_tokens();
   seq.token_ids.push_back(token);
-  out.token_ids.push_back(token);
-  out.cumulative_logprob += static_cast<double>(s.token.logprob);
-  if (p.logprobs) out.logprobs.push_back(std::move(s));
-
-  if (auto& d = req.detok[static_cast<size_t>(seq.choice)]) {
-    const size_t before = out.text.size();
-    out.text += d->add(token);
-    // Stop strings on the text, earliest match first; only new text can complete one. Not before
-    // min_tokens tokens (vLLM's rule, as for EOS and stop_token_ids).
-    size_t best = std::string::npos;
-    const std::string* which = nullptr;
-    if (seq.num_output_tokens() > p.min_tokens) {
-      for (const std::string& stop : p.stop) {
-        const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
-        const size_t at = out.text.find(stop, from);
-        if (at != std::string::npos && at < best) {
-          best = at;
-          which = &stop;
-        }
-      }
-    }
-    if (which != nullptr) {
-      out.text.resize(best + (p.include_stop_str_in_output ? which->size() : 0));
-      out.stop_string = *which;
-      return finish_sequence(seq, FinishReason::kStop);
-    }
-  }
-  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end()) {
-    out.stop_token_id = token;
-    return finish_sequence(seq, FinishReason::kStop);
-  }
+  if (output_.append_token(seq.request, seq.choice, position, std::move(s)))
+    return finish_sequence(seq, FinishReason::kStop);  // a stop string
+  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end())
+    return finish_sequence(seq, FinishReason::kStop, token);
   if (!p.ignore_eos && std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end())
     return finish_sequence(seq, FinishReason::kStop);
   if (seq.num_output_tokens() >= p.max_tokens ||
       static_cast<int64_t>(seq.token_ids.size()) >= processor_.limits().max_model_len)
     return finish_sequence(seq, FinishReason::kLength);
-}
-
-std::optional<RequestOutput> Engine::take_delta(Request& req) {
-  RequestOutput d;
-  d.request_id = req.out.request_id;
-  d.finished = req.unfinished == 0;
-  bool any = d.finished;
-  if (!req.sent_prompt) {
-    d.prompt = req.out.prompt;
-    d.prompt_token_ids = req.out.prompt_token_ids;
-    d.seed = req.out.seed;
-  }
-  if (req.params.prompt_logprobs && !req.sent_prompt_logprobs) {
-    const auto& pl = req.out.prompt_logprobs;
-    if (std::all_of(pl.begin() + 1, pl.end(), [](const auto& e) { return e.has_value(); })) {
-      d.prompt_logprobs = pl;
-      req.sent_prompt_logprobs = any = true;
-    } else if (!d.finished) {
-      return std::nullopt;  // the first report carries them: the outputs wait (a choice may run ahead)
-    }
-  }
-  for (size_t i = 0; i < req.out.outputs.size(); ++i) {
-    const CompletionOutput& o = req.out.outputs[i];
-    Request::Sent& sent = req.sent[i];
-    CompletionOutput c;
-    c.index = o.index;
-    c.cumulative_logprob = o.cumulative_logprob;
-    c.token_ids.assign(o.token_ids.begin() + static_cast<std::ptrdiff_t>(sent.tokens), o.token_ids.end());
-    if (sent.tokens < o.logprobs.size())
-      c.logprobs.assign(o.logprobs.begin() + static_cast<std::ptrdiff_t>(sent.tokens), o.logprobs.end());
-    const bool finished = !o.finish_reason.empty();
-    size_t end = o.text.size();
-    if (!finished) {
-      end = end > req.stop_holdback ? end - req.stop_holdback : 0;
-      while (end > sent.text && (static_cast<unsigned char>(o.text[end]) & 0xC0) == 0x80) --end;  // whole characters
-    }
-    if (end > sent.text) c.text = o.text.substr(sent.text, end - sent.text);
-    if (finished && !sent.finish) {
-      c.finish_reason = o.finish_reason;
-      c.stop_token_id = o.stop_token_id;
-      c.stop_string = o.stop_string;
-      sent.finish = true;
-    }
-    any = any || !c.token_ids.empty() || !c.text.empty() || !c.finish_reason.empty();
-    sent.tokens = o.token_ids.size();
-    sent.text = std::max(sent.text, end);
-    d.outputs.push_back(std::move(c));
-  }
-  if (!any) return std::nullopt;
-  req.sent_prompt = true;
-  return d;
 }
 
 std::vector<RequestOutput> Engine::step() {
@@ -312,29 +178,19 @@ std::vector<RequestOutput> Engine::step() {
   return report(std::move(touched));
 }
 
-// Guesses for the running decodes: at most the sequence's current guess count
-// (Sequence::speculation_tokens: k, or for a draft model adapted by Engine::verify) and as many
-// as could still be kept (max_tokens, the context). A sequence whose guesses all failed pauses
-// guessing for 1, 2, 4, ... up to 128 decode steps, so a text that gives the proposer nothing to
-// copy costs a guess now and then, not at every step; a draft model whose guesses are kept less
-// than a fifth of the time (after 4 or more) stops guessing for the sequence.
+// Guesses for the running decodes, as many as the speculation policy asks for each
+// (guesses_to_ask, speculative.h).
 void Engine::propose() {
   const SpeculativeConfig& sc = config_.speculative;
   if (sc.disable_by_batch_size > 0 && scheduler_.num_running() >= sc.disable_by_batch_size) return;
   std::vector<ProposalRequest> wanted;
   for (Sequence* seq : scheduler_.running()) {
     if (seq->finished() || seq->num_uncomputed_tokens() != 1) continue;
-    if (seq->speculation_paused > 0) {
-      --seq->speculation_paused;
-      continue;
-    }
     const SamplingParams& p = requests_.at(seq->request)->params;
     const int64_t room = std::min(p.max_tokens - seq->num_output_tokens(),
                                   processor_.limits().max_model_len - static_cast<int64_t>(seq->token_ids.size())) -
                          1;  // the token sampled after the last guess must fit too
-    if (seq->speculation_tokens == 0) seq->speculation_tokens = sc.num_speculative_tokens;
-    const int64_t max_tokens = std::min(seq->speculation_tokens, room);
-    if (max_tokens >= 1) wanted.push_back({seq, max_tokens});
+    if (const int64_t n = guesses_to_ask(*seq, room, sc.num_speculative_tokens); n >= 1) wanted.push_back({seq, n});
   }
   if (wanted.empty()) return;
   std::vector<std::vector<int32_t>> proposals;
@@ -409,8 +265,8 @@ void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const 
     }
     if (sampled > 0) {
       auto counted = std::find_if(last_step_tokens_.begin(), last_step_tokens_.end(),
-                                  [&](const auto& e) { return e.first == req.out.request_id; });
-      if (counted == last_step_tokens_.end()) counted = last_step_tokens_.emplace(counted, req.out.request_id, 0);
+                                  [&](const auto& e) { return e.first == req.request_id; });
+      if (counted == last_step_tokens_.end()) counted = last_step_tokens_.emplace(counted, req.request_id, 0);
       counted->second += sampled;
     }
     row += static_cast<size_t>(rows);
@@ -427,7 +283,6 @@ void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const 
 // The K/V of dropped guesses stay in blocks past num_computed_tokens, where the next step
 // overwrites them; no prefix-cache block holds them (cache_computed stops at num_computed_tokens).
 int64_t Engine::verify(Sequence& seq, const float* logits, int64_t num_proposals) {
-  constexpr int64_t kDraftJudgedAfter = 4;  // guesses
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   const std::vector<int32_t> guesses(seq.proposal.begin(), seq.proposal.begin() + num_proposals);
   int64_t sampled = 0;
@@ -444,67 +299,34 @@ int64_t Engine::verify(Sequence& seq, const float* logits, int64_t num_proposals
   ++speculation_stats_.num_drafts;
   speculation_stats_.num_draft_tokens += num_proposals;
   speculation_stats_.num_accepted_tokens += accepted;
-  // The next guess count, when guesses cost a pass of a draft model: doubled (up to k) after a
-  // run of guesses all kept, else the run that was kept plus one — guessing as far as the proposer
-  // has lately been right. Nothing kept: pause.
-  const int64_t k = config_.speculative.num_speculative_tokens;
-  if (!proposer_->guesses_cost_a_pass()) {
-    seq.speculation_tokens = k;
-  } else if (accepted == num_proposals) {
-    seq.speculation_tokens = std::min(k, 2 * std::max<int64_t>(seq.speculation_tokens, 1));
-  } else {
-    seq.speculation_tokens = std::min(k, accepted + 1);
-  }
-  seq.speculation_guessed += num_proposals;
-  seq.speculation_kept += accepted;
-  if (proposer_->guesses_cost_a_pass() && seq.speculation_guessed >= kDraftJudgedAfter &&
-      seq.speculation_kept * 5 < seq.speculation_guessed) {
-    // A draft must read every token of the sequence to guess again, paused or not: one whose
-    // guesses for this sequence are kept less than a fifth of the time stops for good, and gives
-    // its cache back.
-    seq.speculation_paused = std::numeric_limits<int64_t>::max();
-    proposer_->release(seq.id);
-  } else if (accepted > 0) {
-    seq.speculation_failures = 0;
-  } else {
-    seq.speculation_paused = int64_t{1} << std::min<int64_t>(seq.speculation_failures, 7);  // 1 .. 128 steps
-    ++seq.speculation_failures;
-  }
+  after_verification(seq, num_proposals, accepted, config_.speculative.num_speculative_tokens, *proposer_);
   return sampled;
 }
 
 // `logits` [rows, vocab_size] f32 are the rows of the sequence's tokens from num_computed_tokens on.
-void Engine::record_prompt_logprobs(Sequence& seq, Request& req, const float* logits, int64_t rows) {
+void Engine::record_prompt_logprobs(const Sequence& seq, const Request& req, const float* logits, int64_t rows) {
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t next = seq.num_computed_tokens + r + 1;  // the prompt token this row predicts
-    if (next >= seq.num_prompt_tokens || req.out.prompt_logprobs[static_cast<size_t>(next)]) continue;
-    req.out.prompt_logprobs[static_cast<size_t>(next)] =
-        sampler_.score(std::span<const float>(logits + static_cast<size_t>(r) * vocab, vocab),
-                       seq.token_ids[static_cast<size_t>(next)], *req.params.prompt_logprobs);
+    if (next >= seq.num_prompt_tokens || !output_.wants_prompt_logprob(seq.request, next)) continue;
+    output_.set_prompt_logprob(seq.request, next,
+                               sampler_.score(std::span<const float>(logits + static_cast<size_t>(r) * vocab, vocab),
+                                              seq.token_ids[static_cast<size_t>(next)], *req.params.prompt_logprobs));
   }
 }
 
-// The outputs of the touched requests: a delta report for kDelta ones that progressed, the final
-// output for finished kFinalOnly ones. Finished requests are forgotten.
+// The outputs of the touched requests (OutputProcessor::report); finished requests are forgotten.
 std::vector<RequestOutput> Engine::report(std::vector<int64_t> touched) {
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  std::vector<RequestOutput> done;
-  for (int64_t r : touched) {
+  std::vector<int64_t> finished;
+  for (int64_t r : touched)
+    if (requests_.contains(r) && output_.finished(r)) finished.push_back(r);
+  std::vector<RequestOutput> done = output_.report(touched);
+  for (int64_t r : finished) {
     const auto found = requests_.find(r);
-    if (found == requests_.end()) continue;
-    Request& req = *found->second;
-    const std::string id = req.out.request_id;
-    if (req.params.output_kind == RequestOutputKind::kDelta) {
-      if (std::optional<RequestOutput> d = take_delta(req)) done.push_back(std::move(*d));
-    } else if (req.unfinished == 0) {
-      req.out.finished = true;
-      done.push_back(std::move(req.out));
-    }
-    if (req.unfinished > 0) continue;
-    for (Sequence* seq : req.seqs) sequences_.erase(seq->id);
-    request_index_.erase(id);
+    for (Sequence* seq : found->second->seqs) sequences_.erase(seq->id);
+    request_index_.erase(found->second->request_id);
     requests_.erase(found);
     --num_unfinished_;
   }

@@ -18,15 +18,16 @@
 #include "engine/input_processor.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
-#include "engine/request_output.h"
+#include "engine/output_processor.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/speculative.h"
 #include "model/causal_lm.h"
-#include "tokenizer/tokenizer.h"
 
 namespace ditto {
+
+class Tokenizer;
 
 struct EngineConfig {
   int64_t block_size = 16;  // KV cache block, tokens
@@ -115,19 +116,18 @@ class Engine {
                        const std::vector<float>& logits, std::vector<int64_t>& touched);
   std::vector<RequestOutput> report(std::vector<int64_t> touched);
 
-  void record_prompt_logprobs(Sequence& seq, Request& req, const float* logits, int64_t rows);
-  void finish_sequence(Sequence& seq, FinishReason reason);
+  void record_prompt_logprobs(const Sequence& seq, const Request& req, const float* logits, int64_t rows);
+  void finish_sequence(Sequence& seq, FinishReason reason, std::optional<int32_t> stop_token_id = std::nullopt);
   void process_row(Sequence& seq, const float* logits);
   // Samples `rows` rows for a decode that ran with `num_proposals` guesses (rows = 1 + guesses),
   // keeping guesses while they equal the sampled token. Returns the tokens sampled.
   int64_t verify(Sequence& seq, const float* logits, int64_t num_proposals);
-  std::optional<RequestOutput> take_delta(Request& req);
 
   const CausalLM& model_;
-  const Tokenizer* tokenizer_;
   std::vector<int32_t> eos_token_ids_;
   EngineConfig config_;
   InputProcessor processor_;  // token-id requests of add_request()
+  OutputProcessor output_;    // every request's outputs, by engine index
   KvCacheManager kv_;
   ModelRunner runner_;
   Scheduler scheduler_;

@@ -1,6 +1,7 @@
 #include "engine/input_processor.h"
 
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "core/error.h"
@@ -10,8 +11,9 @@
 
 namespace ditto {
 
-InputProcessor::InputProcessor(const InputLimits& limits, const Tokenizer* tokenizer, const ChatTemplate* chat_template)
-    : limits_(limits), tokenizer_(tokenizer), chat_template_(chat_template) {
+InputProcessor::InputProcessor(const InputLimits& limits, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
+                               GenerationDefaults defaults)
+    : limits_(limits), tokenizer_(tokenizer), chat_template_(chat_template), defaults_(std::move(defaults)) {
   DITTO_CHECK(limits.vocab_size > 0 && limits.max_model_len > 0 && limits.block_size > 0) << "bad input limits";
 }
 
@@ -60,6 +62,35 @@ std::pair<std::vector<int32_t>, std::string> InputProcessor::encode(const Prompt
   }
 }
 
+const Tokenizer& InputProcessor::need_tokenizer() const {
+  if (tokenizer_ == nullptr) throw_not_found("the model has no tokenizer (no tokenizer.json / tokenizer.ggml.tokens)");
+  return *tokenizer_;
+}
+
+std::string InputProcessor::decode(std::span<const int32_t> ids) const {
+  return need_tokenizer().decode(ids, /*skip_special_tokens=*/false);
+}
+
+std::vector<std::string> InputProcessor::token_strings(std::span<const int32_t> ids) const {
+  const Tokenizer& t = need_tokenizer();
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (int32_t id : ids) out.push_back(t.id_to_token(id).value_or(""));
+  return out;
+}
+
+SamplingParams InputProcessor::default_sampling_params() const {
+  SamplingParams p;
+  defaults_.apply(p);
+  return p;
+}
+
+uint64_t draw_seed() {
+  std::random_device rd;
+  const uint64_t bits = (uint64_t{rd()} << 32) ^ rd();
+  return bits & ((uint64_t{1} << 53) - 1);
+}
+
 EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams params, MaxTokensRule rule,
                                       const std::string& max_tokens_field) const {
   const char* field = prompt.messages ? "messages" : "prompt";
@@ -99,6 +130,7 @@ EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams 
       break;
     case MaxTokensRule::kRestOfContext:
       params.max_tokens = std::max<int64_t>(1, std::min(ctx, kv_tokens) - n);
+      if (defaults_.max_new_tokens) params.max_tokens = std::min(params.max_tokens, *defaults_.max_new_tokens);
       params.min_tokens = std::min(params.min_tokens, params.max_tokens);
       break;
   }
@@ -112,6 +144,7 @@ EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams 
                                               std::to_string(params.max_tokens) + ") but the cache has " +
                                               std::to_string(limits_.num_kv_blocks) +
                                               "; raise --kv-cache-memory or lower max_tokens");
+  if (!params.seed) params.seed = draw_seed();
   r.params = std::move(params);
   return r;
 }

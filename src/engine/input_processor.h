@@ -10,11 +10,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "ditto/prompt_input.h"
 #include "ditto/sampling_params.h"
+#include "engine/generation_defaults.h"
 
 namespace ditto {
 
@@ -25,7 +27,8 @@ class Tokenizer;
 enum class MaxTokensRule {
   kAsGiven,        // the caller asked for it: prompt + max_tokens must fit, else an error (OpenAI's rule)
   kClipToContext,  // a default, or the offline API: cut to what the context leaves (vLLM's offline rule)
-  kRestOfContext,  // none given for a chat: whatever the context and the KV cache leave
+  kRestOfContext,  // none given for a chat: whatever the context and the KV cache leave (at most
+                   // generation_config's max_new_tokens)
 };
 
 // A request ready for Engine::add(): tokens in the vocabulary, prompt within the context,
@@ -47,11 +50,22 @@ struct InputLimits {
   int64_t num_kv_blocks = 0;                 // the KV cache, in blocks
 };
 
+// A seed for a request that gave none: 53 random bits from the operating system's random device,
+// so that a client reading it back as a JSON number (JavaScript, jq: doubles) repeats the answer.
+uint64_t draw_seed();
+
 class InputProcessor {
  public:
   // tokenizer may be null (token-id prompts only, no stop strings); chat_template may be null
-  // (chat messages are refused). Both must outlive the processor.
-  InputProcessor(const InputLimits& limits, const Tokenizer* tokenizer, const ChatTemplate* chat_template);
+  // (chat messages are refused). Both must outlive the processor. `defaults`: the model's
+  // generation_config.json values (model_files.h), which every front end starts its requests from.
+  InputProcessor(const InputLimits& limits, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
+                 GenerationDefaults defaults = {});
+
+  // SamplingParams() with the model's defaults (generation_config) applied: what every front end
+  // fills a request's own fields into, so a field a request leaves out means the same everywhere.
+  SamplingParams default_sampling_params() const;
+  const GenerationDefaults& generation_defaults() const { return defaults_; }
 
   // Turns `prompt` and `params` into an engine request (request_id left empty). Throws
   // Error(kInvalidArgument) with param() set: "prompt" / "messages" for a prompt that is not
@@ -59,6 +73,7 @@ class InputProcessor {
   // leaves no room in the context; "max_tokens" for one that does not fit (kAsGiven) or a request
   // the KV cache cannot hold alone; the sampling field at fault otherwise.
   // `max_tokens_field` is the name the caller read max_tokens under (chat: "max_completion_tokens").
+  // A request without params.seed gets one here (draw_seed), the one place it is drawn.
   EngineRequest process(const PromptInput& prompt, SamplingParams params, MaxTokensRule rule,
                         const std::string& max_tokens_field = "max_tokens") const;
 
@@ -66,15 +81,23 @@ class InputProcessor {
   // parameters; /tokenize). Throws as process() for the prompt.
   std::pair<std::vector<int32_t>, std::string> encode(const PromptInput& prompt) const;
 
+  // The text of `ids` (special tokens kept; /detokenize, the echo of a token-id prompt), and each
+  // id's vocabulary string ("" for an id with none; /tokenize's token_strs). Ids must be in the
+  // vocabulary. Throw Error(kNotFound) when the model has no tokenizer.
+  std::string decode(std::span<const int32_t> ids) const;
+  std::vector<std::string> token_strings(std::span<const int32_t> ids) const;
+
   const InputLimits& limits() const { return limits_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
 
  private:
   std::string render_chat(const PromptInput& prompt) const;
+  const Tokenizer& need_tokenizer() const;
 
   InputLimits limits_;
   const Tokenizer* tokenizer_;
   const ChatTemplate* chat_template_;
+  GenerationDefaults defaults_;
 };
 
 }  // namespace ditto

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/memory_info.h"
 #include "core/thread_pool.h"
+#include "engine/generation_defaults.h"
 #include "engine/model_files.h"
 #include "model/causal_lm.h"
 #include "model/hub.h"
@@ -128,7 +129,8 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
                       ") and kv_cache_memory (" + format_gib(args_.kv_cache_memory) + ") need more than the " +
                       format_gib(*available) + " available (MemAvailable, /proc/meminfo); lower --kv-cache-memory");
   }
-  processor_ = std::make_unique<InputProcessor>(input_limits_for(c, config), tokenizer_.get(), chat_template_.get());
+  processor_ = std::make_unique<InputProcessor>(input_limits_for(c, config), tokenizer_.get(), chat_template_.get(),
+                                                model_generation_defaults(model_dir_, args_.generation_config));
 }
 
 EngineConfig LLMEngine::engine_config() const {

@@ -48,7 +48,11 @@ TokenLogprob Sampler::entry(int32_t token_id) const {
   const float lp = logprobs_[static_cast<size_t>(token_id)];
   int64_t greater = 0;
   for (float x : logprobs_) greater += x > lp;
-  return {token_id, lp, greater + 1};
+  TokenLogprob t;
+  t.token_id = token_id;
+  t.logprob = lp;
+  t.rank = greater + 1;
+  return t;
 }
 
 std::vector<TokenLogprob> Sampler::top(int64_t n) {
@@ -71,7 +75,10 @@ std::vector<TokenLogprob> Sampler::top(int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const int32_t id = ids_[static_cast<size_t>(i)];
     if (i > 0 && logprobs_[static_cast<size_t>(id)] < out.back().logprob) rank = i + 1;
-    out.push_back({id, logprobs_[static_cast<size_t>(id)], rank});
+    TokenLogprob& t = out.emplace_back();
+    t.token_id = id;
+    t.logprob = logprobs_[static_cast<size_t>(id)];
+    t.rank = rank;
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #include "engine/speculative.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -252,6 +253,42 @@ std::unique_ptr<Proposer> make_proposer(const SpeculativeConfig& config, const C
     return std::make_unique<NgramProposer>(config.prompt_lookup_min, config.prompt_lookup_max);
   if (draft == nullptr) throw_invalid_argument("speculative_config: method \"draft_model\" needs a loaded draft model");
   return std::make_unique<DraftModelProposer>(*draft, num_kv_blocks, block_size, max_num_batched_tokens);
+}
+
+int64_t guesses_to_ask(Sequence& seq, int64_t room, int64_t k) {
+  if (seq.speculation_paused > 0) {
+    --seq.speculation_paused;
+    return 0;
+  }
+  if (seq.speculation_tokens == 0) seq.speculation_tokens = k;
+  return std::max<int64_t>(0, std::min(seq.speculation_tokens, room));
+}
+
+void after_verification(Sequence& seq, int64_t num_proposals, int64_t accepted, int64_t k, Proposer& proposer) {
+  constexpr int64_t kDraftJudgedAfter = 4;  // guesses
+  // Guessing as far as the proposer has lately been right, when each guess costs a pass.
+  if (!proposer.guesses_cost_a_pass()) {
+    seq.speculation_tokens = k;
+  } else if (accepted == num_proposals) {
+    seq.speculation_tokens = std::min(k, 2 * std::max<int64_t>(seq.speculation_tokens, 1));
+  } else {
+    seq.speculation_tokens = std::min(k, accepted + 1);
+  }
+  seq.speculation_guessed += num_proposals;
+  seq.speculation_kept += accepted;
+  if (proposer.guesses_cost_a_pass() && seq.speculation_guessed >= kDraftJudgedAfter &&
+      seq.speculation_kept * 5 < seq.speculation_guessed) {
+    // A draft must read every token of the sequence to guess again, paused or not: one whose
+    // guesses for this sequence are kept less than a fifth of the time stops for good, and gives
+    // its cache back.
+    seq.speculation_paused = std::numeric_limits<int64_t>::max();
+    proposer.release(seq.id);
+  } else if (accepted > 0) {
+    seq.speculation_failures = 0;
+  } else {
+    seq.speculation_paused = int64_t{1} << std::min<int64_t>(seq.speculation_failures, 7);  // 1 .. 128 steps
+    ++seq.speculation_failures;
+  }
 }
 
 }  // namespace ditto

@@ -41,6 +41,22 @@ struct ProposalRequest {
   int64_t max_tokens = 0;  // the most tokens to propose, ≥ 1
 };
 
+// The speculation policy for one sequence (docs/SPECULATIVE.md, "Auto-off"). Changes how many
+// guesses are made and when, never a token.
+//
+// How many guesses to ask for `seq` in this step, a running decode with `room` tokens left before
+// max_tokens or the context (the token sampled after the last guess included): its current guess
+// count (k at first), within the room; 0 while it is paused (a paused step is counted down here).
+int64_t guesses_to_ask(Sequence& seq, int64_t room, int64_t k);
+
+// After a verification of `num_proposals` guesses of which the first `accepted` were kept: the
+// next guess count (k; for a proposer whose guesses cost a pass, doubled up to k after a run all
+// kept, else the kept run plus one), and a pause after a verification that kept nothing (1, 2, 4,
+// ... 128 decode steps). A draft-model proposer whose guesses for the sequence are kept less than
+// a fifth of the time (after 4 or more) stops for the sequence for good and releases it.
+class Proposer;
+void after_verification(Sequence& seq, int64_t num_proposals, int64_t accepted, int64_t k, Proposer& proposer);
+
 class Proposer {
  public:
   virtual ~Proposer() = default;

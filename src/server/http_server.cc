@@ -27,7 +27,6 @@
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/sockets.h"
-#include "tokenizer/tokenizer.h"
 
 namespace ditto {
 namespace {
@@ -257,7 +256,7 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
   // bad one refuses the whole request.
   const MaxTokensRule rule = max_tokens_rule(r);
   // A request without a seed gets one, reported in its response ("seed"), so it can be repeated.
-  if (!r.params.seed) r.params.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  if (!r.params.seed) r.params.seed = draw_seed();
   // A stream takes each step's new tokens; a response waits for the whole output.
   r.params.output_kind = r.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   std::vector<EngineRequest> engine_requests;
@@ -268,10 +267,9 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
       if (r.prompts.size() == 1) throw;
       throw Error(e.code(), "prompt " + std::to_string(i) + ": " + e.what(), e.param());
     }
-    job->prompt_texts.push_back(
-        r.echo && r.prompts[i].token_ids
-            ? llm.tokenizer().decode(engine_requests.back().prompt_token_ids, /*skip_special_tokens=*/false)
-            : engine_requests.back().prompt);
+    job->prompt_texts.push_back(r.echo && r.prompts[i].token_ids
+                                    ? llm.input_processor().decode(engine_requests.back().prompt_token_ids)
+                                    : engine_requests.back().prompt);
   }
   check_tokens_per_request(engine_requests, r);
   job->id = new_id(prefix);
@@ -302,7 +300,8 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
 void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   auto open = std::make_shared<OpenResponse>(open_responses);  // a stream hands it to its releaser
   const Json body = parse_body(req);
-  ApiRequest request = parse_api_request(endpoint, body, llm.args().max_logprobs);
+  ApiRequest request =
+      parse_api_request(endpoint, body, llm.args().max_logprobs, llm.input_processor().default_sampling_params());
   check_model(request.model);
   if (!request.ignored_fields.empty()) {
     std::string names;
@@ -317,7 +316,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
   std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
   access.request_id = job->id;
   job->connection_fd = connection_fd(req.remote_addr, req.remote_port, req.local_port);
-  auto formatter = std::make_shared<ApiFormatter>(job->request, llm.tokenizer(), job->id, job->created,
+  auto formatter = std::make_shared<ApiFormatter>(job->request, llm.input_processor(), job->id, job->created,
                                                   options.served_model_name, job->prompt_texts);
 
   if (!job->request.stream) {
@@ -592,10 +591,7 @@ void HttpServer::Impl::routes() {
                 }
                 const std::vector<int32_t> ids = llm.input_processor().encode(prompt).first;
                 Json strs = nullptr;
-                if (flag("return_token_strs", false)) {
-                  strs = Json::array();
-                  for (int32_t id : ids) strs.push_back(llm.tokenizer().id_to_token(id).value_or(""));
-                }
+                if (flag("return_token_strs", false)) strs = llm.input_processor().token_strings(ids);
                 send_json(res, 200,
                           {{"count", ids.size()}, {"max_model_len", context()}, {"tokens", ids}, {"token_strs", strs}});
               }));
@@ -610,7 +606,7 @@ void HttpServer::Impl::routes() {
           if (ids[i] >= vocab_size())
             throw_bad_param("tokens", "tokens[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
                                           " is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
-        send_json(res, 200, {{"prompt", llm.tokenizer().decode(ids, false)}});
+        send_json(res, 200, {{"prompt", llm.input_processor().decode(ids)}});
       }));
 }
 

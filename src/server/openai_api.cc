@@ -7,7 +7,6 @@
 #include "core/error.h"
 #include "core/json_input.h"
 #include "engine/sampling_params_json.h"
-#include "tokenizer/tokenizer.h"
 
 namespace ditto {
 
@@ -107,10 +106,12 @@ MaxTokensRule max_tokens_rule(const ApiRequest& request) {
                                                            : MaxTokensRule::kClipToContext;
 }
 
-ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max_logprobs) {
+ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max_logprobs,
+                             const SamplingParams& defaults) {
   if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
   ApiRequest r;
   r.endpoint = endpoint;
+  r.params = defaults;
   static const std::set<std::string> shared = {"model",           "best_of",  "stream",
                                                "stream_options",  "user",     "logit_bias",
                                                "response_format", "logprobs", "return_tokens_as_token_ids"};
@@ -236,10 +237,10 @@ Json stop_reason_json(const CompletionOutput& c) {
   return nullptr;
 }
 
-ApiFormatter::ApiFormatter(const ApiRequest& request, const Tokenizer& tokenizer, std::string id, int64_t created,
+ApiFormatter::ApiFormatter(const ApiRequest& request, const InputProcessor& door, std::string id, int64_t created,
                            std::string model_name, std::vector<std::string> prompt_texts)
     : request_(request),
-      tokenizer_(tokenizer),
+      door_(door),
       id_(std::move(id)),
       created_(created),
       model_name_(std::move(model_name)),
@@ -249,11 +250,11 @@ ApiFormatter::ApiFormatter(const ApiRequest& request, const Tokenizer& tokenizer
   for (SlotStream& s : streams_) s.choices.assign(static_cast<size_t>(request.params.n), ChoiceStream(request.parsers));
 }
 
-std::string ApiFormatter::token_text(int32_t id) const {
-  if (request_.return_tokens_as_token_ids) return "token_id:" + std::to_string(id);
-  const int32_t ids[1] = {id};
-  return tokenizer_.decode(ids, /*skip_special_tokens=*/false);
+std::string ApiFormatter::token_text(int32_t id, const std::string& text) const {
+  return request_.return_tokens_as_token_ids ? "token_id:" + std::to_string(id) : text;
 }
+
+std::string ApiFormatter::token_text(const TokenLogprob& t) const { return token_text(t.token_id, t.decoded_token); }
 
 namespace {
 size_t utf8_length(const std::string& s) {
@@ -272,15 +273,14 @@ Json bytes_json(const std::string& s) {
 Json ApiFormatter::completion_logprobs(const RequestOutput& r, const CompletionOutput& c, bool with_prompt,
                                        size_t& text_offset) const {
   Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(), offsets = Json::array();
-  auto add = [&](int32_t id, std::optional<float> logprob, const SampledToken* s) {
-    const std::string text = token_text(id);
+  auto add = [&](const std::string& text, std::optional<float> logprob, const SampledToken* s) {
     tokens.push_back(text);
     token_logprobs.push_back(logprob ? Json(*logprob) : Json(nullptr));
     if (s == nullptr) {
       top.push_back(nullptr);
     } else {
       Json t = Json::object();
-      for (const TokenLogprob& e : s->top_logprobs) t.emplace(token_text(e.token_id), e.logprob);
+      for (const TokenLogprob& e : s->top_logprobs) t.emplace(token_text(e), e.logprob);
       t.emplace(text, s->token.logprob);  // vLLM lists the chosen token too
       top.push_back(std::move(t));
     }
@@ -291,10 +291,15 @@ Json ApiFormatter::completion_logprobs(const RequestOutput& r, const CompletionO
     const auto& ids = r.prompt_token_ids;
     for (size_t i = 0; i < ids.size(); ++i) {
       const auto& e = i < r.prompt_logprobs.size() ? r.prompt_logprobs[i] : std::nullopt;
-      add(ids[i], e ? std::optional<float>(e->token.logprob) : std::nullopt, e ? &*e : nullptr);
+      if (e) {
+        add(token_text(e->token), e->token.logprob, &*e);
+      } else {
+        const int32_t id[1] = {ids[i]};
+        add(token_text(ids[i], door_.decode(id)), std::nullopt, nullptr);
+      }
     }
   }
-  for (size_t t = 0; t < c.logprobs.size(); ++t) add(c.token_ids[t], c.logprobs[t].token.logprob, &c.logprobs[t]);
+  for (const SampledToken& s : c.logprobs) add(token_text(s.token), s.token.logprob, &s);
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
@@ -303,12 +308,10 @@ Json ApiFormatter::chat_logprobs(const CompletionOutput& c) const {
   for (const SampledToken& s : c.logprobs) {
     Json top = Json::array();
     for (const TokenLogprob& e : s.top_logprobs)
-      top.push_back({{"token", token_text(e.token_id)},
-                     {"logprob", e.logprob},
-                     {"bytes", bytes_json(tokenizer_.token_bytes(e.token_id))}});
-    content.push_back({{"token", token_text(s.token.token_id)},
+      top.push_back({{"token", token_text(e)}, {"logprob", e.logprob}, {"bytes", bytes_json(e.bytes)}});
+    content.push_back({{"token", token_text(s.token)},
                        {"logprob", s.token.logprob},
-                       {"bytes", bytes_json(tokenizer_.token_bytes(s.token.token_id))},
+                       {"bytes", bytes_json(s.token.bytes)},
                        {"top_logprobs", top}});
   }
   return {{"content", content}};
@@ -355,10 +358,10 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
           }
           Json m = Json::object();
           m[std::to_string(e->token.token_id)] = {
-              {"logprob", e->token.logprob}, {"rank", e->token.rank}, {"decoded_token", token_text(e->token.token_id)}};
+              {"logprob", e->token.logprob}, {"rank", e->token.rank}, {"decoded_token", token_text(e->token)}};
           for (const TokenLogprob& t : e->top_logprobs)
             m[std::to_string(t.token_id)] = {
-                {"logprob", t.logprob}, {"rank", t.rank}, {"decoded_token", token_text(t.token_id)}};
+                {"logprob", t.logprob}, {"rank", t.rank}, {"decoded_token", token_text(t)}};
           pl.push_back(std::move(m));
         }
         choice["prompt_logprobs"] = std::move(pl);

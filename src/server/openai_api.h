@@ -22,8 +22,6 @@
 
 namespace ditto {
 
-class Tokenizer;
-
 // An error answered as an OpenAI error object:
 // {"error": {"message": ..., "type": ..., "param": ..., "code": ...}} with HTTP `status`.
 // Made by to_api_error() from a ditto::Error, or directly for HTTP framing (405, 411, 413, 414).
@@ -93,7 +91,10 @@ struct ApiRequest {
 // Parses a request body (already JSON). Throws Error(kInvalidArgument) whose param() is the field
 // at fault. Ranges are the engine's (SamplingParams::validate, at the front door).
 // max_logprobs bounds logprobs, top_logprobs and prompt_logprobs (the engine's).
-ApiRequest parse_api_request(ApiEndpoint endpoint, const nlohmann::ordered_json& body, int64_t max_logprobs = 20);
+// `defaults`: the sampling parameters of a field the body leaves out (the front door's
+// default_sampling_params: the model's generation_config).
+ApiRequest parse_api_request(ApiEndpoint endpoint, const nlohmann::ordered_json& body, int64_t max_logprobs = 20,
+                             const SamplingParams& defaults = {});
 
 // How the front door settles the request's max_tokens: as given when the client gave it; without
 // it a completion gets vLLM's 16 cut to the context, a chat the rest of the context.
@@ -104,7 +105,10 @@ MaxTokensRule max_tokens_rule(const ApiRequest& request);
 // as text (what echo prepends). A slot is one prompt of the request (its engine request).
 class ApiFormatter {
  public:
-  ApiFormatter(const ApiRequest& request, const Tokenizer& tokenizer, std::string id, int64_t created,
+  // `door` gives the text of a prompt's first token for echo with logprobs (the one token the
+  // engine reports no logprob entry, and so no text, for); every other token's text comes with
+  // its logprob entry (TokenLogprob::decoded_token, ::bytes).
+  ApiFormatter(const ApiRequest& request, const InputProcessor& door, std::string id, int64_t created,
                std::string model_name, std::vector<std::string> prompt_texts);
 
   // The whole non-streaming response body from each slot's final output
@@ -145,10 +149,12 @@ class ApiFormatter {
   nlohmann::ordered_json chunk(nlohmann::ordered_json choice) const;
   // The request's seed (the server draws one for a request without), as every body reports it.
   nlohmann::ordered_json seed_json() const;
-  std::string token_text(int32_t id) const;
+  // A logprob entry's token as the API shows it: its text, or "token_id:N" (return_tokens_as_token_ids).
+  std::string token_text(const TokenLogprob& t) const;
+  std::string token_text(int32_t id, const std::string& text) const;
 
   const ApiRequest& request_;
-  const Tokenizer& tokenizer_;
+  const InputProcessor& door_;
   std::string id_;
   int64_t created_;
   std::string model_name_;

@@ -121,9 +121,23 @@ TEST(OpenAiApiTest, ErrorsNameTheParameter) {
 
 class FormatterTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { tokenizer_ = Tokenizer::load(DITTO_QWEN3_TOKENIZER_DIR).release(); }
-  static void TearDownTestSuite() { delete tokenizer_; }
+  static void SetUpTestSuite() {
+    tokenizer_ = Tokenizer::load(DITTO_QWEN3_TOKENIZER_DIR).release();
+    door_ = new InputProcessor({.vocab_size = 151936, .max_model_len = 4096, .num_kv_blocks = 256}, tokenizer_,
+                               /*chat_template=*/nullptr);
+  }
+  static void TearDownTestSuite() {
+    delete door_;
+    delete tokenizer_;
+  }
   static Tokenizer* tokenizer_;
+  static InputProcessor* door_;
+
+  // A logprob entry with its text, as the engine's OutputProcessor gives it.
+  static TokenLogprob entry(int32_t id, float logprob, int64_t rank) {
+    const int32_t ids[1] = {id};
+    return {id, logprob, rank, tokenizer_->decode(ids, false), tokenizer_->token_bytes(id)};
+  }
 
   // A finished output of n choices, text from the tokenizer, for the prompt "Hello".
   static RequestOutput result(const std::vector<std::vector<int32_t>>& choices, bool logprobs) {
@@ -137,7 +151,7 @@ class FormatterTest : public ::testing::Test {
       o.token_ids = choices[c];
       o.text = tokenizer_->decode(choices[c]);
       for (int32_t id : choices[c])
-        if (logprobs) o.logprobs.push_back({{id, -0.5f, 1}, {{id, -0.5f, 1}, {id + 1, -1.5f, 2}}});
+        if (logprobs) o.logprobs.push_back({entry(id, -0.5f, 1), {entry(id, -0.5f, 1), entry(id + 1, -1.5f, 2)}});
       o.finish_reason = "length";
       r.outputs.push_back(o);
     }
@@ -180,12 +194,13 @@ class FormatterTest : public ::testing::Test {
   }
 };
 Tokenizer* FormatterTest::tokenizer_ = nullptr;
+InputProcessor* FormatterTest::door_ = nullptr;
 
 TEST_F(FormatterTest, CompletionStreamConcatenatesToTheResponse) {
   ApiRequest req = parse(kCompletions, R"({"prompt": "Hello", "n": 2, "logprobs": 1, "echo": true, "stream": true,
       "stream_options": {"include_usage": true}})");
   const RequestOutput full = result({tokenizer_->encode(" big world", false), tokenizer_->encode(" é!", false)}, true);
-  ApiFormatter whole(req, *tokenizer_, "cmpl-1", 5, "m", {"Hello"});
+  ApiFormatter whole(req, *door_, "cmpl-1", 5, "m", {"Hello"});
   const Json body = whole.response({full});
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["choices"][0]["text"], "Hello big world");
@@ -193,7 +208,7 @@ TEST_F(FormatterTest, CompletionStreamConcatenatesToTheResponse) {
   EXPECT_TRUE(body["choices"][0]["logprobs"]["token_logprobs"][0].is_null());  // the first prompt token
 
   // Stream the same result one token at a time.
-  ApiFormatter streamer(req, *tokenizer_, "cmpl-1", 5, "m", {"Hello"});
+  ApiFormatter streamer(req, *door_, "cmpl-1", 5, "m", {"Hello"});
   std::vector<std::string> texts(2);
   std::vector<Json> token_logprobs(2, Json::array()), text_offsets(2, Json::array());
   std::vector<std::string> finish(2);
@@ -225,7 +240,7 @@ TEST_F(FormatterTest, ChatShapes) {
   ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true,
       "top_logprobs": 1, "stream": true})");
   const RequestOutput full = result({tokenizer_->encode("Sure, é", false)}, true);
-  ApiFormatter f(req, *tokenizer_, "chatcmpl-1", 5, "m", {"Hello"});
+  ApiFormatter f(req, *door_, "chatcmpl-1", 5, "m", {"Hello"});
   const Json body = f.response({full});
   EXPECT_EQ(body["object"], "chat.completion");
   EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
@@ -239,7 +254,7 @@ TEST_F(FormatterTest, ChatShapes) {
   EXPECT_EQ(bytes, "Sure, é");  // raw token bytes reassemble the text, split characters included
 
   // The whole output in one report (as a step that produced it all would send).
-  ApiFormatter s(req, *tokenizer_, "chatcmpl-1", 5, "m", {"Hello"});
+  ApiFormatter s(req, *door_, "chatcmpl-1", 5, "m", {"Hello"});
   const std::vector<Json> chunks = s.stream_chunks(0, full);
   ASSERT_EQ(chunks.size(), 2u);  // content, then the finish with an empty delta
   EXPECT_EQ(chunks[0]["object"], "chat.completion.chunk");
@@ -261,7 +276,7 @@ TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
       "\"arguments\": {\"city\": \"Zürich\"}}\n</tool_call>";
   RequestOutput full = result({tokenizer_->encode(text, false)}, false);
   full.outputs[0].finish_reason = "stop";
-  ApiFormatter whole(req, *tokenizer_, "chatcmpl-7", 5, "m", {"Hello"});
+  ApiFormatter whole(req, *door_, "chatcmpl-7", 5, "m", {"Hello"});
   const Json message = whole.response({full})["choices"][0]["message"];
   EXPECT_EQ(whole.response({full})["choices"][0]["finish_reason"], "tool_calls");
   EXPECT_EQ(message["reasoning_content"], "\nLet me see.\n");
@@ -270,7 +285,7 @@ TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
   EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
   EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], "{\"city\":\"Zürich\"}");
 
-  ApiFormatter streamer(req, *tokenizer_, "chatcmpl-7", 5, "m", {"Hello"});
+  ApiFormatter streamer(req, *door_, "chatcmpl-7", 5, "m", {"Hello"});
   std::string reasoning, content, finish;
   Json calls = Json::array();
   for (const RequestOutput& delta : deltas(full)) {

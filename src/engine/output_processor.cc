@@ -1,0 +1,212 @@
+#include "engine/output_processor.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ditto {
+
+struct OutputProcessor::Request {
+  RequestOutput out;
+  SamplingParams params;
+  std::vector<std::unique_ptr<IncrementalDetokenizer>> detok;  // by choice (null without tokenizer)
+  int64_t unfinished = 0;
+  // kDelta ledger: what earlier reports carried.
+  struct Sent {
+    size_t tokens = 0;
+    size_t text = 0;  // bytes
+    bool finish = false;
+  };
+  std::vector<Sent> sent;  // by choice
+  bool sent_prompt = false;
+  bool sent_prompt_logprobs = false;
+  size_t stop_holdback = 0;  // bytes of unfinished text withheld: a stop string may still cut them
+};
+
+OutputProcessor::OutputProcessor(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+OutputProcessor::~OutputProcessor() = default;
+
+void OutputProcessor::add(int64_t key, const EngineRequest& r) {
+  DITTO_CHECK(r.params.seed.has_value()) << "request '" << r.request_id << "' reached the engine without a seed";
+  auto req = std::make_unique<Request>();
+  req->params = r.params;
+  req->out.request_id = r.request_id;
+  req->out.prompt = r.prompt;
+  req->out.prompt_token_ids = r.prompt_token_ids;
+  req->out.seed = *r.params.seed;
+  if (r.params.prompt_logprobs) req->out.prompt_logprobs.resize(r.prompt_token_ids.size());
+  req->out.outputs.resize(static_cast<size_t>(r.params.n));
+  req->unfinished = r.params.n;
+  req->sent.resize(static_cast<size_t>(r.params.n));
+  if (!r.params.include_stop_str_in_output)
+    for (const std::string& stop : r.params.stop) req->stop_holdback = std::max(req->stop_holdback, stop.size() - 1);
+  for (int64_t i = 0; i < r.params.n; ++i) {
+    req->out.outputs[static_cast<size_t>(i)].index = i;
+    req->detok.push_back(
+        tokenizer_ ? std::make_unique<IncrementalDetokenizer>(*tokenizer_, r.params.skip_special_tokens) : nullptr);
+  }
+  requests_[key] = std::move(req);
+}
+
+void OutputProcessor::fill_text(TokenLogprob& t) const {
+  if (tokenizer_ == nullptr) return;
+  const int32_t ids[1] = {t.token_id};
+  t.decoded_token = tokenizer_->decode(ids, /*skip_special_tokens=*/false);
+  t.bytes = tokenizer_->token_bytes(t.token_id);
+}
+
+bool OutputProcessor::append_token(int64_t key, int64_t choice, int64_t position, SampledToken&& s) {
+  Request& req = *requests_.at(key);
+  const SamplingParams& p = req.params;
+  CompletionOutput& out = req.out.outputs[static_cast<size_t>(choice)];
+  const int32_t token = s.token.token_id;
+  out.token_ids.push_back(token);
+  out.cumulative_logprob += static_cast<double>(s.token.logprob);
+  if (p.logprobs) {
+    fill_text(s.token);
+    for (TokenLogprob& t : s.top_logprobs) fill_text(t);
+    out.logprobs.push_back(std::move(s));
+  }
+  auto& d = req.detok[static_cast<size_t>(choice)];
+  if (!d) return false;
+  const size_t before = out.text.size();
+  out.text += d->add(token);
+  // Stop strings on the text, earliest match first; only new text can complete one.
+  if (position + 1 <= p.min_tokens) return false;
+  size_t best = std::string::npos;
+  const std::string* which = nullptr;
+  for (const std::string& stop : p.stop) {
+    const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
+    const size_t at = out.text.find(stop, from);
+    if (at != std::string::npos && at < best) {
+      best = at;
+      which = &stop;
+    }
+  }
+  if (which == nullptr) return false;
+  out.text.resize(best + (p.include_stop_str_in_output ? which->size() : 0));
+  out.stop_string = *which;
+  return true;
+}
+
+void OutputProcessor::finish(int64_t key, int64_t choice, FinishReason reason, std::optional<int32_t> stop_token_id) {
+  Request& req = *requests_.at(key);
+  CompletionOutput& out = req.out.outputs[static_cast<size_t>(choice)];
+  DITTO_CHECK(out.finish_reason.empty()) << "choice " << choice << " of '" << req.out.request_id << "' finished twice";
+  out.finish_reason = reason == FinishReason::kLength ? "length" : reason == FinishReason::kAbort ? "abort" : "stop";
+  out.stop_token_id = stop_token_id;
+  if (auto& d = req.detok[static_cast<size_t>(choice)]; d && !out.stop_string) out.text += d->finish();
+  --req.unfinished;
+}
+
+bool OutputProcessor::wants_prompt_logprob(int64_t key, int64_t position) const {
+  const Request& req = *requests_.at(key);
+  return position < static_cast<int64_t>(req.out.prompt_logprobs.size()) &&
+         !req.out.prompt_logprobs[static_cast<size_t>(position)].has_value();
+}
+
+void OutputProcessor::set_prompt_logprob(int64_t key, int64_t position, SampledToken&& s) {
+  fill_text(s.token);
+  for (TokenLogprob& t : s.top_logprobs) fill_text(t);
+  requests_.at(key)->out.prompt_logprobs[static_cast<size_t>(position)] = std::move(s);
+}
+
+bool OutputProcessor::finished(int64_t key) const { return requests_.at(key)->unfinished == 0; }
+
+std::optional<RequestOutput> OutputProcessor::take_delta(Request& req) const {
+  RequestOutput d;
+  d.request_id = req.out.request_id;
+  d.finished = req.unfinished == 0;
+  bool any = d.finished;
+  if (!req.sent_prompt) {
+    d.prompt = req.out.prompt;
+    d.prompt_token_ids = req.out.prompt_token_ids;
+    d.seed = req.out.seed;
+  }
+  if (req.params.prompt_logprobs && !req.sent_prompt_logprobs) {
+    const auto& pl = req.out.prompt_logprobs;
+    if (std::all_of(pl.begin() + 1, pl.end(), [](const auto& e) { return e.has_value(); })) {
+      d.prompt_logprobs = pl;
+      req.sent_prompt_logprobs = any = true;
+    } else if (!d.finished) {
+      return std::nullopt;  // the first report carries them: the outputs wait (a choice may run ahead)
+    }
+  }
+  for (size_t i = 0; i < req.out.outputs.size(); ++i) {
+    const CompletionOutput& o = req.out.outputs[i];
+    Request::Sent& sent = req.sent[i];
+    CompletionOutput c;
+    c.index = o.index;
+    c.cumulative_logprob = o.cumulative_logprob;
+    c.token_ids.assign(o.token_ids.begin() + static_cast<std::ptrdiff_t>(sent.tokens), o.token_ids.end());
+    if (sent.tokens < o.logprobs.size())
+      c.logprobs.assign(o.logprobs.begin() + static_cast<std::ptrdiff_t>(sent.tokens), o.logprobs.end());
+    const bool finished = !o.finish_reason.empty();
+    size_t end = o.text.size();
+    if (!finished) {
+      end = end > req.stop_holdback ? end - req.stop_holdback : 0;
+      while (end > sent.text && (static_cast<unsigned char>(o.text[end]) & 0xC0) == 0x80) --end;  // whole characters
+    }
+    if (end > sent.text) c.text = o.text.substr(sent.text, end - sent.text);
+    if (finished && !sent.finish) {
+      c.finish_reason = o.finish_reason;
+      c.stop_token_id = o.stop_token_id;
+      c.stop_string = o.stop_string;
+      sent.finish = true;
+    }
+    any = any || !c.token_ids.empty() || !c.text.empty() || !c.finish_reason.empty();
+    sent.tokens = o.token_ids.size();
+    sent.text = std::max(sent.text, end);
+    d.outputs.push_back(std::move(c));
+  }
+  if (!any) return std::nullopt;
+  req.sent_prompt = true;
+  return d;
+}
+
+std::vector<RequestOutput> OutputProcessor::report(std::span<const int64_t> keys) {
+  std::vector<RequestOutput> done;
+  for (int64_t key : keys) {
+    const auto found = requests_.find(key);
+    if (found == requests_.end()) continue;
+    Request& req = *found->second;
+    if (req.params.output_kind == RequestOutputKind::kDelta) {
+      if (std::optional<RequestOutput> d = take_delta(req)) done.push_back(std::move(*d));
+    } else if (req.unfinished == 0) {
+      req.out.finished = true;
+      done.push_back(std::move(req.out));
+    }
+    if (req.unfinished == 0) requests_.erase(found);
+  }
+  return done;
+}
+
+void append_delta(RequestOutput& acc, RequestOutput&& delta) {
+  if (acc.request_id.empty()) acc.request_id = delta.request_id;
+  if (!delta.prompt_token_ids.empty()) {
+    acc.prompt = std::move(delta.prompt);
+    acc.prompt_token_ids = std::move(delta.prompt_token_ids);
+    acc.seed = delta.seed;
+  }
+  if (!delta.prompt_logprobs.empty()) acc.prompt_logprobs = std::move(delta.prompt_logprobs);
+  for (CompletionOutput& d : delta.outputs) {
+    if (acc.outputs.size() <= static_cast<size_t>(d.index)) acc.outputs.resize(static_cast<size_t>(d.index) + 1);
+    CompletionOutput& o = acc.outputs[static_cast<size_t>(d.index)];
+    o.index = d.index;
+    o.text += d.text;
+    o.token_ids.insert(o.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+    for (SampledToken& t : d.logprobs) o.logprobs.push_back(std::move(t));
+    o.cumulative_logprob = d.cumulative_logprob;
+    if (!d.finish_reason.empty()) {
+      o.finish_reason = d.finish_reason;
+      o.stop_token_id = d.stop_token_id;
+      o.stop_string = d.stop_string;
+    }
+  }
+  acc.finished = delta.finished;
+}
+
+}  // namespace ditto
