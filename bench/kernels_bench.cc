@@ -50,8 +50,10 @@
 #include <string>
 #include <vector>
 
+#include "architecture/config.h"
 #include "bench/machine_limits.h"
 #include "bench/timing.h"
+#include "checkpoint/test_model_generator.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -59,8 +61,6 @@
 #include "kernels/gemm.h"
 #include "kernels/packed_matrix.h"
 #include "kernels/quant.h"
-#include "model/config.h"
-#include "model/test_model_generator.h"
 
 namespace ditto {
 namespace {

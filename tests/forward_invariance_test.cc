@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/safetensors_writer.h"
+#include "core/test_support.h"
 #include "engine/model_runner.h"
-#include "model/safetensors_writer.h"
-#include "model/test_support.h"
 #include "tiny_model.h"
 
 namespace ditto {

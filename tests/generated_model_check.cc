@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "architecture/config.h"
+#include "checkpoint/safetensors.h"
 #include "core/error.h"
-#include "model/config.h"
-#include "model/safetensors.h"
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "core/test_support.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "model/causal_lm.h"
 #include "model/kv_cache.h"
-#include "model/test_support.h"
 #include "output_diff.h"
 #include "tiny_model.h"
 

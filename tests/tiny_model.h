@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "architecture/config.h"
+#include "checkpoint/safetensors_writer.h"
 #include "core/dtype.h"
-#include "model/config.h"
-#include "model/safetensors_writer.h"
-#include "model/test_support.h"
+#include "core/test_support.h"
 
 namespace ditto {
 

@@ -20,12 +20,12 @@
 #include "bench/machine_limits.h"
 #include "bench/model_speed.h"
 #include "bench_speculative.h"
+#include "checkpoint/hub.h"
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "kernels/kernel_tuning.h"
-#include "model/hub.h"
 #include "model_options.h"
 #include "parallel/tensor_parallel.h"
 

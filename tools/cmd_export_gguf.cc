@@ -1,5 +1,5 @@
 // `ditto export-gguf`: writes a Hugging Face model directory as the GGUF file llama.cpp's
-// convert_hf_to_gguf.py writes for it. The converter is model/gguf_export.h; this file parses flags.
+// convert_hf_to_gguf.py writes for it. The converter is checkpoint/gguf_export.h; this file parses flags.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -7,11 +7,11 @@
 #include <memory>
 #include <string>
 
+#include "checkpoint/gguf_export.h"
+#include "checkpoint/gguf_reader.h"
+#include "checkpoint/hub.h"
 #include "commands.h"
 #include "core/error.h"
-#include "model/gguf_export.h"
-#include "model/gguf_reader.h"
-#include "model/hub.h"
 
 namespace ditto {
 namespace {

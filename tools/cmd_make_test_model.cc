@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "checkpoint/test_model_generator.h"
 #include "commands.h"
-#include "model/test_model_generator.h"
 
 namespace ditto {
 namespace {

@@ -13,12 +13,12 @@
 #include <string>
 #include <thread>
 
+#include "checkpoint/hub.h"
 #include "commands.h"
 #include "core/error.h"
 #include "engine/generation_defaults.h"
 #include "engine/llm_engine.h"
 #include "engine/speculative.h"
-#include "model/hub.h"
 #include "model_options.h"
 #include "server/http_server.h"
 

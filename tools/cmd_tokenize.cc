@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/hub.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/json_input.h"
 #include "engine/model_files.h"
-#include "model/hub.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ditto {

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/hub.h"
 #include "core/error.h"
 #include "core/json_input.h"
 #include "engine/generation_defaults.h"
 #include "engine/llm_engine.h"
 #include "engine/sampling_params_json.h"
-#include "model/hub.h"
 
 namespace ditto {
 namespace {

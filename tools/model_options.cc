@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "checkpoint/gguf_model.h"
+#include "checkpoint/gguf_reader.h"
+#include "checkpoint/hub.h"
 #include "core/error.h"
-#include "model/gguf_model.h"
-#include "model/gguf_reader.h"
-#include "model/hub.h"
 
 namespace ditto {
 

@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <sstream>
 
+#include "checkpoint/gguf_model.h"
 #include "core/error.h"
 #include "core/json_file.h"
 #include "core/json_input.h"
-#include "model/gguf_model.h"
 
 namespace ditto {
 

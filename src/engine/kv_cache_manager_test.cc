@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "model/test_support.h"
+#include "core/test_support.h"
 
 namespace ditto {
 namespace {

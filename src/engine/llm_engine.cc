@@ -8,13 +8,13 @@
 #include <string>
 #include <unordered_map>
 
+#include "checkpoint/hub.h"
 #include "core/error.h"
 #include "core/memory_info.h"
 #include "core/thread_pool.h"
 #include "engine/generation_defaults.h"
 #include "engine/model_files.h"
 #include "model/causal_lm.h"
-#include "model/hub.h"
 #include "parallel/tensor_parallel.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
+#include "checkpoint/generation_config.h"
+#include "checkpoint/gguf_model.h"
+#include "checkpoint/gguf_reader.h"
 #include "core/error.h"
-#include "model/generation_config.h"
-#include "model/gguf_model.h"
-#include "model/gguf_reader.h"
-#include "model/gguf_vocab.h"
+#include "tokenizer/gguf_vocab.h"
 
 namespace ditto {
 namespace {

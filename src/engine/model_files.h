@@ -1,6 +1,6 @@
 // The tokenizer, chat template and end-of-sequence ids of a model, from whichever form it comes
 // in: a Hugging Face directory (tokenizer.json, tokenizer_config.json, chat_template.jinja,
-// generation_config.json) or a llama.cpp GGUF file (its tokenizer.* keys, model/gguf_vocab.h).
+// generation_config.json) or a llama.cpp GGUF file (its tokenizer.* keys, tokenizer/gguf_vocab.h).
 #pragma once
 
 #include <cstdint>
@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "architecture/config.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ditto {
 
-// `model_path`: a model directory or a GGUF file (model/hub.h resolve_model_path).
+// `model_path`: a model directory or a GGUF file (checkpoint/hub.h resolve_model_path).
 // Error(kNotFound) when the directory has no tokenizer.json or the GGUF file no tokenizer keys;
 // Error(kInvalidArgument) naming the file and key for a malformed one.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_path);
@@ -24,7 +24,7 @@ ChatTemplate load_chat_template(const std::string& model_path);
 
 // The ids that end a sequence, as vLLM and llama.cpp stop: a directory's generation_config.json
 // eos_token_id (else config.json's); for a GGUF file, llama.cpp's end-of-generation set
-// (model/gguf_vocab.h HfTokenizerFiles::eos_token_ids: the eos, eot and eom ids and the tokens
+// (tokenizer/gguf_vocab.h HfTokenizerFiles::eos_token_ids: the eos, eot and eom ids and the tokens
 // llama.cpp recognises as ending generation). The tokenizer's eos token is added by the caller.
 std::vector<int64_t> model_eos_token_ids(const std::string& model_path, const ModelConfig& config);
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "architecture/config.h"
+#include "checkpoint/gguf_writer.h"
 #include "core/error.h"
-#include "model/config.h"
-#include "model/gguf_writer.h"
-#include "model/test_support.h"
+#include "core/test_support.h"
 
 namespace ditto {
 namespace {

@@ -2,7 +2,7 @@
 // "LlamaQkNormForCausalLM", Llama with Qwen3's per-head q/k norm) parses, lists its tensors, is
 // written by the generator, validates, loads and runs; where its features coincide with
 // Qwen3ForCausalLM's (q/k norm, no biases, no rope scaling) its logits equal Qwen3's bit for bit.
-#include "model/architecture.h"
+#include "architecture/architecture.h"
 
 #include <gtest/gtest.h>
 
@@ -12,13 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "architecture/config.h"
+#include "checkpoint/gguf_export.h"
+#include "checkpoint/test_model_generator.h"
+#include "core/test_support.h"
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
-#include "model/config.h"
-#include "model/gguf_export.h"
 #include "model/kv_cache.h"
-#include "model/test_model_generator.h"
-#include "model/test_support.h"
 
 namespace ditto {
 namespace {

@@ -1,9 +1,9 @@
-// The decoder-only transformer shared by every registered architecture (model/architecture.h:
+// The decoder-only transformer shared by every registered architecture (architecture/architecture.h:
 // Qwen3ForCausalLM, Qwen3MoeForCausalLM, LlamaForCausalLM). They differ only in data, the config
 // and its architecture's features (per-head q/k RMSNorm, biases, llama3 rope scaling, a sparse MoE
 // block instead of the MLP on the layers config.is_moe_layer selects), so one forward pass serves
 // all (Hugging Face modeling_qwen3.py, modeling_qwen3_moe.py, modeling_llama.py). The tensors come
-// from model/model_tensors.h; weights are repacked once at load (kernels/packed_matrix.h).
+// from architecture/model_tensors.h; weights are repacked once at load (kernels/packed_matrix.h).
 //
 // forward() reads top to bottom: embedding_block, then per layer attention_block and
 // feed_forward_block (mlp_block or moe_block), then final_norm_and_lm_head.
@@ -33,13 +33,14 @@
 #include <string>
 #include <vector>
 
+#include "architecture/config.h"
+#include "architecture/model_tensors.h"
 #include "core/step_profile.h"
 #include "core/thread_pool.h"
 #include "kernels/packed_matrix.h"
-#include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
-#include "model/model_tensors.h"
+#include "model/linear.h"
 #include "model/tensor_parallel_shard.h"
 
 namespace ditto {
@@ -47,25 +48,6 @@ namespace ditto {
 // Weights as load() keeps them: a PackedMatrix holds the checkpoint's dtype (bf16, f16 or f32) or
 // a GGUF file's quantized blocks (kernels/quant.h) repacked into panels; norm weights and biases
 // are widened to f32. Which field a checkpoint tensor fills is its WeightSlot (model_tensors.h).
-
-// A linear layer's weight W [n, k]: packed matrices holding consecutive row ranges of W. One part,
-// unless tensors fused into it have different types (a Q4_K_M file's Q4_K q/k beside a Q6_K v):
-// then one part per run of same-typed tensors. Splitting W by rows changes no output's reduction,
-// so the bits are those of one fused matrix.
-struct LinearWeight {
-  std::vector<PackedMatrix> parts;
-
-  int64_t n() const;             // rows of W: the parts' n summed
-  int64_t k() const;             // columns of W (0 when empty)
-  int64_t weight_bytes() const;  // the parts' weight_bytes(): what one pass over W reads
-  bool empty() const { return parts.empty(); }
-};
-
-// y[m, w.n()] = x[m, w.k()]·Wᵀ, each part by gemm (kernels/gemm.h) into its columns of y. Row
-// strides ldx, ldy in elements; pool may be null. Its wall time counts as `phase` of the active
-// StepProfile (core/step_profile.h), if any.
-void linear(const float* x, int64_t m, int64_t ldx, const LinearWeight& w, float* y, int64_t ldy, ThreadPool* pool,
-            StepPhase phase = StepPhase::kWeights);
 
 // One expert of a sparse MoE layer.
 struct ExpertWeights {
@@ -92,7 +74,7 @@ struct DecoderLayerWeights {
   bool is_moe() const { return !experts.empty(); }
 };
 
-class CheckpointTensors;  // where load() reads tensors from: safetensors or GGUF (causal_lm.cc)
+class CheckpointTensors;  // where load() reads tensors from: safetensors or GGUF (model/checkpoint_tensors.h)
 class TensorParallelGroup;
 
 struct LoadStats {
@@ -104,7 +86,7 @@ struct LoadStats {
 class CausalLM {
  public:
   // Loads a Hugging Face model directory (config.json and safetensors) or a llama.cpp GGUF file
-  // (model/gguf_model.h): the config, then every tensor the config implies (validated for
+  // (checkpoint/gguf_model.h): the config, then every tensor the config implies (validated for
   // presence, shape and type before anything is packed). Quantized GGUF weights stay quantized.
   // `pool` is used for packing and by forward(); it must outlive the model.
   // Throws Error naming the file and key/tensor for any malformed or missing input, and

@@ -1,4 +1,4 @@
-// Loading llama.cpp GGUF files (model/gguf_reader.h, model/gguf_model.h, CausalLM::load): a tiny
+// Loading llama.cpp GGUF files (checkpoint/gguf_reader.h, checkpoint/gguf_model.h, CausalLM::load): a tiny
 // generated model of each architecture (qwen3, llama with its regrouped q/k rows, qwen3moe with
 // stacked experts) written by `ditto export-gguf` loads from the GGUF file with the same config and
 // gives the same logits, bit for bit, as from its Hugging Face directory; and every kind of broken
@@ -15,17 +15,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "architecture/config.h"
+#include "architecture/rope_frequencies.h"
+#include "checkpoint/gguf_export.h"
+#include "checkpoint/gguf_model.h"
+#include "checkpoint/gguf_reader.h"
+#include "checkpoint/gguf_writer.h"
+#include "checkpoint/test_model_generator.h"
+#include "core/test_support.h"
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
-#include "model/config.h"
-#include "model/gguf_export.h"
-#include "model/gguf_model.h"
-#include "model/gguf_reader.h"
-#include "model/gguf_writer.h"
 #include "model/kv_cache.h"
-#include "model/rope_frequencies.h"
-#include "model/test_model_generator.h"
-#include "model/test_support.h"
 
 namespace ditto {
 namespace {

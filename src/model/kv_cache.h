@@ -9,8 +9,8 @@
 
 #include "core/huge_page_allocator.h"
 
+#include "architecture/config.h"
 #include "kernels/attention.h"
-#include "model/config.h"
 
 namespace ditto {
 

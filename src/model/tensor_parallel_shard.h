@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "model/config.h"
-#include "model/model_tensors.h"
+#include "architecture/config.h"
+#include "architecture/model_tensors.h"
 
 namespace ditto {
 

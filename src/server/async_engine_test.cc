@@ -13,8 +13,8 @@
 
 #include "../../tests/tiny_model.h"
 #include "core/error.h"
+#include "core/test_support.h"
 #include "engine/llm_engine.h"
-#include "model/test_support.h"
 #include "server/metrics.h"
 
 namespace ditto {

@@ -7,7 +7,7 @@
 // One field is ditto's own: "ditto_unknown_separates": true makes a character outside the
 // vocabulary (with no unk_token or byte fallback to stand for it) still yield no id, as in Hugging
 // Face, but keep the characters on its two sides from merging across it, as llama.cpp's
-// llm_tokenizer_bpe does (src/llama-vocab.cpp). model/gguf_vocab.cc sets it for GGUF vocabularies,
+// llm_tokenizer_bpe does (src/llama-vocab.cpp). tokenizer/gguf_vocab.cc sets it for GGUF vocabularies,
 // many of which lack a few byte-level characters (SmolLM2: the bytes 0x04, 0x06, 0x13, ...).
 #pragma once
 

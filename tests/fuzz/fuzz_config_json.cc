@@ -3,9 +3,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "architecture/config.h"
 #include "core/error.h"
 #include "fuzz_input_file.h"
-#include "model/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static ditto::fuzz::InputFile file;

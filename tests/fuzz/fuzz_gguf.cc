@@ -7,12 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "checkpoint/gguf_model.h"
+#include "checkpoint/gguf_reader.h"
 #include "core/error.h"
 #include "fuzz_input_file.h"
-#include "model/gguf_model.h"
-#include "model/gguf_reader.h"
-#include "model/gguf_vocab.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,9 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "fuzz_input_file.h"
-#include "model/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static ditto::fuzz::InputFile file;

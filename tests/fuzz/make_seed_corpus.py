@@ -195,7 +195,7 @@ def safetensors_seeds():
 
 
 def config_seeds():
-    # The official config.json of each preset, as src/model/test_model_presets.cc holds them.
+    # The official config.json of each preset, as src/checkpoint/test_model_presets.cc holds them.
     with open(os.path.join(ROOT, "src", "model", "test_model_presets.cc"), encoding="utf-8") as f:
         src = f.read()
     for m in re.finditer(r'\{"([a-z0-9.-]+)",\s*\{R"json\((.*?)\)json"', src, re.S):

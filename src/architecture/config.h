@@ -1,0 +1,101 @@
+// A model's config.json, parsed and validated, with Hugging Face's defaults for missing keys.
+//
+// Which keys an architecture reads, and their defaults (the __init__ of transformers' config class),
+// come from its registry entry (architecture/architecture.h); parsing compares no architecture name.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "architecture/architecture.h"
+
+namespace ditto {
+
+// Hugging Face "rope_scaling". Only "llama3" is represented; "default" (and null) parse to no
+// scaling at all (ModelConfig::rope_scaling == std::nullopt). Formula: transformers'
+// modeling_rope_utils._compute_llama3_parameters.
+struct RopeScaling {
+  std::string rope_type;  // "llama3"
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  std::string architecture;       // a registered name (architecture/architecture.h): "Qwen3ForCausalLM", ...
+  std::string model_type;         // "qwen3" | "llama" | "qwen3_moe" (as written, or derived)
+  ArchitectureFeatures features;  // the registry entry's, what the forward pass and the tensors follow
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;  // dense MLP width (MoE: the mlp_only_layers' width)
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 0;
+  double rope_theta = 0;
+  double initializer_range = 0;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v/o_proj have biases
+  bool mlp_bias = false;        // gate/up/down_proj have biases (only with features.mlp_bias)
+  std::string hidden_act;       // only "silu"
+  std::optional<RopeScaling> rope_scaling;
+  // [head_dim / 2] per-frequency divisors of θ_i, as a GGUF file's rope_freqs.weight stores llama3
+  // scaling (llama.cpp's freq_factors); empty otherwise. Set only by the GGUF loader, never with
+  // rope_scaling.
+  std::vector<double> rope_freq_divisors;
+  std::string torch_dtype;  // as written ("bfloat16"), "" when absent
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;  // config.json may hold an int or a list; empty when null
+  // The weights are seeded random numbers written by ditto's test-model generator (config.json's
+  // "ditto_random_weights", a GGUF's "ditto.random_weights"): the model writes noise, and serve and
+  // demo say so when they start.
+  bool random_weights = false;
+
+  // Sparse MoE (features.moe; all zero / empty for dense models).
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  int64_t decoder_sparse_step = 1;
+  bool norm_topk_prob = false;
+  std::vector<int64_t> mlp_only_layers;
+
+  bool is_moe() const { return num_experts > 0; }
+  // RMSNorm over each head of q and k before RoPE (Qwen3, Qwen3-MoE; not Llama).
+  bool has_qk_norm() const { return features.qk_norm; }
+  // Hugging Face's rule (modeling_qwen3_moe.py): layer not in mlp_only_layers, num_experts > 0 and
+  // (layer + 1) % decoder_sparse_step == 0.
+  bool is_moe_layer(int64_t layer) const;
+};
+
+// The names of the registered architectures, in the order error messages list them.
+std::vector<std::string> supported_architectures();
+
+// Parses a config.json object. `source` (the file path) prefixes every error message.
+// Throws Error(kInvalidArgument) naming the key for a missing architecture/model_type, an
+// unsupported architecture, a wrong-typed or out-of-range value, or an unsupported feature
+// (hidden_act other than silu, a rope_scaling type the architecture does not list, sliding-window
+// attention).
+ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
+
+// Reads and parses a config.json file. Error(kNotFound) if it cannot be read, kInvalidArgument
+// (with the parse position) if it is not valid JSON.
+ModelConfig load_model_config(const std::string& config_json_path);
+
+// One tensor of a checkpoint: its Hugging Face name and shape.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// Every tensor a Hugging Face checkpoint of this config holds, in model (state_dict) order: the
+// names and shapes of for_each_tensor (architecture/model_tensors.h), which describes them.
+std::vector<TensorSpec> expected_tensors(const ModelConfig& c);
+
+}  // namespace ditto
