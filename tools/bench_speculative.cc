@@ -108,10 +108,7 @@ Run run_workload(const LLMEngine& llm, Engine& engine, const Workload& w, const 
 void run_speculative_bench(const SpeculativeBenchOptions& o) {
   if (o.repeat < 1 || o.repeat > 100) throw_invalid_argument("--repeat must be in [1, 100]");
   if (o.max_tokens < 2) throw_invalid_argument("--output-tokens must be at least 2 for the speculative scenario");
-  EngineArgs args;
-  args.model = o.model.model;
-  args.threads = o.model.threads;
-  args.block_size = o.model.block_size;
+  EngineArgs args = o.model.engine;
   args.kv_cache_memory = int64_t{256} << 20;
   const SpeculativeConfig on =
       parse_speculative_config(o.speculative_config.empty() ? kDefaultConfig : o.speculative_config);
@@ -128,7 +125,7 @@ void run_speculative_bench(const SpeculativeBenchOptions& o) {
   params.temperature = o.temperature;
   params.seed = 0;
   params.max_tokens = o.max_tokens;
-  ThreadPool pool(o.model.threads > 0 ? o.model.threads : default_num_threads());
+  ThreadPool pool(args.threads > 0 ? args.threads : default_num_threads());
   ReadBandwidthMeter meter(&pool);
   double bandwidth = meter.measure();
   const int64_t weight_bytes = llm.model().decode_weight_bytes();

@@ -44,10 +44,8 @@ struct BenchOptions {
   std::string scenario = "model";
   int64_t num_requests = 64;
   int64_t output_tokens = 128;
-  std::string kv_cache_memory = "3GiB";
-  int64_t max_num_batched_tokens = 2048;
-  int64_t long_prefill_token_threshold = 0;
-  // --scenario speculative.
+  // --scenario speculative: the configuration compared with plain decoding ("": the default ngram
+  // one, bench_speculative.cc), the scenario's subject rather than an engine setting.
   std::string speculative_config;
   float temperature = 0.0f;
 };
@@ -74,8 +72,8 @@ void run_offline(const BenchOptions& o) {
   const int64_t offline_prompt = o.prompt_tokens > 0 ? o.prompt_tokens : 256;
   if (o.num_requests < 1 || o.output_tokens < 1 || offline_prompt < 1)
     throw_invalid_argument("--num-requests, --output-tokens and --prompt-tokens must be at least 1");
-  const int64_t kv_bytes = parse_size_bytes(o.kv_cache_memory, "--kv-cache-memory");
-  const std::string dir = resolve_model_path(o.model.model);
+  const EngineArgs& args = o.model.engine;
+  const std::string dir = resolve_model_path(args.model);
   LoadedModel lm = load_model(o.model);
   const CausalLM& model = *lm.model;
 
@@ -83,15 +81,15 @@ void run_offline(const BenchOptions& o) {
   ModelSpeedOptions so;
   so.prompt_tokens = 1;
   so.decode_tokens = o.output_tokens;
-  so.block_size = o.model.block_size;
+  so.block_size = args.block_size;
   so.repeat.repetitions = 1;
   const double batch1 = o.output_tokens / ModelSpeedBench(model, so).time_decode().best_seconds;
 
   EngineConfig config;
-  config.block_size = o.model.block_size;
-  config.num_kv_blocks = kv_blocks_for_memory(model.config(), o.model.block_size, kv_bytes);
-  config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
-  config.scheduler.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  config.block_size = args.block_size;
+  config.num_kv_blocks = kv_blocks_for_memory(model.config(), args.block_size, args.kv_cache_memory);
+  config.scheduler.max_num_batched_tokens = args.max_num_batched_tokens;
+  config.scheduler.long_prefill_token_threshold = args.long_prefill_token_threshold;
   Engine engine(model, nullptr, {}, config);
   const std::vector<int32_t> prompt_ids =
       random_prompt(o.num_requests * offline_prompt, model.config().vocab_size, o.seed);
@@ -113,7 +111,7 @@ void run_offline(const BenchOptions& o) {
   const double tokens_per_s = generated / seconds;
   const int64_t weights = model.load_stats().weight_bytes;
   const int64_t rss = peak_rss_bytes();
-  const double memory_ratio = static_cast<double>(rss) / static_cast<double>(weights + kv_bytes);
+  const double memory_ratio = static_cast<double>(rss) / static_cast<double>(weights + args.kv_cache_memory);
   const nlohmann::ordered_json j = {
       {"scenario", "offline"},
       {"model", dir},
@@ -122,9 +120,9 @@ void run_offline(const BenchOptions& o) {
       {"num_requests", o.num_requests},
       {"prompt_tokens", offline_prompt},
       {"output_tokens", o.output_tokens},
-      {"max_num_batched_tokens", o.max_num_batched_tokens},
+      {"max_num_batched_tokens", args.max_num_batched_tokens},
       {"long_prefill_token_threshold", engine.scheduler().long_prefill_token_threshold()},
-      {"kv_cache_bytes", kv_bytes},
+      {"kv_cache_bytes", args.kv_cache_memory},
       {"seconds", seconds},
       {"engine_steps", engine.num_steps()},
       {"preemptions", engine.scheduler().num_preemptions()},
@@ -148,7 +146,7 @@ void run_offline(const BenchOptions& o) {
   std::printf("generated        %10.2f tokens/s (%.2fx batch-1 decode at %.2f tokens/s)\n", tokens_per_s,
               tokens_per_s / batch1, batch1);
   std::printf("peak RSS         %10.1f MB = %.3f x (weights %.1f MB + KV cache %.1f MB)\n", rss / 1e6, memory_ratio,
-              weights / 1e6, kv_bytes / 1e6);
+              weights / 1e6, args.kv_cache_memory / 1e6);
 }
 
 // The decode step budget of the fastest decode run: milliseconds per step by phase, the share of
@@ -231,7 +229,7 @@ void print_decode_step_budget(const nlohmann::ordered_json& budget) {
 }
 
 void run_bench(const BenchOptions& options) {
-  if (serve_as_tensor_parallel_rank(options.model.tensor_parallel_size)) return;  // ranks 1…N-1 end here
+  if (serve_as_tensor_parallel_rank(options.model.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   if (options.scenario == "offline") return run_offline(options);
   if (options.scenario == "speculative")
     return run_speculative_bench({.model = options.model,
@@ -247,7 +245,7 @@ void run_bench(const BenchOptions& options) {
   BenchOptions o = options;
   if (o.prompt_tokens == 0) o.prompt_tokens = 512;
   check_flags(o);
-  const std::string dir = resolve_model_path(o.model.model);
+  const std::string dir = resolve_model_path(o.model.engine.model);
   LoadedModel lm = load_model(o.model);
   const CausalLM& model = *lm.model;
   ThreadPool* pool = lm.pool.get();
@@ -257,7 +255,7 @@ void run_bench(const BenchOptions& options) {
   so.decode_tokens = o.decode_tokens;
   so.seed = o.seed;
   so.decode_after_prompt = o.decode_after_prompt;
-  so.block_size = o.model.block_size;
+  so.block_size = o.model.engine.block_size;
   so.repeat.repetitions = o.repeat;
   ModelSpeedBench bench(model, so);
   // Each limit is the best of a full measurement right before the phase it judges, one pass before
@@ -400,19 +398,15 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--num-requests", o->num_requests, "Requests in the offline scenario")->capture_default_str();
   cmd->add_option("--output-tokens", o->output_tokens, "Tokens generated per request (offline, speculative)")
       ->capture_default_str();
-  add_speculative_config_option(cmd, o->speculative_config);
+  cmd->add_option("--speculative-config", o->speculative_config,
+                  "The speculative scenario's configuration as JSON (vLLM's keys; default: ngram, "
+                  "num_speculative_tokens 4, prompt_lookup_max 4)");
   cmd->add_option("--temperature", o->temperature, "Sampling temperature of the speculative scenario (seed 0)")
       ->check(CLI::Range(0.0f, 100.0f))
       ->capture_default_str();
-  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache for the offline scenario, e.g. 3GiB")
-      ->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step (offline)")
-      ->capture_default_str();
-  cmd->add_option("--long-prefill-token-threshold", o->long_prefill_token_threshold,
-                  "Most prompt tokens one request prefills in a step shared with others (offline); 0: a quarter "
-                  "of --max-num-batched-tokens")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
-      ->capture_default_str();
+  // The offline scenario's engine (its KV cache defaults to 3 GiB here).
+  o->model.engine.kv_cache_memory = int64_t{3} << 30;
+  add_engine_flags(cmd, o->model.engine, {"kv_cache_memory", "max_num_batched_tokens", "long_prefill_token_threshold"});
   cmd->callback([o] { run_bench(*o); });
 }
 

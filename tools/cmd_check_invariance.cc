@@ -140,17 +140,14 @@ struct Row {
 };
 
 void run_check(const CheckOptions& o) {
-  if (serve_as_tensor_parallel_rank(o.model.tensor_parallel_size)) return;  // ranks 1…N-1 end here
+  if (serve_as_tensor_parallel_rank(o.model.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   if (o.num_prompts < 1) throw_invalid_argument("--num-prompts must be at least 1");
   if (o.min_prompt_tokens < 1 || o.max_prompt_tokens < o.min_prompt_tokens)
     throw_invalid_argument("--min-prompt-tokens / --max-prompt-tokens: need 1 <= min <= max");
   if (!o.inject_fault.empty() && o.inject_fault != "batch-size")
     throw_invalid_argument("--inject-fault: the only fault is 'batch-size', got '" + o.inject_fault + "'");
-  EngineArgs base;
-  base.model = o.model.model;
-  base.threads = o.model.threads > 0 ? o.model.threads : 2;
-  base.tensor_parallel_size = o.model.tensor_parallel_size;
-  base.block_size = o.model.block_size;
+  EngineArgs base = o.model.engine;
+  if (base.threads == 0) base.threads = 2;
   LLMEngine llm(base);
   const EngineConfig::LogitsHook fault = o.inject_fault.empty() ? nullptr : EngineConfig::LogitsHook(batch_size_fault);
   std::vector<PromptInput> given;
@@ -290,7 +287,7 @@ void run_check(const CheckOptions& o) {
     llm.set_engine_args(lo);
     check("speculative decoding on vs off (ngram)", mixed_order, extra, extra_params);
     lo.speculative_config = SpeculativeConfig{.method = "draft_model",
-                                              .model = o.draft_model.empty() ? o.model.model : o.draft_model,
+                                              .model = o.draft_model.empty() ? o.model.engine.model : o.draft_model,
                                               .num_speculative_tokens = 3};
     llm.set_engine_args(lo);
     check("speculative decoding on vs off (draft model)", mixed_order, extra, extra_params);

@@ -27,10 +27,7 @@ struct DemoOptions {
 const char* const kPrompts[] = {"The future of AI is", "Machine learning enables", "Deep learning models can"};
 
 int run_demo(const DemoOptions& o) {
-  EngineArgs lo;
-  lo.model = o.model.model;
-  lo.threads = o.model.threads;
-  lo.block_size = o.model.block_size;
+  EngineArgs lo = o.model.engine;
   lo.kv_cache_memory = int64_t{1} << 30;
   note_random_weights("ditto demo", lo.model);
   LLM llm(lo);

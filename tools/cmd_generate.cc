@@ -36,15 +36,6 @@ struct GenerateOptions {
   }();
   uint64_t seed = 0;
   bool json = false;
-  // Engine arguments (both modes).
-  std::string kv_cache_memory = "2GiB";
-  int64_t max_num_batched_tokens = 2048;
-  int64_t long_prefill_token_threshold = 0;
-  int64_t max_num_seqs = 256;
-  std::string generation_config = "auto";
-  int64_t max_model_len = 0;
-  bool no_prefix_caching = false;
-  std::string speculative_config;  // vLLM's JSON; "" off
   // Engine mode: JSON lines in and out, any sampling parameters per line.
   std::string prompts_file;
   std::string output = "-";
@@ -78,38 +69,21 @@ std::vector<PromptInput> prompt_inputs(const GenerateOptions& o) {
   return out;
 }
 
-EngineArgs engine_args(const GenerateOptions& o) {
-  EngineArgs a;
-  a.model = o.model.model;
-  a.threads = o.model.threads;
-  a.tensor_parallel_size = o.model.tensor_parallel_size;
-  a.block_size = o.model.block_size;
-  a.kv_cache_memory = parse_size_bytes(o.kv_cache_memory, "--kv-cache-memory");
-  a.max_num_batched_tokens = o.max_num_batched_tokens;
-  a.long_prefill_token_threshold = o.long_prefill_token_threshold;
-  a.max_num_seqs = o.max_num_seqs;
-  a.max_model_len = o.max_model_len;
-  a.enable_prefix_caching = !o.no_prefix_caching;
-  a.speculative_config = parse_speculative_config(o.speculative_config);
-  a.generation_config = o.generation_config;
-  return a;
-}
-
 void run_generate(const GenerateOptions& o) {
-  if (serve_as_tensor_parallel_rank(o.model.tensor_parallel_size)) return;  // ranks 1…N-1 end here
+  if (serve_as_tensor_parallel_rank(o.model.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   if (!o.prompts_file.empty()) {
     if (!o.prompt_token_ids.empty() || !o.prompts.empty() || !o.chats.empty())
       throw_invalid_argument(
           "--prompts reads every request from a JSON-lines file; do not combine it with "
           "--prompt, --prompt-token-ids or --chat");
-    const size_t failed = run_generate_jsonl(engine_args(o), {o.prompts_file, o.output});
+    const size_t failed = run_generate_jsonl(o.model.engine, {o.prompts_file, o.output});
     if (failed > 0) throw_invalid_argument(std::to_string(failed) + " request(s) failed; their lines hold the errors");
     return;
   }
   const std::vector<PromptInput> prompts = prompt_inputs(o);
   SamplingParams params = o.sampling;
   params.seed = o.seed;  // fixed (0 unless --seed): the same command gives the same text
-  LLMEngine llm(engine_args(o));
+  LLMEngine llm(o.model.engine);
   if (o.model.report_memory) report_load(llm.model_dir(), llm.model());
   // Every prompt through the front door and the engine, all in one batch; a given --max-tokens
   // must fit the context (the server's rule), the default is cut to it.
@@ -188,29 +162,10 @@ void add_generate_command(CLI::App& app) {
                   "or \"messages\") and any sampling parameter by vLLM's name (temperature, top_p, seed, n, stop, "
                   "logprobs, ...). Runs the batching engine; writes one RequestOutput per line");
   cmd->add_option("--output", o->output, "Where --prompts writes its JSON lines ('-': stdout)")->capture_default_str();
-  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache size, e.g. 2GiB or 512MB")->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
-      ->capture_default_str();
-  cmd->add_option("--long-prefill-token-threshold", o->long_prefill_token_threshold,
-                  "Most prompt tokens one request prefills in a step shared with others, so no request waits behind a "
-                  "long prompt (vLLM's); 0: a quarter of --max-num-batched-tokens")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
-      ->capture_default_str();
-  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences running at once")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->capture_default_str();
-  cmd->add_option("--max-model-len", o->max_model_len,
-                  "Context length in tokens (prompt + output) every request must fit (default: the model's "
-                  "max_position_embeddings)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Recompute shared prompt prefixes");
-  add_speculative_config_option(cmd, o->speculative_config);
-  cmd->add_option("--generation-config", o->generation_config,
-                  "Default sampling parameters of a --prompts line that leaves them out (vLLM's): auto (the "
-                  "model's generation_config.json), vllm (none), or a folder holding a generation_config.json. "
-                  "The flag mode is greedy unless --temperature is given")
-      ->capture_default_str();
+  add_engine_flags(
+      cmd, o->model.engine,
+      {"kv_cache_memory", "max_num_batched_tokens", "long_prefill_token_threshold", "max_num_seqs", "max_model_len",
+       "max_logprobs", "enable_prefix_caching", "speculative_config", "generation_config"});
   // Per-prompt flags belong to the flag mode (--prompts lines carry their own); mixing them is a
   // usage error rather than a silently ignored flag.
   CLI::Option* prompts = cmd->get_option("--prompts");

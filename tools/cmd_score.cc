@@ -72,7 +72,7 @@ void write_scores(size_t seq, const RequestOutput& out, bool json, std::ofstream
 // (--logprobs-out). Sequences share engine steps as any requests do; each one's numbers are the
 // bits it gets alone.
 void run_score(const ScoreOptions& o) {
-  if (serve_as_tensor_parallel_rank(o.model.tensor_parallel_size)) return;  // ranks 1…N-1 end here
+  if (serve_as_tensor_parallel_rank(o.model.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   std::vector<PromptInput> prompts;
   for (const std::string& text : o.sequences) {
     prompts.push_back(PromptInput{.token_ids = parse_token_ids(text, "--token-ids")});
@@ -80,11 +80,7 @@ void run_score(const ScoreOptions& o) {
       throw_invalid_argument("--token-ids: sequence " + std::to_string(prompts.size() - 1) +
                              " has one token; scoring needs at least two (the first has no context)");
   }
-  EngineArgs args;
-  args.model = o.model.model;
-  args.threads = o.model.threads;
-  args.tensor_parallel_size = o.model.tensor_parallel_size;
-  args.block_size = o.model.block_size;
+  EngineArgs args = o.model.engine;
   args.max_num_batched_tokens = kMaxRowsPerStep;
   LLMEngine llm(args);
   if (o.model.report_memory) report_load(llm.model_dir(), llm.model());

@@ -16,6 +16,7 @@
 #include "checkpoint/hub.h"
 #include "commands.h"
 #include "core/error.h"
+#include "core/memory_info.h"
 #include "engine/generation_defaults.h"
 #include "engine/llm_engine.h"
 #include "engine/speculative.h"
@@ -26,20 +27,9 @@ namespace ditto {
 namespace {
 
 struct ServeOptions {
-  std::string model;
+  EngineArgs engine;  // engine.model: the positional MODEL
   ServerOptions server;
-  int threads = 0;
-  int tensor_parallel_size = 1;
-  int64_t block_size = 16;
-  std::string kv_cache_memory = "2GiB";
   std::string max_request_body = "32MiB";
-  int64_t max_num_batched_tokens = 2048;
-  int64_t long_prefill_token_threshold = 0;
-  int64_t max_num_seqs = 256;
-  int64_t max_model_len = 0;
-  bool no_prefix_caching = false;
-  std::string speculative_config;  // vLLM's JSON; "" off
-  std::string generation_config = "auto";
 };
 
 // VLLM_BATCH_INVARIANT and DITTO_BATCH_INVARIANT, as vLLM users set them: "1" (or unset) is what
@@ -59,7 +49,7 @@ void check_batch_invariant_env() {
 }
 
 void run_serve(ServeOptions o) {
-  if (serve_as_tensor_parallel_rank(o.tensor_parallel_size)) return;  // ranks 1…N-1 end here
+  if (serve_as_tensor_parallel_rank(o.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   check_batch_invariant_env();
   // SIGINT/SIGTERM are taken by one thread with sigwait, so every other thread (created below,
   // inheriting this mask) never runs a handler; that thread stops the server cleanly.
@@ -73,32 +63,20 @@ void run_serve(ServeOptions o) {
   // pages apart; a few shared arenas keep the server's RSS near its working set.
   mallopt(M_ARENA_MAX, 4);
 
-  EngineArgs lo;
-  lo.model = o.model;
-  lo.max_model_len = o.max_model_len;
-  lo.threads = o.threads;
-  lo.tensor_parallel_size = o.tensor_parallel_size;
-  lo.block_size = o.block_size;
-  lo.kv_cache_memory = parse_size_bytes(o.kv_cache_memory, "--kv-cache-memory");
-  lo.max_num_batched_tokens = o.max_num_batched_tokens;
-  lo.long_prefill_token_threshold = o.long_prefill_token_threshold;
-  lo.max_num_seqs = o.max_num_seqs;
-  lo.enable_prefix_caching = !o.no_prefix_caching;
-  lo.speculative_config = parse_speculative_config(o.speculative_config);
-  lo.generation_config = o.generation_config;
   o.server.max_request_body_bytes = parse_size_bytes(o.max_request_body, "--max-request-body-bytes");
-  if (o.server.served_model_name.empty()) o.server.served_model_name = o.model;
+  if (o.server.served_model_name.empty()) o.server.served_model_name = o.engine.model;
   validate_server_options(o.server);  // before the (long) model load
-  note_random_weights("ditto serve", o.model);
-  LLMEngine llm(lo);
+  note_random_weights("ditto serve", o.engine.model);
+  LLMEngine llm(o.engine);
   if (const GenerationDefaults& g = llm.input_processor().generation_defaults(); !g.describe().empty())
     std::fprintf(stderr,
                  "ditto serve: default sampling parameters from %s: %s (a request's own values win; "
                  "--generation-config vllm for none)\n",
                  g.source.c_str(), g.describe().c_str());
-  o.server.model_path = resolve_model_path(o.model);
+  o.server.model_path = resolve_model_path(o.engine.model);
   o.server.version = DITTO_VERSION;
-  if (o.server.http_threads == 0) o.server.http_threads = static_cast<int>(std::max<int64_t>(128, o.max_num_seqs + 64));
+  if (o.server.http_threads == 0)
+    o.server.http_threads = static_cast<int>(std::max<int64_t>(128, o.engine.max_num_seqs + 64));
   HttpServer server(llm, o.server);
   const int port = server.bind();
 
@@ -153,7 +131,7 @@ void add_serve_command(CLI::App& app) {
       "serve",
       "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions (streaming or not), /v1/models, "
       "/tokenize, /detokenize, /health, /version, /metrics. Every answer is the same bits under any load.");
-  cmd->add_option("model", o->model, "Model directory, or a hub id in the local Hugging Face cache")->required();
+  cmd->add_option("model", o->engine.model, "Model directory, or a hub id in the local Hugging Face cache")->required();
   cmd->add_option("--host", o->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->server.port, "Port to listen on (0: any free port, printed at start)")
       ->check(CLI::Range(0, 65535))
@@ -161,40 +139,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--served-model-name", o->server.served_model_name,
                   "The model name clients send and responses carry (default: MODEL as given)");
   cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
-  cmd->add_option("--threads", o->threads, "Compute threads (default: $DITTO_NUM_THREADS or all cores)")
-      ->check(CLI::Range(1, 1024));
-  add_tensor_parallel_option(cmd, o->tensor_parallel_size);
+  add_engine_flags(cmd, o->engine);
   cmd->add_flag("--disable-log-requests", o->server.disable_log_requests,
                 "No access-log line per request on stderr (vLLM's flag)");
   cmd->add_option("--log-format", o->server.log_format,
                   "Access log on stderr: text (one line per request) or json (one JSON object per line)")
       ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
-      ->capture_default_str();
-  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache size, e.g. 2GiB or 512MB")->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per engine step")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
-      ->capture_default_str();
-  cmd->add_option("--long-prefill-token-threshold", o->long_prefill_token_threshold,
-                  "Most prompt tokens one request prefills in a step shared with others, so no request waits behind a "
-                  "long prompt (vLLM's); 0: a quarter of --max-num-batched-tokens")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
-      ->capture_default_str();
-  cmd->add_option("--max-model-len", o->max_model_len,
-                  "Context length in tokens (prompt + output) every request must fit; also caps a chat's default "
-                  "max_tokens (default: the model's max_position_embeddings)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences running at once")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->capture_default_str();
-  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Recompute shared prompt prefixes");
-  add_speculative_config_option(cmd, o->speculative_config);
-  cmd->add_option("--generation-config", o->generation_config,
-                  "Default sampling parameters of a request that leaves them out (vLLM's): auto (the model's "
-                  "generation_config.json: temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens), "
-                  "vllm (none), or a folder holding a generation_config.json")
       ->capture_default_str();
   cmd->add_option("--max-queued-requests", o->server.max_queued_requests,
                   "Requests (choices) waiting for the engine beyond which new ones get HTTP 503")

@@ -4,54 +4,74 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/gguf_reader.h"
 #include "checkpoint/hub.h"
 #include "core/error.h"
+#include "engine/engine_args_table.h"
 
 namespace ditto {
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_option("--model", o.model,
+  cmd->add_option("--model", o.engine.model,
                   "Model directory, GGUF file or Hugging Face hub id (looked up in the local cache)")
       ->required();
-  cmd->add_option("--threads", o.threads,
-                  "Worker threads; 0 (the default) means $DITTO_NUM_THREADS or "
-                  "all cores. Outputs are bit-identical for any value")
-      ->check(CLI::Range(0, ThreadPool::kMaxThreads));
-  cmd->add_option("--block-size", o.block_size, "KV cache block size in tokens")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
+  add_engine_flags(cmd, o.engine, {"threads", "block_size", "tensor_parallel_size"});
   cmd->add_flag("--report-memory", o.report_memory, "Print weight bytes and peak RSS after loading (stderr)");
-  add_tensor_parallel_option(cmd, o.tensor_parallel_size);
 }
 
-void add_speculative_config_option(CLI::App* cmd, std::string& speculative_config) {
-  cmd->add_option("--speculative-config", speculative_config,
-                  "Speculative decoding as JSON (vLLM's keys): {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
-                  "\"prompt_lookup_max\": 4} or {\"model\": DRAFT, \"num_speculative_tokens\": 4}; outputs are the "
-                  "same bits with it on or off, only faster (docs/SPECULATIVE.md)");
-}
-
-void add_tensor_parallel_option(CLI::App* cmd, int& tensor_parallel_size) {
-  cmd->add_option("--tensor-parallel-size,--tp", tensor_parallel_size,
-                  "Split the model over N processes launched with `mpirun -np N` (one rank each, any hosts); "
-                  "outputs are bit-identical for every N")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
+void add_engine_flags(CLI::App* cmd, EngineArgs& args, std::initializer_list<const char*> names) {
+  for (const EngineArgField& field : engine_arg_fields()) {
+    if (names.size() != 0 &&
+        std::none_of(names.begin(), names.end(), [&](const char* n) { return std::string_view(n) == field.name; }))
+      continue;
+    const std::string flag = std::string(field.flag).substr(0, std::string(field.flag).find(','));
+    if (field.kind == EngineArgKind::kBool) {
+      cmd->add_flag_callback(
+          field.flag, [&args, &field] { field.assign(args, nlohmann::json(field.cli_flag_value)); }, field.help);
+      continue;
+    }
+    CLI::Option* option = cmd->add_option_function<std::string>(
+        field.flag,
+        [&args, &field, flag](const std::string& text) {
+          set_engine_arg(args, field, engine_arg_from_text(field, text, flag), flag);
+        },
+        field.help);
+    // The same check at parse time, so that a bad value is CLI11's usage error naming the flag.
+    option->check(CLI::Validator(
+        [&field, flag](std::string& text) {
+          try {
+            EngineArgs scratch;
+            set_engine_arg(scratch, field, engine_arg_from_text(field, text, flag), flag);
+            return std::string();
+          } catch (const Error& e) {
+            std::string message = e.what();  // CLI11 puts the flag in front: say it once
+            if (message.rfind(flag, 0) == 0) message.erase(0, message.find_first_not_of(": ", flag.size()));
+            return message;
+          }
+        },
+        ""));
+    option->type_name(field.kind == EngineArgKind::kInteger ? "INT"
+                      : field.kind == EngineArgKind::kBytes ? "SIZE"
+                                                            : "TEXT");
+    if (field.show_default) option->default_str(field.show(args));
+  }
 }
 
 LoadedModel load_model(const ModelOptions& o) {
   LoadedModel lm;
-  lm.pool = std::make_unique<ThreadPool>(o.threads > 0 ? o.threads : default_num_threads());
-  const std::string dir = resolve_model_path(o.model);
+  const EngineArgs& a = o.engine;
+  lm.pool = std::make_unique<ThreadPool>(a.threads > 0 ? a.threads : default_num_threads());
+  const std::string dir = resolve_model_path(a.model);
   lm.model =
       CausalLM::load(dir, lm.pool.get(),
-                     o.tensor_parallel_size > 1 ? TensorParallelGroup::initialize(o.tensor_parallel_size) : nullptr);
+                     a.tensor_parallel_size > 1 ? TensorParallelGroup::initialize(a.tensor_parallel_size) : nullptr);
   if (o.report_memory) report_load(dir, *lm.model);
   return lm;
 }
@@ -106,26 +126,6 @@ int64_t peak_rss_bytes() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
-}
-
-int64_t parse_size_bytes(const std::string& text, const std::string& flag) {
-  size_t end = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &end);
-  } catch (const std::exception&) {
-    throw_invalid_argument(flag + ": expected a size such as 2GiB or 512MB, got '" + text + "'");
-  }
-  const std::string unit = text.substr(end);
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},      {"B", 1},        {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
-      {"TB", 1e12}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
-  for (const auto& [name, scale] : kUnits)
-    if (unit == name && value > 0 && value * scale < 9.0e18) return static_cast<int64_t>(value * scale);
-  throw_invalid_argument(flag +
-                         ": expected a positive size with a unit B, KB, MB, GB, TB, KiB, MiB, GiB or TiB "
-                         "(e.g. 2GiB), got '" +
-                         text + "'");
 }
 
 }  // namespace ditto

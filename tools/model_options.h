@@ -1,32 +1,36 @@
-// Options every model-running subcommand shares (--model, --threads, --block-size), and loading.
+// Options every model-running subcommand shares: --model, the engine flags (bound from the one
+// table of engine knobs, engine/engine_args_table.h), --report-memory; and loading.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ditto/engine_args.h"
 #include "model/causal_lm.h"
 #include "model/tensor_parallel_worker.h"
 
 namespace ditto {
 
 struct ModelOptions {
-  std::string model;        // a directory or a hub id (resolved in the local HF cache)
-  int threads = 0;          // 0: default_num_threads()
-  int64_t block_size = 16;  // KV cache block size in tokens
+  // model: a directory, GGUF file or hub id (resolved in the local HF cache); threads, block_size
+  // and tensor_parallel_size from their flags; the rest as each command binds them.
+  EngineArgs engine;
   bool report_memory = false;
-  int tensor_parallel_size = 1;  // MPI ranks the model is split over (mpirun -np N)
 };
 
+// --model (required), --threads, --block-size, --tensor-parallel-size, --report-memory.
 void add_model_options(CLI::App* cmd, ModelOptions& options);
-// --speculative-config JSON (vLLM's keys; engine/speculative.h reads it).
-void add_speculative_config_option(CLI::App* cmd, std::string& speculative_config);
-// --tensor-parallel-size (alias --tp), as vLLM's.
-void add_tensor_parallel_option(CLI::App* cmd, int& tensor_parallel_size);
+
+// Binds the engine flags named (EngineArgs member names: "kv_cache_memory", ...; every row of the
+// table when `names` is empty) to `args`, in the table's order, each with its help and, where the
+// table shows one, the default `args` holds now. A bad value is a CLI usage error naming the flag.
+void add_engine_flags(CLI::App* cmd, EngineArgs& args, std::initializer_list<const char*> names = {});
 
 struct LoadedModel {
   std::unique_ptr<ThreadPool> pool;
@@ -45,10 +49,6 @@ void note_random_weights(const std::string& command, const std::string& model);
 
 // "1,2,3" -> {1, 2, 3}. Throws Error(kInvalidArgument) naming `flag` and the bad item.
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& flag);
-
-// "2GiB", "512MiB", "1.5GB", "1000000" (bytes) as bytes. Throws Error(kInvalidArgument) naming
-// `flag` for anything else, zero or negative.
-int64_t parse_size_bytes(const std::string& text, const std::string& flag);
 
 // Peak resident set size of this process so far, in bytes (getrusage ru_maxrss).
 int64_t peak_rss_bytes();

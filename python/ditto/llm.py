@@ -11,7 +11,6 @@ import atexit
 import json
 import numbers
 import os
-import re
 import sys
 import threading
 import time
@@ -42,24 +41,7 @@ _REFUSED_ARGS = frozenset({"hf_overrides", "rope_scaling", "logits_processors", 
 _GENERATION_CONFIG_KEYS = {"repetition_penalty": "repetition_penalty", "temperature": "temperature",
                            "top_k": "top_k", "top_p": "top_p", "min_p": "min_p", "max_new_tokens": "max_tokens"}
 
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?\s*$")
-_UNITS = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-
 PromptType = Union[str, dict]  # a text, {"prompt": text} or {"prompt_token_ids": [...]}
-
-
-def _bytes(name: str, value: Union[int, str]) -> int:
-    """"2GiB", "512MiB", "1.5GB" or an int of bytes. Raises ValueError naming `name`."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif isinstance(value, str) and (m := _SIZE.match(value)):
-        size = int(float(m.group(1)) * _UNITS[m.group(2)])
-    else:
-        raise ValueError(f"{name} must be a size such as '2GiB' or a number of bytes, got {value!r}")
-    if size <= 0:
-        raise ValueError(f"{name} must be positive, got {value!r}")
-    return size
 
 
 def _splitmix64(x: int) -> int:
@@ -87,6 +69,9 @@ class LLM:
     EngineArgs field): the most prompt tokens one request prefills in a step shared with others, so no
     request waits behind a long prompt; 0 (the default): a quarter of max_num_batched_tokens. ditto's
     own: kv_cache_memory (bytes or "2GiB"), threads (default: $DITTO_NUM_THREADS or every core).
+    Every engine knob is checked and set by the one table the CLI's flags come from too
+    (src/engine/engine_args_table.cc; its names: ditto._ditto.engine_arg_names()); a knob of that
+    table not in this signature may be given by name.
 
     speculative_config (vLLM's): {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": a,
     "prompt_lookup_max": b} guesses by prompt lookup, {"model": DRAFT, "num_speculative_tokens": k} by a
@@ -111,6 +96,16 @@ class LLM:
                  kv_cache_memory: Union[int, str] = "2GiB", threads: Optional[int] = None,
                  long_prefill_token_threshold: int = 0, speculative_config: Optional[dict] = None,
                  **kwargs: Any) -> None:
+        # Every engine knob goes through the one table (EngineArgs.set): the keywords above and any
+        # other knob of the table given by name. None leaves a knob at its default.
+        engine_kwargs = {"threads": threads, "block_size": block_size, "kv_cache_memory": kv_cache_memory,
+                         "max_num_batched_tokens": max_num_batched_tokens, "max_num_seqs": max_num_seqs,
+                         "long_prefill_token_threshold": long_prefill_token_threshold,
+                         "enable_prefix_caching": bool(enable_prefix_caching), "max_model_len": max_model_len,
+                         "max_logprobs": max_logprobs, "tensor_parallel_size": tensor_parallel_size,
+                         "generation_config": generation_config, "speculative_config": speculative_config}
+        for name in [n for n in kwargs if n in _ditto.engine_arg_names()]:
+            engine_kwargs[name] = kwargs.pop(name)
         for name, value in kwargs.items():
             if name in _REFUSED_ARGS:
                 if value:
@@ -133,35 +128,13 @@ class LLM:
             raise ValueError(f"quantization={quantization!r} is not supported")
         if skip_tokenizer_init:
             raise ValueError("skip_tokenizer_init=True is not supported (give token-id prompts instead)")
-        tensor_parallel_size = _positive("tensor_parallel_size", tensor_parallel_size)
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 1 << 64):
             raise ValueError(f"seed must be None or an integer in [0, 2^64 - 1], got {seed!r}")
-        if isinstance(max_logprobs, bool) or not isinstance(max_logprobs, int) or max_logprobs < 0:
-            raise ValueError(f"max_logprobs must be a non-negative integer, got {max_logprobs!r}")
         args = _ditto.EngineArgs()
         args.model = model
-        args.threads = 0 if threads is None else _positive("threads", threads)
-        args.block_size = _positive("block_size", block_size)
-        args.kv_cache_memory = _bytes("kv_cache_memory", kv_cache_memory)
-        args.max_num_batched_tokens = _positive("max_num_batched_tokens", max_num_batched_tokens)
-        args.max_num_seqs = _positive("max_num_seqs", max_num_seqs)
-        if (isinstance(long_prefill_token_threshold, bool) or not isinstance(long_prefill_token_threshold, int)
-                or long_prefill_token_threshold < 0):
-            raise ValueError("long_prefill_token_threshold must be a non-negative integer (0: a quarter of "
-                             f"max_num_batched_tokens), got {long_prefill_token_threshold!r}")
-        args.long_prefill_token_threshold = long_prefill_token_threshold
-        args.enable_prefix_caching = bool(enable_prefix_caching)
-        args.max_model_len = 0 if max_model_len is None else _positive("max_model_len", max_model_len)
-        args.max_logprobs = max_logprobs
-        args.tensor_parallel_size = tensor_parallel_size
-        if not isinstance(generation_config, str):
-            raise ValueError("generation_config must be 'auto', 'vllm' or a folder holding a generation_config.json, "
-                             f"got {generation_config!r}")
-        args.generation_config = generation_config
-        if speculative_config is not None:
-            if not isinstance(speculative_config, dict):
-                raise ValueError(f"speculative_config must be a dict (vLLM's keys), got {speculative_config!r}")
-            args.set_speculative_config(json.dumps(speculative_config))
+        for name, value in engine_kwargs.items():
+            args.set(name, json.dumps(value))
+        tensor_parallel_size = args.tensor_parallel_size
         self.is_driver = True
         if tensor_parallel_size > 1:
             if _ditto.serve_as_tensor_parallel_rank(tensor_parallel_size):
@@ -288,12 +261,6 @@ def _default_sampling(model_defaults: dict, overrides: Optional[dict]) -> dict:
         values[_GENERATION_CONFIG_KEYS[k]] = v
     SamplingParams(**values)  # a bad value names its field now, not at the first generate()
     return values
-
-
-def _positive(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 _PROMPT_KEYS = {"prompt", "prompt_token_ids"}

@@ -23,6 +23,7 @@
 #include "ditto/prompt_input.h"
 #include "ditto/request_output.h"
 #include "ditto/sampling_params.h"
+#include "engine/engine_args_table.h"
 #include "engine/llm_engine.h"
 #include "engine/speculative.h"
 #include "model/causal_lm.h"
@@ -203,9 +204,19 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readwrite("max_logprobs", &EngineArgs::max_logprobs)
       .def_readwrite("tensor_parallel_size", &EngineArgs::tensor_parallel_size)
       .def_readwrite("generation_config", &EngineArgs::generation_config)
-      // vLLM's speculative_config as JSON; ValueError naming the key for a bad one.
-      .def("set_speculative_config",
-           [](EngineArgs& a, const std::string& json) { a.speculative_config = parse_speculative_config(json); });
+      // Any knob of the one table (engine/engine_args_table.h) by its name, the value as JSON text
+      // (null: the default); ValueError naming the keyword for a bad value, KeyError for no such knob.
+      .def("set", [](EngineArgs& a, const std::string& name, const std::string& value) {
+        const EngineArgField* field = find_engine_arg(name);
+        if (field == nullptr || name.find('-') != std::string::npos) throw py::key_error(name);
+        set_engine_arg(a, *field, nlohmann::json::parse(value), name);
+      });
+  // The table's knobs, in its order: the keyword arguments LLM(...) passes to EngineArgs.set.
+  m.def("engine_arg_names", [] {
+    std::vector<std::string> names;
+    for (const EngineArgField& f : engine_arg_fields()) names.emplace_back(f.name);
+    return names;
+  });
 
   // Tensor parallelism under mpirun (model/tensor_parallel_worker.h): True on ranks other than 0,
   // after serving rank 0 until it shut the group down (the GIL released meanwhile).

@@ -169,12 +169,6 @@ std::string GgufValue::describe() const {
 
 std::vector<int64_t> GgufTensor::shape() const { return {ne.rbegin(), ne.rend()}; }
 
-int64_t GgufTensor::num_rows() const {
-  int64_t rows = 1;
-  for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
-  return rows;
-}
-
 size_t GgufTensor::row_bytes() const {
   const GgmlTypeTraits& t = *ggml_type_traits(static_cast<uint32_t>(type));
   return static_cast<size_t>(ne[0] / t.block_size * t.block_bytes);
@@ -343,18 +337,6 @@ std::optional<std::vector<int64_t>> GgufFile::get_int_array(const std::string& k
   }
   if (v->type != GgufValueType::kArray || out.size() != v->array.size())
     wrong_type(path(), key, *v, "an array of integers");
-  return out;
-}
-
-std::optional<std::vector<double>> GgufFile::get_float_array(const std::string& key) const {
-  const GgufValue* v = find(key);
-  if (v == nullptr) return std::nullopt;
-  if (v->type != GgufValueType::kArray ||
-      !(v->element_type == GgufValueType::kFloat32 || v->element_type == GgufValueType::kFloat64))
-    wrong_type(path(), key, *v, "an array of f32");
-  std::vector<double> out;
-  out.reserve(v->array.size());
-  for (const GgufValue& e : v->array) out.push_back(e.f);
   return out;
 }
 

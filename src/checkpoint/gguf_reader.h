@@ -56,9 +56,6 @@ struct GgufTensor {
 
   // PyTorch / Hugging Face order, outermost first: [rows, cols] for a matrix (ne reversed).
   std::vector<int64_t> shape() const;
-  // Values per row (ne[0]) and rows (the product of the other dims).
-  int64_t row_size() const { return ne[0]; }
-  int64_t num_rows() const;
   size_t row_bytes() const;  // bytes of one row of ne[0] values in `type`
 };
 
@@ -85,7 +82,6 @@ class GgufFile {
   std::optional<std::string> get_string(const std::string& key) const;
   std::optional<std::vector<std::string>> get_string_array(const std::string& key) const;
   std::optional<std::vector<int64_t>> get_int_array(const std::string& key) const;
-  std::optional<std::vector<double>> get_float_array(const std::string& key) const;
   // get_int / get_string that throw Error(kInvalidArgument) "<path>: metadata '<key>' is missing"
   // when absent.
   int64_t require_int(const std::string& key) const;

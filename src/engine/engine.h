@@ -65,7 +65,7 @@ class Engine {
   ~Engine();
 
   // Queues a request that came through the front door (InputProcessor::process, with this
-  // engine's input_limits()). Throws Error(kInvalidArgument) for a request_id already unfinished
+  // engine's limits: input_limits_for). Throws Error(kInvalidArgument) for a request_id already unfinished
   // and queues nothing then.
   void add(EngineRequest request);
 
@@ -76,9 +76,6 @@ class Engine {
   // range — and queues nothing in that case. Messages do not repeat request_id.
   void add_request(const std::string& request_id, std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
                    const std::string& prompt_text = "");
-
-  // The limits every request of this engine is checked against.
-  const InputLimits& input_limits() const { return processor_.limits(); }
 
   // Runs one step. Returns the requests that finished in it and, for kDelta requests, a report of
   // what each that progressed produced (request_output.h).
