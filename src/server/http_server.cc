@@ -24,6 +24,7 @@
 #include "engine/sampling_params_json.h"
 #include "server/async_engine.h"
 #include "server/connection_queue.h"
+#include "server/http_responses.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/sockets.h"
@@ -32,83 +33,6 @@ namespace ditto {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
-
-void send_json(httplib::Response& res, int status, const Json& body) {
-  res.status = status;
-  res.set_content(dump(body), "application/json");
-}
-
-// What the access log says about the request this HTTP thread serves: handlers fill it in, the
-// logger writes it and starts the next (a streamed response's provider runs on the same thread,
-// and httplib logs after the last byte is written).
-struct AccessRecord {
-  std::optional<std::chrono::steady_clock::time_point> start;
-  std::string request_id;
-  int64_t prompt_tokens = -1;
-  int64_t completion_tokens = -1;
-  std::vector<std::string> finish_reasons;  // distinct, in the order first seen
-  std::string error;                        // the message of a 4xx/5xx
-  void finished(const std::string& reason) {
-    if (!reason.empty() && std::find(finish_reasons.begin(), finish_reasons.end(), reason) == finish_reasons.end())
-      finish_reasons.push_back(reason);
-  }
-};
-thread_local AccessRecord access;
-
-void send_error(httplib::Response& res, const ApiError& e) {
-  access.error = e.what();
-  send_json(res, e.status(), e.body());
-}
-
-// One line per request on stderr (vLLM's and llama-server's access lines, with the engine's
-// numbers): text, or a JSON object per line with log_format "json".
-void log_access(const std::string& format, const httplib::Request& req, const httplib::Response& res) {
-  const AccessRecord& a = access;
-  const double latency_ms =
-      a.start ? std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - *a.start).count() : -1.0;
-  std::string finish;
-  for (const std::string& r : a.finish_reasons) finish += (finish.empty() ? "" : ",") + r;
-  std::string line;
-  if (format == "json") {
-    char when[32];
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    nlohmann::ordered_json j = {{"time", when},
-                                {"remote", req.remote_addr + ":" + std::to_string(req.remote_port)},
-                                {"method", req.method},
-                                {"path", req.path},
-                                {"status", res.status}};
-    if (!a.request_id.empty()) j["request_id"] = a.request_id;
-    if (a.prompt_tokens >= 0) j["prompt_tokens"] = a.prompt_tokens;
-    if (a.completion_tokens >= 0) j["completion_tokens"] = a.completion_tokens;
-    if (!finish.empty()) j["finish_reason"] = finish;
-    if (latency_ms >= 0) j["latency_ms"] = std::round(latency_ms * 10) / 10;
-    if (res.status >= 400) j["error"] = a.error;
-    line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  } else {
-    char head[64];
-    std::snprintf(head, sizeof head, "\" %d", res.status);
-    line = "ditto serve: " + req.remote_addr + ":" + std::to_string(req.remote_port) + " \"" + req.method + " " +
-           req.path + head;
-    if (!a.request_id.empty()) line += " id=" + a.request_id;
-    if (a.prompt_tokens >= 0) line += " prompt_tokens=" + std::to_string(a.prompt_tokens);
-    if (a.completion_tokens >= 0) line += " completion_tokens=" + std::to_string(a.completion_tokens);
-    if (!finish.empty()) line += " finish_reason=" + finish;
-    if (latency_ms >= 0) {
-      char ms[32];
-      std::snprintf(ms, sizeof ms, " latency_ms=%.1f", latency_ms);
-      line += ms;
-    }
-    if (res.status >= 400)
-      line += " error=" + nlohmann::json(a.error).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  }
-  line += "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines from threads do not interleave
-}
 
 std::string model_field(const Json& v) {
   return read_field("model", [&] { return json_string(v, "model"); });
@@ -213,6 +137,8 @@ struct HttpServer::Impl {
 
   void routes();
   void handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   std::shared_ptr<Job> start_job(ApiRequest&& request, const char* id_prefix);
   void abort_job(const Job& job) {
     for (size_t s = 0; s < job.engine_ids.size(); ++s)
@@ -314,7 +240,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
     request.parsers.tool_calls = options.enable_auto_tool_choice && !request.prompts[0].tools.is_null();
   }
   std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
-  access.request_id = job->id;
+  access_record().request_id = job->id;
   job->connection_fd = connection_fd(req.remote_addr, req.remote_port, req.local_port);
   auto formatter = std::make_shared<ApiFormatter>(job->request, llm.input_processor(), job->id, job->created,
                                                   options.served_model_name, job->prompt_texts);
@@ -335,12 +261,12 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
       throw;
     }
     job->complete = true;
-    access.prompt_tokens = access.completion_tokens = 0;
+    access_record().prompt_tokens = access_record().completion_tokens = 0;
     for (const RequestOutput& out : job->outputs) {
-      access.prompt_tokens += static_cast<int64_t>(out.prompt_token_ids.size());
+      access_record().prompt_tokens += static_cast<int64_t>(out.prompt_token_ids.size());
       for (const CompletionOutput& c : out.outputs) {
-        access.completion_tokens += static_cast<int64_t>(c.token_ids.size());
-        access.finished(c.finish_reason);
+        access_record().completion_tokens += static_cast<int64_t>(c.token_ids.size());
+        access_record().finished(c.finish_reason);
       }
     }
     send_json(res, 200, formatter->response(job->outputs));
@@ -363,8 +289,8 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
           try {
             reports = apply(*job, items, nullptr);
           } catch (const Error& e) {
-            access.error = e.what();
-            send(dump(to_api_error(e).body()));
+            access_record().error = e.what();
+            send(dump_json(to_api_error(e).body()));
             send("[DONE]");
             job->complete = true;
             sink.done();
@@ -372,13 +298,13 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
           }
         }
         for (const auto& [slot, report] : reports) {
-          for (const CompletionOutput& c : report.outputs) access.finished(c.finish_reason);
+          for (const CompletionOutput& c : report.outputs) access_record().finished(c.finish_reason);
           for (const Json& chunk : formatter->stream_chunks(slot, report))
-            if (!send(dump(chunk))) return false;  // the client is gone: the releaser aborts
+            if (!send(dump_json(chunk))) return false;  // the client is gone: the releaser aborts
         }
-        std::tie(access.prompt_tokens, access.completion_tokens) = formatter->streamed_tokens();
+        std::tie(access_record().prompt_tokens, access_record().completion_tokens) = formatter->streamed_tokens();
         if (job->num_finished == job->outputs.size()) {
-          if (job->request.include_usage && !send(dump(formatter->usage_chunk()))) return false;
+          if (job->request.include_usage && !send(dump_json(formatter->usage_chunk()))) return false;
           if (!send("[DONE]")) return false;
           job->complete = true;
           sink.done();
@@ -403,37 +329,14 @@ void HttpServer::Impl::routes() {
     };
   };
 
-  // POST bodies are read here, counting bytes as they come, so a chunked body (no Content-Length)
-  // meets the same limit as one that announces its size.
+  // POST bodies are read here, within --max-request-body-bytes (read_body).
   auto with_body = [this, guarded](auto handler) {
     return [this, h = guarded(handler)](const httplib::Request& req, httplib::Response& res,
                                         const httplib::ContentReader& reader) {
-      const auto limit = static_cast<size_t>(options.max_request_body_bytes);
       std::string body;
-      bool too_large = false;
-      // Past the limit the rest is read and dropped (up to 64 MiB more), so the client, still
-      // sending, reads the 413 instead of a reset connection.
-      size_t dropped = 0;
-      const bool ok = reader([&](const char* data, size_t n) {
-        if (too_large || body.size() + n > limit) {
-          too_large = true;
-          body.clear();
-          body.shrink_to_fit();
-          dropped += n;
-          return dropped <= (size_t{64} << 20);
-        }
-        body.append(data, n);
-        return true;
-      });
-      if (too_large || res.status == 413) {
-        send_error(res, ApiError(413, "invalid_request_error",
-                                 "the request body is larger than the server accepts (--max-request-body-bytes " +
-                                     std::to_string(limit) + ")"));
-        res.set_header("Connection", "close");
-        return;
-      }
-      if (!ok) {
-        send_error(res, ApiError(400, "invalid_request_error", "could not read the request body"));
+      if (const std::optional<ApiError> e = read_body(reader, options.max_request_body_bytes, body);
+          e || res.status == 413) {
+        send_error(res, e ? *e : body_too_large(options.max_request_body_bytes));
         res.set_header("Connection", "close");
         return;
       }
@@ -444,8 +347,8 @@ void HttpServer::Impl::routes() {
   };
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     using R = httplib::Server::HandlerResponse;
-    access = AccessRecord{};  // the access log's record of this request starts here
-    access.start = std::chrono::steady_clock::now();
+    access_record() = AccessRecord{};  // the access log's record of this request starts here
+    access_record().start = std::chrono::steady_clock::now();
     if (ConnectionQueue::refusing() || draining.load()) {
       const bool busy = ConnectionQueue::refusing();
       send_error(res,
@@ -458,30 +361,8 @@ void HttpServer::Impl::routes() {
       return R::Handled;
     }
     // Framing first, from the headers alone, before any body is read.
-    const size_t lengths = req.get_header_value_count("Content-Length");
-    if (lengths > 1) {
-      send_error(res, ApiError(400, "invalid_request_error", "more than one Content-Length header"));
-      res.set_header("Connection", "close");
-      return R::Handled;
-    }
-    if (lengths == 1) {
-      const std::string v = req.get_header_value("Content-Length");
-      if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos) {
-        send_error(res, ApiError(400, "invalid_request_error", "Content-Length '" + v + "' is not a byte count"));
-        res.set_header("Connection", "close");
-        return R::Handled;
-      }
-      if (std::stoull(v) > static_cast<uint64_t>(options.max_request_body_bytes)) {
-        send_error(res, ApiError(413, "invalid_request_error",
-                                 "the request body (" + v +
-                                     " bytes) is larger than the server accepts "
-                                     "(--max-request-body-bytes " +
-                                     std::to_string(options.max_request_body_bytes) + ")"));
-        res.set_header("Connection", "close");
-        return R::Handled;
-      }
-    } else if (req.method == "POST" && !req.has_header("Transfer-Encoding")) {
-      send_error(res, ApiError(411, "invalid_request_error", "a POST needs a Content-Length header or a chunked body"));
+    if (const std::optional<ApiError> e = framing_error(req, options.max_request_body_bytes)) {
+      send_error(res, *e);
       res.set_header("Connection", "close");
       return R::Handled;
     }
@@ -495,19 +376,7 @@ void HttpServer::Impl::routes() {
     return R::Handled;
   });
   server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 413)
-      send_error(res, ApiError(413, "invalid_request_error",
-                               "the request body is larger than the server accepts (--max-request-body-bytes)"));
-    else if (res.status == 404)
-      send_error(res, ApiError(404, "invalid_request_error", "no route " + req.method + " " + req.path));
-    else if (res.status == 400)
-      send_error(res, ApiError(400, "invalid_request_error",
-                               "malformed HTTP request (request line, headers or chunked framing)"));
-    else if (res.status == 414)
-      send_error(res, ApiError(414, "invalid_request_error", "the request path is too long"));
-    else
-      send_error(res, ApiError(res.status, "invalid_request_error", "HTTP error " + std::to_string(res.status)));
+    if (res.body.empty()) send_error(res, http_status_error(req, res.status));
   });
   server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
@@ -522,7 +391,7 @@ void HttpServer::Impl::routes() {
   server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics.record_http_status(res.status);
     if (!options.disable_log_requests) log_access(options.log_format, req, res);
-    access = AccessRecord{};
+    access_record() = AccessRecord{};
   });
 
   server.Post("/v1/completions", with_body([this](const httplib::Request& req, httplib::Response& res) {
@@ -541,28 +410,14 @@ void HttpServer::Impl::routes() {
                              {"max_model_len", context()}};
                send_json(res, 200, {{"object", "list"}, {"data", Json::array({model})}});
              }));
-  // Known routes with the wrong method: 405 naming the one that works.
-  for (const auto& [path, allowed] : std::vector<std::pair<std::string, std::string>>{{"/v1/completions", "POST"},
-                                                                                      {"/v1/chat/completions", "POST"},
-                                                                                      {"/tokenize", "POST"},
-                                                                                      {"/detokenize", "POST"},
-                                                                                      {"/v1/models", "GET"},
-                                                                                      {"/health", "GET"},
-                                                                                      {"/version", "GET"},
-                                                                                      {"/metrics", "GET"}}) {
-    auto refuse = [path = path, allowed = allowed](const httplib::Request& req, httplib::Response& res) {
-      send_error(
-          res, ApiError(405, "invalid_request_error", req.method + " is not allowed on " + path + "; use " + allowed));
-      res.set_header("Allow", allowed);
-    };
-    if (allowed == "POST")
-      server.Get(path, refuse);
-    else
-      server.Post(path, refuse);
-    server.Put(path, refuse);
-    server.Delete(path, refuse);
-    server.Patch(path, refuse);
-  }
+  refuse_other_methods(server, {{"/v1/completions", "POST"},
+                                {"/v1/chat/completions", "POST"},
+                                {"/tokenize", "POST"},
+                                {"/detokenize", "POST"},
+                                {"/v1/models", "GET"},
+                                {"/health", "GET"},
+                                {"/version", "GET"},
+                                {"/metrics", "GET"}});
   server.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   server.Get("/version", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"version", options.version}});
@@ -570,44 +425,50 @@ void HttpServer::Impl::routes() {
   server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  server.Post("/tokenize", with_body([this](const httplib::Request& req, httplib::Response& res) {
-                const Json body = parse_body(req);
-                if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
-                if (body.contains("model") && !body["model"].is_null()) check_model(model_field(body["model"]));
-                PromptInput prompt;
-                auto flag = [&](const char* key, bool fallback) {
-                  return body.contains(key) ? read_field(key, [&] { return json_bool(body[key], key); }) : fallback;
-                };
-                if (body.contains("messages")) {
-                  prompt.messages = normalize_chat_messages(body["messages"]);
-                  prompt.add_generation_prompt = flag("add_generation_prompt", true);
-                  if (body.contains("chat_template_kwargs")) prompt.chat_template_kwargs = body["chat_template_kwargs"];
-                  if (body.contains("tools")) prompt.tools = body["tools"];
-                } else if (body.contains("prompt")) {
-                  prompt.text = read_field("prompt", [&] { return json_string(body["prompt"], "prompt"); });
-                  prompt.add_special_tokens = flag("add_special_tokens", true);
-                } else {
-                  throw_bad_param("prompt", "give 'prompt' (a string) or 'messages'");
-                }
-                const std::vector<int32_t> ids = llm.input_processor().encode(prompt).first;
-                Json strs = nullptr;
-                if (flag("return_token_strs", false)) strs = llm.input_processor().token_strings(ids);
-                send_json(res, 200,
-                          {{"count", ids.size()}, {"max_model_len", context()}, {"tokens", ids}, {"token_strs", strs}});
-              }));
-  server.Post(
-      "/detokenize", with_body([this](const httplib::Request& req, httplib::Response& res) {
-        const Json body = parse_body(req);
-        if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
-        if (body.contains("model") && !body["model"].is_null()) check_model(model_field(body["model"]));
-        if (!body.contains("tokens")) throw_bad_param("tokens", "field 'tokens' is required");
-        const std::vector<int32_t> ids = read_field("tokens", [&] { return json_token_ids(body["tokens"], "tokens"); });
-        for (size_t i = 0; i < ids.size(); ++i)
-          if (ids[i] >= vocab_size())
-            throw_bad_param("tokens", "tokens[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
-                                          " is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
-        send_json(res, 200, {{"prompt", llm.input_processor().decode(ids)}});
-      }));
+  server.Post("/tokenize",
+              with_body([this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); }));
+  server.Post("/detokenize",
+              with_body([this](const httplib::Request& req, httplib::Response& res) { handle_detokenize(req, res); }));
+}
+
+// POST /tokenize (vLLM's): a prompt or chat messages through the front door's encoder.
+void HttpServer::Impl::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+  const Json body = parse_body(req);
+  if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
+  if (body.contains("model") && !body["model"].is_null()) check_model(model_field(body["model"]));
+  PromptInput prompt;
+  auto flag = [&](const char* key, bool fallback) {
+    return body.contains(key) ? read_field(key, [&] { return json_bool(body[key], key); }) : fallback;
+  };
+  if (body.contains("messages")) {
+    prompt.messages = normalize_chat_messages(body["messages"]);
+    prompt.add_generation_prompt = flag("add_generation_prompt", true);
+    if (body.contains("chat_template_kwargs")) prompt.chat_template_kwargs = body["chat_template_kwargs"];
+    if (body.contains("tools")) prompt.tools = body["tools"];
+  } else if (body.contains("prompt")) {
+    prompt.text = read_field("prompt", [&] { return json_string(body["prompt"], "prompt"); });
+    prompt.add_special_tokens = flag("add_special_tokens", true);
+  } else {
+    throw_bad_param("prompt", "give 'prompt' (a string) or 'messages'");
+  }
+  const std::vector<int32_t> ids = llm.input_processor().encode(prompt).first;
+  Json strs = nullptr;
+  if (flag("return_token_strs", false)) strs = llm.input_processor().token_strings(ids);
+  send_json(res, 200, {{"count", ids.size()}, {"max_model_len", context()}, {"tokens", ids}, {"token_strs", strs}});
+}
+
+// POST /detokenize (vLLM's): token ids back to text.
+void HttpServer::Impl::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
+  const Json body = parse_body(req);
+  if (!body.is_object()) throw_invalid_argument("the request body must be a JSON object");
+  if (body.contains("model") && !body["model"].is_null()) check_model(model_field(body["model"]));
+  if (!body.contains("tokens")) throw_bad_param("tokens", "field 'tokens' is required");
+  const std::vector<int32_t> ids = read_field("tokens", [&] { return json_token_ids(body["tokens"], "tokens"); });
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] >= vocab_size())
+      throw_bad_param("tokens", "tokens[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
+                                    " is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
+  send_json(res, 200, {{"prompt", llm.input_processor().decode(ids)}});
 }
 
 void validate_server_options(const ServerOptions& options) {

@@ -1,0 +1,67 @@
+// The HTTP side of `ditto serve` that is not about the API: JSON and error responses, the access
+// log (one line per request), the request framing checks made from the headers before any body is
+// read, the body size limit, the bodies of httplib's own errors and the 405s of known routes.
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/openai_api.h"
+
+namespace ditto {
+
+// What the access log says about the request this HTTP thread serves: handlers fill it in, the
+// logger writes it and starts the next (a streamed response's provider runs on the same thread,
+// and httplib logs after the last byte is written).
+struct AccessRecord {
+  std::optional<std::chrono::steady_clock::time_point> start;
+  std::string request_id;
+  int64_t prompt_tokens = -1;
+  int64_t completion_tokens = -1;
+  std::vector<std::string> finish_reasons;  // distinct, in the order first seen
+  std::string error;                        // the message of a 4xx/5xx
+  void finished(const std::string& reason);
+};
+// This HTTP thread's record.
+AccessRecord& access_record();
+
+// JSON text with invalid UTF-8 replaced (U+FFFD), as every response body is written.
+std::string dump_json(const nlohmann::ordered_json& j);
+// `body` as the response, status `status`, Content-Type application/json (invalid UTF-8 replaced).
+void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& body);
+// An OpenAI error object; its message goes to the access record.
+void send_error(httplib::Response& res, const ApiError& e);
+// One line per request on stderr (vLLM's and llama-server's access lines, with the engine's
+// numbers): text, or a JSON object per line with format "json".
+void log_access(const std::string& format, const httplib::Request& req, const httplib::Response& res);
+
+// The request's framing from its headers alone, before any body is read: more than one
+// Content-Length (400), one that is not a byte count (400), one above `max_body_bytes` (413), a
+// POST with neither Content-Length nor a chunked body (411). nullopt when the framing is fine.
+std::optional<ApiError> framing_error(const httplib::Request& req, int64_t max_body_bytes);
+
+// Reads a POST body through httplib's content reader, counting bytes as they come, so a chunked
+// body meets the same limit as one that announces its size. Past the limit the rest is read and
+// dropped (up to 64 MiB more), so the client, still sending, reads the 413 instead of a reset.
+// Returns the error to send (413, or 400 when the body could not be read) or nullopt with `body`.
+std::optional<ApiError> read_body(const httplib::ContentReader& reader, int64_t max_body_bytes, std::string& body);
+
+// 413 naming --max-request-body-bytes and its value.
+ApiError body_too_large(int64_t max_body_bytes);
+
+// The body of an error httplib answers by itself (`res.status` set: 400 malformed framing, 404 no
+// route, 413, 414 …).
+ApiError http_status_error(const httplib::Request& req, int status);
+
+// Known routes with the wrong method: 405 naming the one that works ({path, "GET" | "POST"}).
+void refuse_other_methods(httplib::Server& server, const std::vector<std::pair<std::string, std::string>>& routes);
+
+}  // namespace ditto
