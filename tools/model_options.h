@@ -12,8 +12,8 @@
 
 #include "core/thread_pool.h"
 #include "ditto/engine_args.h"
+#include "ditto/llm.h"
 #include "model/causal_lm.h"
-#include "model/tensor_parallel_worker.h"
 
 namespace ditto {
 

@@ -89,4 +89,9 @@ class LLM {
 // of processes, or when the ranks run different ditto builds.
 bool serve_as_tensor_parallel_rank(int tensor_parallel_size);
 
+// Rank 0: releases the other ranks now (they return from serve_as_tensor_parallel_rank), as the
+// end of rank 0's program does; for an interpreter that ends otherwise (Python's atexit). After
+// it no LLM of this process may run. Does nothing without tensor parallelism.
+void shutdown_tensor_parallel();
+
 }  // namespace ditto

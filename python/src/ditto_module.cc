@@ -20,16 +20,13 @@
 
 #include "core/error.h"
 #include "ditto/engine_args.h"
+#include "ditto/llm.h"
 #include "ditto/prompt_input.h"
 #include "ditto/request_output.h"
 #include "ditto/sampling_params.h"
 #include "engine/engine_args_table.h"
 #include "engine/llm_engine.h"
 #include "engine/speculative.h"
-#include "model/causal_lm.h"
-#include "model/tensor_parallel_worker.h"
-#include "parallel/tensor_parallel.h"
-#include "tokenizer/tokenizer.h"
 
 namespace py = pybind11;
 
@@ -121,26 +118,28 @@ class PyEngine {
   }
 
   std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const {
-    return llm_.tokenizer().encode(text, add_special_tokens);
+    return llm_.input_processor().encode(PromptInput{.text = text, .add_special_tokens = add_special_tokens}).first;
   }
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
-    return llm_.tokenizer().decode(ids, skip_special_tokens);
+    return llm_.input_processor().decode(ids, skip_special_tokens);
   }
   // The rendered chat and its token ids (apply_chat_template), through the front door's encoder.
   std::pair<std::vector<int32_t>, std::string> render_chat(const PyPrompt& p) const {
     return llm_.input_processor().encode(p.to_input());
   }
-  std::optional<std::string> id_to_token(int32_t id) const { return llm_.tokenizer().id_to_token(id); }
-  std::optional<int32_t> token_to_id(const std::string& token) const { return llm_.tokenizer().token_to_id(token); }
-  std::optional<int32_t> bos_token_id() const { return llm_.tokenizer().bos_token_id(); }
+  std::optional<std::string> id_to_token(int32_t id) const { return llm_.input_processor().id_to_token(id); }
+  std::optional<int32_t> token_to_id(const std::string& token) const {
+    return llm_.input_processor().token_to_id(token);
+  }
+  std::optional<int32_t> bos_token_id() const { return llm_.input_processor().bos_token_id(); }
   // tokenizer_config.json as the tokenizer read it (a GGUF file's: built from its tokenizer keys),
   // as JSON text; "{}" without a tokenizer.
   std::string tokenizer_config_json() const {
-    return llm_.has_tokenizer() ? llm_.tokenizer().tokenizer_config().dump() : "{}";
+    return llm_.has_tokenizer() ? llm_.input_processor().tokenizer_config().dump() : "{}";
   }
 
   bool has_tokenizer() const { return llm_.has_tokenizer(); }
-  int64_t vocab_size() const { return llm_.model().config().vocab_size; }
+  int64_t vocab_size() const { return llm_.input_processor().limits().vocab_size; }
   int64_t max_model_len() const { return llm_.max_model_len(); }
   const std::vector<int32_t>& eos_token_ids() const { return llm_.eos_token_ids(); }
   const std::string& model_dir() const { return llm_.model_dir(); }
@@ -227,7 +226,7 @@ PYBIND11_MODULE(_ditto, m) {
         return serve_as_tensor_parallel_rank(size);
       },
       py::arg("tensor_parallel_size"));
-  m.def("shutdown_tensor_parallel", [] { TensorParallelGroup::shutdown(); });
+  m.def("shutdown_tensor_parallel", [] { shutdown_tensor_parallel(); });
 
   py::class_<SamplingParams>(m, "SamplingParams")
       .def(py::init<>())

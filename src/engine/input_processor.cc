@@ -67,9 +67,19 @@ const Tokenizer& InputProcessor::need_tokenizer() const {
   return *tokenizer_;
 }
 
-std::string InputProcessor::decode(std::span<const int32_t> ids) const {
-  return need_tokenizer().decode(ids, /*skip_special_tokens=*/false);
+std::string InputProcessor::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  return need_tokenizer().decode(ids, skip_special_tokens);
 }
+
+std::optional<std::string> InputProcessor::id_to_token(int32_t id) const { return need_tokenizer().id_to_token(id); }
+
+std::optional<int32_t> InputProcessor::token_to_id(const std::string& token) const {
+  return need_tokenizer().token_to_id(token);
+}
+
+std::optional<int32_t> InputProcessor::bos_token_id() const { return need_tokenizer().bos_token_id(); }
+
+const nlohmann::json& InputProcessor::tokenizer_config() const { return need_tokenizer().tokenizer_config(); }
 
 std::vector<std::string> InputProcessor::token_strings(std::span<const int32_t> ids) const {
   const Tokenizer& t = need_tokenizer();

@@ -81,11 +81,18 @@ class InputProcessor {
   // parameters; /tokenize). Throws as process() for the prompt.
   std::pair<std::vector<int32_t>, std::string> encode(const PromptInput& prompt) const;
 
-  // The text of `ids` (special tokens kept; /detokenize, the echo of a token-id prompt), and each
-  // id's vocabulary string ("" for an id with none; /tokenize's token_strs). Ids must be in the
-  // vocabulary. Throw Error(kNotFound) when the model has no tokenizer.
-  std::string decode(std::span<const int32_t> ids) const;
+  // The text of `ids` (special tokens kept unless skip_special_tokens; /detokenize, the echo of a
+  // token-id prompt, Python's tokenizer.decode), and each id's vocabulary string ("" for an id
+  // with none; /tokenize's token_strs). Ids must be in the vocabulary. These and the lookups below
+  // throw Error(kNotFound) when the model has no tokenizer.
+  std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
   std::vector<std::string> token_strings(std::span<const int32_t> ids) const;
+  // The vocabulary both ways (nullopt: no such id / token), the BOS id the tokenizer adds, and
+  // tokenizer_config.json as the tokenizer read it (a GGUF file's: built from its tokenizer keys).
+  std::optional<std::string> id_to_token(int32_t id) const;
+  std::optional<int32_t> token_to_id(const std::string& token) const;
+  std::optional<int32_t> bos_token_id() const;
+  const nlohmann::json& tokenizer_config() const;
 
   const InputLimits& limits() const { return limits_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }

@@ -1,6 +1,7 @@
 #include "ditto/llm.h"
 
 #include "engine/llm_engine.h"
+#include "parallel/tensor_parallel.h"
 
 namespace ditto {
 
@@ -28,5 +29,7 @@ std::vector<RequestOutput> LLM::generate(const std::vector<std::string>& prompts
 const LLM::Stats& LLM::last_stats() const { return engine_->last_stats(); }
 
 const EngineArgs& LLM::args() const { return engine_->args(); }
+
+void shutdown_tensor_parallel() { TensorParallelGroup::shutdown(); }
 
 }  // namespace ditto
