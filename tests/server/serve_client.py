@@ -1,4 +1,4 @@
-"""A client of `ditto serve` for the server's tests and the soak (bench/soak.py): starts a server on
+"""A client of `ditto serve` for the server's tests and the soak (tests/soak/soak.py): starts a server on
 a free port, sends requests (JSON, raw bytes, server-sent events), reads its memory and metrics, and
 reduces responses to what the invariance contract covers. Standard library only.
 

@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "server"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 from serve_client import NAME, Server, assemble, canonical, stream_events  # noqa: E402
 
 TEXT = ("The committee met on Tuesday to review the harbour plans. Ships had grown longer, the quay had not, "
