@@ -31,15 +31,33 @@ struct SampledToken {
   std::vector<TokenLogprob> top_logprobs;  // params.logprobs entries, (logprob desc, id asc)
 };
 
+// A function call the model wrote (Hermes-style <tool_call> blocks; OpenAI's message.tool_calls).
+struct ToolCall {
+  std::string name;
+  std::string arguments;  // JSON text of the arguments object
+};
+
+// Generated text split into a chat message's fields by the request's output parsers (the server's
+// --reasoning-parser and --tool-call-parser): reasoning (OpenAI-compatible servers'
+// reasoning_content), content, and the tool calls completed. In a kDelta report, what that report
+// adds to the message; the reports' parts appended in order are the kFinalOnly output's, whatever
+// the text's cutting into reports.
+struct ChatMessageParts {
+  std::string reasoning;
+  std::string content;
+  std::vector<ToolCall> tool_calls;
+};
+
 struct CompletionOutput {
-  int64_t index = 0;                       // choice i of n
-  std::string text;                        // detokenized output (stop string cut per the params)
-  std::vector<int32_t> token_ids;          // generated ids (an EOS or stop token id included)
-  std::vector<SampledToken> logprobs;      // per generated token, when params.logprobs is set
-  double cumulative_logprob = 0.0;         // Σ of the generated tokens' float32 logprobs, in order
-  std::string finish_reason;               // "stop", "length" or "abort"
-  std::optional<int32_t> stop_token_id;    // the stop_token_ids entry that ended it
-  std::optional<std::string> stop_string;  // the stop string that ended it
+  int64_t index = 0;                        // choice i of n
+  std::string text;                         // detokenized output (stop string cut per the params)
+  std::vector<int32_t> token_ids;           // generated ids (an EOS or stop token id included)
+  std::vector<SampledToken> logprobs;       // per generated token, when params.logprobs is set
+  double cumulative_logprob = 0.0;          // Σ of the generated tokens' float32 logprobs, in order
+  std::string finish_reason;                // "stop", "length" or "abort"
+  std::optional<int32_t> stop_token_id;     // the stop_token_ids entry that ended it
+  std::optional<std::string> stop_string;   // the stop string that ended it
+  std::optional<ChatMessageParts> message;  // set only when the request's output parsers are on
 };
 
 struct RequestOutput {

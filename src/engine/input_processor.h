@@ -17,6 +17,7 @@
 #include "ditto/prompt_input.h"
 #include "ditto/sampling_params.h"
 #include "engine/generation_defaults.h"
+#include "engine/output_parsers.h"
 
 namespace ditto {
 
@@ -38,6 +39,9 @@ struct EngineRequest {
   std::vector<int32_t> prompt_token_ids;
   std::string prompt;  // the prompt as text: given, or the rendered chat; "" for token ids
   SamplingParams params;
+  // How the output is split into a chat message's fields (CompletionOutput::message); off unless a
+  // front end turns them on (the server's --reasoning-parser / --tool-call-parser, chat only).
+  ChatOutputParsers output_parsers;
 };
 
 // The bounds a request is checked against (one set for every front door, docs/ARCHITECTURE.md).

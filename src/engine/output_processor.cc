@@ -13,6 +13,8 @@ struct OutputProcessor::Request {
   RequestOutput out;
   SamplingParams params;
   std::vector<std::unique_ptr<IncrementalDetokenizer>> detok;  // by choice (null without tokenizer)
+  ChatOutputParsers parsers;
+  std::vector<ChatOutputParser> message;  // kDelta with parsers on: by choice, fed the reported text
   int64_t unfinished = 0;
   // kDelta ledger: what earlier reports carried.
   struct Sent {
@@ -41,6 +43,8 @@ void OutputProcessor::add(int64_t key, const EngineRequest& r) {
   req->out.outputs.resize(static_cast<size_t>(r.params.n));
   req->unfinished = r.params.n;
   req->sent.resize(static_cast<size_t>(r.params.n));
+  req->parsers = r.output_parsers;
+  if (r.output_parsers.any()) req->message.assign(static_cast<size_t>(r.params.n), ChatOutputParser(r.output_parsers));
   if (!r.params.include_stop_str_in_output)
     for (const std::string& stop : r.params.stop) req->stop_holdback = std::max(req->stop_holdback, stop.size() - 1);
   for (int64_t i = 0; i < r.params.n; ++i) {
@@ -151,12 +155,15 @@ std::optional<RequestOutput> OutputProcessor::take_delta(Request& req) const {
       while (end > sent.text && (static_cast<unsigned char>(o.text[end]) & 0xC0) == 0x80) --end;  // whole characters
     }
     if (end > sent.text) c.text = o.text.substr(sent.text, end - sent.text);
-    if (finished && !sent.finish) {
+    const bool finishing = finished && !sent.finish;
+    if (finishing) {
       c.finish_reason = o.finish_reason;
       c.stop_token_id = o.stop_token_id;
       c.stop_string = o.stop_string;
       sent.finish = true;
     }
+    // The same parser sees every piece of the text once, in order, and the end.
+    if (req.parsers.any() && (!c.text.empty() || finishing)) c.message = req.message[i].feed(c.text, finishing);
     any = any || !c.token_ids.empty() || !c.text.empty() || !c.finish_reason.empty();
     sent.tokens = o.token_ids.size();
     sent.text = std::max(sent.text, end);
@@ -177,6 +184,9 @@ std::vector<RequestOutput> OutputProcessor::report(std::span<const int64_t> keys
       if (std::optional<RequestOutput> d = take_delta(req)) done.push_back(std::move(*d));
     } else if (req.unfinished == 0) {
       req.out.finished = true;
+      if (req.parsers.any())
+        for (CompletionOutput& c : req.out.outputs)
+          c.message = parse_chat_output(c.text, /*finished=*/true, req.parsers);
       done.push_back(std::move(req.out));
     }
     if (req.unfinished == 0) requests_.erase(found);
@@ -200,6 +210,12 @@ void append_delta(RequestOutput& acc, RequestOutput&& delta) {
     o.token_ids.insert(o.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
     for (SampledToken& t : d.logprobs) o.logprobs.push_back(std::move(t));
     o.cumulative_logprob = d.cumulative_logprob;
+    if (d.message) {
+      if (!o.message) o.message.emplace();
+      o.message->reasoning += d.message->reasoning;
+      o.message->content += d.message->content;
+      for (ToolCall& call : d.message->tool_calls) o.message->tool_calls.push_back(std::move(call));
+    }
     if (!d.finish_reason.empty()) {
       o.finish_reason = d.finish_reason;
       o.stop_token_id = d.stop_token_id;

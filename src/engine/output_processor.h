@@ -2,7 +2,9 @@
 // front end receives it. The engine step hands it each sampled token, prompt logprob and finish; it
 // detokenizes incrementally, cuts stop strings (and tells the engine, which then ends the choice),
 // gives every logprob entry its text and bytes, and keeps the one ledger of what has been reported:
-// the final RequestOutput of a kFinalOnly request, or the kDelta reports of one that streams.
+// the final RequestOutput of a kFinalOnly request, or the kDelta reports of one that streams. With
+// the request's output_parsers on, it also splits each choice's text into a chat message's parts
+// (reasoning, content, tool calls: CompletionOutput::message), incrementally for a stream.
 // Nothing here changes a token: it only reads what the engine sampled.
 // Thread-safety: none; the engine's thread drives it.
 #pragma once

@@ -1,6 +1,6 @@
 // The way out: incremental text, stop strings (after min_tokens, cut or kept), logprob texts, the
-// delta ledger (reports appended give the final output), and the model's generation defaults read
-// at the front door.
+// delta ledger (reports appended give the final output), the reasoning / tool-call split, and the model's generation
+// defaults read at the front door.
 #include "engine/output_processor.h"
 
 #include <gtest/gtest.h>
@@ -154,6 +154,70 @@ TEST_F(OutputProcessorTest, DeltaReportsAppendToTheFinalOutputAndHoldBackAPossib
     EXPECT_EQ(acc.prompt_token_ids, final_output.prompt_token_ids);
     EXPECT_TRUE(acc.finished);
   }
+}
+
+// With the output parsers on, each choice's text is split into reasoning, content and tool calls;
+// streamed one token per report, the parts appended are the final output's, and the parts of each
+// output are those of its whole text. Without parsers no output carries a message.
+TEST_F(OutputProcessorTest, OutputParsersSplitTheMessageAlikeStreamedOrNot) {
+  const std::string text =
+      "<think>\nThe user wants Zürich.\n</think>\n\nOn it.<tool_call>\n{\"name\": \"get_weather\", "
+      "\"arguments\": {\"city\": \"Zürich\"}}\n</tool_call>";
+  const ChatOutputParsers parsers{.reasoning = true, .tool_calls = true};
+  auto run = [&](RequestOutputKind kind, ChatOutputParsers on) {
+    OutputProcessor out(tokenizer_);
+    SamplingParams p;
+    p.output_kind = kind;
+    p.n = 2;
+    EngineRequest r = request(p);
+    r.output_parsers = on;
+    out.add(0, r);
+    const std::vector<int32_t> ids = tokenizer_->encode(text, false);
+    const std::vector<int64_t> keys = {0};
+    RequestOutput acc;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      for (int64_t choice = 0; choice < 2; ++choice) {
+        // choice 1 stops one token early: its tool call never closes and stays content
+        if (choice == 1 && i + 1 == ids.size()) continue;
+        EXPECT_FALSE(out.append_token(0, choice, static_cast<int64_t>(i), sampled(ids[i], -0.5f)));
+        if (i + 1 == ids.size() - (choice == 1 ? 1 : 0)) out.finish(0, choice, FinishReason::kStop);
+      }
+      for (RequestOutput& d : out.report(keys)) append_delta(acc, std::move(d));
+    }
+    EXPECT_TRUE(acc.finished);
+    return acc;
+  };
+  const RequestOutput whole = run(RequestOutputKind::kFinalOnly, parsers);
+  const RequestOutput streamed = run(RequestOutputKind::kDelta, parsers);
+  ASSERT_EQ(whole.outputs.size(), 2u);
+  ASSERT_EQ(streamed.outputs.size(), 2u);
+  for (size_t c = 0; c < 2; ++c) {
+    ASSERT_TRUE(whole.outputs[c].message.has_value());
+    ASSERT_TRUE(streamed.outputs[c].message.has_value());
+    const ChatMessageParts& w = *whole.outputs[c].message;
+    const ChatMessageParts& s = *streamed.outputs[c].message;
+    const ChatMessageParts direct = parse_chat_output(whole.outputs[c].text, true, parsers);
+    EXPECT_EQ(streamed.outputs[c].text, whole.outputs[c].text);
+    for (const ChatMessageParts* m : {&w, &s}) {
+      EXPECT_EQ(m->reasoning, direct.reasoning);
+      EXPECT_EQ(m->content, direct.content);
+      ASSERT_EQ(m->tool_calls.size(), direct.tool_calls.size());
+      for (size_t k = 0; k < direct.tool_calls.size(); ++k) {
+        EXPECT_EQ(m->tool_calls[k].name, direct.tool_calls[k].name);
+        EXPECT_EQ(m->tool_calls[k].arguments, direct.tool_calls[k].arguments);
+      }
+    }
+  }
+  EXPECT_EQ(whole.outputs[0].message->reasoning, "\nThe user wants Zürich.\n");
+  EXPECT_EQ(whole.outputs[0].message->content, "\n\nOn it.");
+  ASSERT_EQ(whole.outputs[0].message->tool_calls.size(), 1u);
+  EXPECT_EQ(whole.outputs[0].message->tool_calls[0].name, "get_weather");
+  EXPECT_EQ(whole.outputs[0].message->tool_calls[0].arguments, "{\"city\":\"Zürich\"}");
+  EXPECT_TRUE(whole.outputs[1].message->tool_calls.empty());
+  EXPECT_NE(whole.outputs[1].message->content.find("<tool_call>"), std::string::npos);
+
+  for (RequestOutputKind kind : {RequestOutputKind::kFinalOnly, RequestOutputKind::kDelta})
+    for (const CompletionOutput& c : run(kind, {}).outputs) EXPECT_FALSE(c.message.has_value());
 }
 
 TEST_F(OutputProcessorTest, WithoutATokenizerIdsOnly) {

@@ -205,6 +205,7 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     const std::string engine_id = r.prompts.size() > 1 ? job->id + "-" + std::to_string(i) : job->id;
     engine_requests[i].request_id = engine_id;
+    engine_requests[i].output_parsers = r.parsers;
     try {
       engine.submit(std::move(engine_requests[i]), job->channel, i);
     } catch (const Error& e) {

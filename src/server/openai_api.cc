@@ -247,7 +247,7 @@ ApiFormatter::ApiFormatter(const ApiRequest& request, const InputProcessor& door
       prompt_texts_(std::move(prompt_texts)) {
   prompt_texts_.resize(request.prompts.size());
   streams_.resize(request.prompts.size());
-  for (SlotStream& s : streams_) s.choices.assign(static_cast<size_t>(request.params.n), ChoiceStream(request.parsers));
+  for (SlotStream& s : streams_) s.choices.resize(static_cast<size_t>(request.params.n));
 }
 
 std::string ApiFormatter::token_text(int32_t id, const std::string& text) const {
@@ -257,6 +257,15 @@ std::string ApiFormatter::token_text(int32_t id, const std::string& text) const 
 std::string ApiFormatter::token_text(const TokenLogprob& t) const { return token_text(t.token_id, t.decoded_token); }
 
 namespace {
+// A chat choice's message fields: split by the engine's output parsers when they were on, else all
+// content.
+ChatMessageParts message_parts(const CompletionOutput& c) {
+  if (c.message) return *c.message;
+  ChatMessageParts parts;
+  parts.content = c.text;
+  return parts;
+}
+
 size_t utf8_length(const std::string& s) {
   size_t n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;
@@ -333,7 +342,7 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       Json choice = {{"index", static_cast<int64_t>(slot) * request_.params.n + c.index}};
       std::string finish_reason = c.finish_reason;
       if (chat) {
-        const ChatOutputView view = parse_chat_output(c.text, /*finished=*/true, request_.parsers);
+        const ChatMessageParts view = message_parts(c);
         Json message = {{"role", "assistant"}};
         message["content"] = view.content.empty() && !view.tool_calls.empty() ? Json(nullptr) : Json(view.content);
         if (request_.parsers.reasoning)
@@ -404,8 +413,8 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
     bool has_new = !c.token_ids.empty();
     std::string finish_reason = c.finish_reason;
     if (chat) {
-      // What the report's text adds to the message, split by the output parsers.
-      ChatOutputView piece = e.parser.feed(c.text, finishing);
+      // What the report adds to the message (split by the engine's output parsers when on).
+      const ChatMessageParts piece = message_parts(c);
       Json delta = Json::object();
       if (!started) delta["role"] = "assistant";
       if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
@@ -443,8 +452,8 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
   return out;
 }
 
-Json ApiFormatter::tool_calls_json(const std::vector<ParsedToolCall>& calls, size_t first_index, size_t slot,
-                                   int64_t choice, bool streaming) const {
+Json ApiFormatter::tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, size_t slot, int64_t choice,
+                                   bool streaming) const {
   Json out = Json::array();
   const std::string base = id_.substr(id_.find('-') + 1);
   for (size_t i = 0; i < calls.size(); ++i) {

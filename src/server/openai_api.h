@@ -18,7 +18,7 @@
 #include "ditto/sampling_params.h"
 #include "engine/chat_messages.h"
 #include "engine/input_processor.h"
-#include "server/output_parsers.h"
+#include "engine/output_parsers.h"
 
 namespace ditto {
 
@@ -80,8 +80,9 @@ struct ApiRequest {
   // completions: `logprobs` N (top N per token); chat: `logprobs` true with `top_logprobs` N.
   std::optional<int64_t> logprobs;
   bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N" (vLLM's extension)
-  // chat: how the output is split into reasoning_content / content / tool_calls (set by the
-  // server from its flags and the request's tools).
+  // chat: how the engine splits the output into reasoning_content / content / tool_calls (set by
+  // the server from its flags and the request's tools; the formatter reads the parts from
+  // CompletionOutput::message).
   ChatOutputParsers parsers;
   bool add_generation_prompt = true;    // chat
   bool continue_final_message = false;  // chat
@@ -126,19 +127,17 @@ class ApiFormatter {
  private:
   // What the stream of one choice has sent: the one ledger on the way out.
   struct ChoiceStream {
-    explicit ChoiceStream(ChatOutputParsers parsers) : parser(parsers) {}
     bool started = false;
     bool finished = false;
-    size_t text_offset = 0;   // completions logprobs: characters of text before the next token
-    size_t tool_calls = 0;    // chat: tool calls sent (the next one's index)
-    ChatOutputParser parser;  // chat
+    size_t text_offset = 0;  // completions logprobs: characters of text before the next token
+    size_t tool_calls = 0;   // chat: tool calls sent (the next one's index)
   };
   struct SlotStream {
     int64_t prompt_tokens = 0;
     int64_t completion_tokens = 0;
     std::vector<ChoiceStream> choices;
   };
-  nlohmann::ordered_json tool_calls_json(const std::vector<ParsedToolCall>& calls, size_t first_index, size_t slot,
+  nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, size_t slot,
                                          int64_t choice, bool streaming) const;
   // The completions `logprobs` object for the tokens of `c` (after the prompt's, when
   // `with_prompt`); `text_offset` is where the first token starts and is advanced past the last.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/output_processor.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ditto {
@@ -192,6 +193,31 @@ class FormatterTest : public ::testing::Test {
     for (const CompletionOutput& c : full.outputs) EXPECT_EQ(texts[static_cast<size_t>(c.index)], c.text);
     return out;
   }
+
+  // `ids` as the engine's OutputProcessor reports them with `parsers` on, for the prompt "Hello",
+  // ending with a stop: the final output (kFinalOnly), or one report per token (kDelta).
+  static std::vector<RequestOutput> through_output_processor(const std::vector<int32_t>& ids, ChatOutputParsers parsers,
+                                                             RequestOutputKind kind) {
+    EngineRequest r;
+    r.request_id = "chatcmpl-7";
+    r.prompt = "Hello";
+    r.prompt_token_ids = tokenizer_->encode("Hello");
+    r.params.seed = 1;
+    r.params.output_kind = kind;
+    r.output_parsers = parsers;
+    OutputProcessor out(tokenizer_);
+    out.add(0, r);
+    const int64_t keys[1] = {0};
+    std::vector<RequestOutput> reports;
+    for (size_t t = 0; t < ids.size(); ++t) {
+      SampledToken s;
+      s.token.token_id = ids[t];
+      EXPECT_FALSE(out.append_token(0, 0, static_cast<int64_t>(t), std::move(s)));
+      if (t + 1 == ids.size()) out.finish(0, 0, FinishReason::kStop);
+      for (RequestOutput& report : out.report(keys)) reports.push_back(std::move(report));
+    }
+    return reports;
+  }
 };
 Tokenizer* FormatterTest::tokenizer_ = nullptr;
 InputProcessor* FormatterTest::door_ = nullptr;
@@ -274,8 +300,8 @@ TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
   const std::string text =
       "<think>\nLet me see.\n</think>\n\nChecking.<tool_call>\n{\"name\": \"get_weather\", "
       "\"arguments\": {\"city\": \"Zürich\"}}\n</tool_call>";
-  RequestOutput full = result({tokenizer_->encode(text, false)}, false);
-  full.outputs[0].finish_reason = "stop";
+  const std::vector<int32_t> ids = tokenizer_->encode(text, false);
+  const RequestOutput full = through_output_processor(ids, req.parsers, RequestOutputKind::kFinalOnly).at(0);
   ApiFormatter whole(req, *door_, "chatcmpl-7", 5, "m", {"Hello"});
   const Json message = whole.response({full})["choices"][0]["message"];
   EXPECT_EQ(whole.response({full})["choices"][0]["finish_reason"], "tool_calls");
@@ -288,7 +314,7 @@ TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
   ApiFormatter streamer(req, *door_, "chatcmpl-7", 5, "m", {"Hello"});
   std::string reasoning, content, finish;
   Json calls = Json::array();
-  for (const RequestOutput& delta : deltas(full)) {
+  for (const RequestOutput& delta : through_output_processor(ids, req.parsers, RequestOutputKind::kDelta)) {
     for (const Json& chunk : streamer.stream_chunks(0, delta)) {
       const Json& choice = chunk["choices"][0];
       const Json& d = choice["delta"];

@@ -1,4 +1,4 @@
-#include "server/output_parsers.h"
+#include "engine/output_parsers.h"
 
 #include <algorithm>
 #include <optional>
@@ -22,10 +22,10 @@ size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
 }
 
 // {"name": "...", "arguments": {...} or "..."} → a call; anything else → nullopt.
-std::optional<ParsedToolCall> parse_call(std::string_view body) {
+std::optional<ToolCall> parse_call(std::string_view body) {
   const auto j = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
-  ParsedToolCall call;
+  ToolCall call;
   call.name = j["name"].get<std::string>();
   const auto args = j.contains("arguments") ? j["arguments"] : nlohmann::ordered_json::object();
   if (args.is_string())
@@ -39,8 +39,8 @@ std::optional<ParsedToolCall> parse_call(std::string_view body) {
 
 }  // namespace
 
-ChatOutputView ChatOutputParser::feed(std::string_view text, bool finished) {
-  ChatOutputView out;
+ChatMessageParts ChatOutputParser::feed(std::string_view text, bool finished) {
+  ChatMessageParts out;
   pending_ += text;
   std::string_view rest = pending_;
   if (state_ == State::kStart) {
@@ -92,7 +92,7 @@ ChatOutputView ChatOutputParser::feed(std::string_view text, bool finished) {
       break;
     }
     const size_t block_end = kCallOpen.size() + close + kCallClose.size();
-    if (std::optional<ParsedToolCall> call = parse_call(block.substr(0, close)))
+    if (std::optional<ToolCall> call = parse_call(block.substr(0, close)))
       out.tool_calls.push_back(std::move(*call));
     else
       out.content += rest.substr(0, block_end);  // not a call after all: keep it as text
@@ -102,7 +102,7 @@ ChatOutputView ChatOutputParser::feed(std::string_view text, bool finished) {
   return out;
 }
 
-ChatOutputView parse_chat_output(std::string_view text, bool finished, const ChatOutputParsers& parsers) {
+ChatMessageParts parse_chat_output(std::string_view text, bool finished, const ChatOutputParsers& parsers) {
   return ChatOutputParser(parsers).feed(text, finished);
 }
 

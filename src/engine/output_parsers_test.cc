@@ -1,4 +1,4 @@
-#include "server/output_parsers.h"
+#include "engine/output_parsers.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@ TEST(OutputParsersTest, SplitsReasoningContentAndToolCalls) {
   const std::string text =
       "<think>\nweigh it up\n</think>\n\nLet me check.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
       "{\"city\": \"Zürich\"}}\n</tool_call>\n<tool_call>{\"name\": \"now\"}</tool_call>";
-  const ChatOutputView v = parse_chat_output(text, true, kBoth);
+  const ChatMessageParts v = parse_chat_output(text, true, kBoth);
   EXPECT_EQ(v.reasoning, "\nweigh it up\n");
   EXPECT_EQ(v.content, "\n\nLet me check.\n");
   ASSERT_EQ(v.tool_calls.size(), 2u);
@@ -25,7 +25,7 @@ TEST(OutputParsersTest, SplitsReasoningContentAndToolCalls) {
 
 TEST(OutputParsersTest, OffMeansEverythingIsContent) {
   const std::string text = "<think>x</think><tool_call>{\"name\": \"f\"}</tool_call>";
-  const ChatOutputView v = parse_chat_output(text, true, {});
+  const ChatMessageParts v = parse_chat_output(text, true, {});
   EXPECT_EQ(v.content, text);
   EXPECT_TRUE(v.reasoning.empty());
   EXPECT_TRUE(v.tool_calls.empty());
@@ -77,9 +77,9 @@ TEST(OutputParsersTest, ViewsArePrefixStable) {
     const std::string text = random_text(rng);
     for (const ChatOutputParsers parsers :
          {kBoth, ChatOutputParsers{.reasoning = true}, ChatOutputParsers{.tool_calls = true}}) {
-      const ChatOutputView full = parse_chat_output(text, true, parsers);
+      const ChatMessageParts full = parse_chat_output(text, true, parsers);
       for (size_t len = 0; len <= text.size(); ++len) {
-        const ChatOutputView part = parse_chat_output(text.substr(0, len), false, parsers);
+        const ChatMessageParts part = parse_chat_output(text.substr(0, len), false, parsers);
         ASSERT_EQ(full.reasoning.compare(0, part.reasoning.size(), part.reasoning), 0) << text << " @" << len;
         ASSERT_EQ(full.content.compare(0, part.content.size(), part.content), 0) << text << " @" << len;
         ASSERT_LE(part.tool_calls.size(), full.tool_calls.size()) << text << " @" << len;
@@ -100,26 +100,26 @@ TEST(OutputParsersTest, PiecesAddUpToTheWhole) {
     const std::string text = random_text(rng);
     for (const ChatOutputParsers parsers :
          {kBoth, ChatOutputParsers{.reasoning = true}, ChatOutputParsers{.tool_calls = true}, ChatOutputParsers{}}) {
-      const ChatOutputView whole = parse_chat_output(text, true, parsers);
+      const ChatMessageParts whole = parse_chat_output(text, true, parsers);
       ChatOutputParser parser(parsers);
-      ChatOutputView sum;
+      ChatMessageParts sum;
       size_t at = 0;
       bool done = false;
       while (at < text.size() && !done) {
         const size_t len = std::min(text.size() - at, static_cast<size_t>(rng() % 6));
         const bool last = at + len == text.size() && rng() % 2 == 0;
-        ChatOutputView piece = parser.feed(std::string_view(text).substr(at, len), last);
+        ChatMessageParts piece = parser.feed(std::string_view(text).substr(at, len), last);
         sum.reasoning += piece.reasoning;
         sum.content += piece.content;
-        for (ParsedToolCall& c : piece.tool_calls) sum.tool_calls.push_back(std::move(c));
+        for (ToolCall& c : piece.tool_calls) sum.tool_calls.push_back(std::move(c));
         at += len;
         done = last;
       }
       if (!done) {  // the end may come as an empty piece, as a final report with no new text does
-        ChatOutputView piece = parser.feed("", true);
+        ChatMessageParts piece = parser.feed("", true);
         sum.reasoning += piece.reasoning;
         sum.content += piece.content;
-        for (ParsedToolCall& c : piece.tool_calls) sum.tool_calls.push_back(std::move(c));
+        for (ToolCall& c : piece.tool_calls) sum.tool_calls.push_back(std::move(c));
       }
       ASSERT_EQ(sum.reasoning, whole.reasoning) << text;
       ASSERT_EQ(sum.content, whole.content) << text;
