@@ -77,7 +77,7 @@ Run run_workload(const LLMEngine& llm, Engine& engine, const Workload& w, const 
   const SpeculationStats before = engine.speculation_stats();
   for (const std::string& text : w.prompts) {
     PromptInput prompt;
-    prompt.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", text}}});
+    prompt.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", text}}}).dump();
     EngineRequest r = llm.input_processor().process(prompt, params, MaxTokensRule::kClipToContext);
     r.request_id = "0";
     engine.add(std::move(r));

@@ -57,12 +57,12 @@ std::vector<PromptInput> prompt_inputs(const GenerateOptions& o) {
   if (!o.chats.empty()) {
     const auto kwargs = parse_json_flag(o.chat_template_kwargs, "--chat-template-kwargs");
     if (!kwargs.is_object()) throw_invalid_argument("--chat-template-kwargs: expected a JSON object");
-    const auto tools = o.tools.empty() ? nlohmann::ordered_json(nullptr) : parse_json_flag(o.tools, "--tools");
+    const std::string tools = o.tools.empty() ? "" : parse_json_flag(o.tools, "--tools").dump();
     for (const std::string& c : o.chats) {
       PromptInput in;
-      in.messages = parse_json_flag(c, "--chat");
+      in.messages = parse_json_flag(c, "--chat").dump();
       in.tools = tools;
-      in.chat_template_kwargs = kwargs;
+      in.chat_template_kwargs = kwargs.dump();
       out.push_back(std::move(in));
     }
   }

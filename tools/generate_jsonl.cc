@@ -51,10 +51,10 @@ Line parse_line(const Json& line, const SamplingParams& defaults) {
         read_field("prompt_token_ids", [&] { return json_token_ids(line["prompt_token_ids"], "prompt_token_ids"); });
   if (line.contains("messages")) {
     if (!line["messages"].is_array()) throw_invalid_field("messages", "field 'messages' must be an array");
-    prompt.messages = line["messages"];
+    prompt.messages = line["messages"].dump();
   }
-  if (line.contains("tools")) prompt.tools = line["tools"];
-  if (line.contains("chat_template_kwargs")) prompt.chat_template_kwargs = line["chat_template_kwargs"];
+  if (line.contains("tools")) prompt.tools = line["tools"].dump();
+  if (line.contains("chat_template_kwargs")) prompt.chat_template_kwargs = line["chat_template_kwargs"].dump();
   const bool max_tokens_given = read_sampling_params(line, l.params);
   if (line.contains("logprobs") && !line["logprobs"].is_null())
     l.params.logprobs = read_field("logprobs", [&] { return json_int(line["logprobs"], "logprobs"); });

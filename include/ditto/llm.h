@@ -60,6 +60,27 @@ class LLM {
   // Text prompts, one shared SamplingParams. Throws Error for the first bad request.
   std::vector<RequestOutput> generate(const std::vector<std::string>& prompts, const SamplingParams& params);
 
+  // Streaming: generate() whose requests are reported as they progress. After every engine step
+  // that produced something for prompt `index`, on_delta(index, report) gets a report holding only
+  // what is new (RequestOutputKind::kDelta, whatever params' output_kind says; request_output.h):
+  // one request's reports in order, different requests' interleaved, the last with finished set.
+  // Returns what generate() returns — each result the reports appended, the same bits as
+  // generate() gives for the same prompts and parameters. A refused prompt gets no report; its
+  // result carries the error. Throws as generate().
+  using DeltaFn = std::function<void(size_t index, const RequestOutput& delta)>;
+  std::vector<GenerateResult> generate_stream(const std::vector<PromptInput>& prompts,
+                                              const std::vector<SamplingParams>& params, const DeltaFn& on_delta);
+
+  // The tokenizer, through the same front door as generate(): a text prompt's token ids (with the
+  // tokenizer's special tokens when add_special_tokens) or a chat's (rendered with the model's
+  // template); throws Error(kInvalidArgument) naming the field for a bad prompt, or when the model
+  // has no tokenizer (or, for a chat, no chat template).
+  std::vector<int32_t> tokenize(const PromptInput& prompt) const;
+  // A chat's prompt as text, as the model's chat template renders it (apply_chat_template).
+  std::string render_chat(const PromptInput& chat) const;
+  // Token ids as text; skip_special_tokens drops special tokens (as SamplingParams' field).
+  std::string detokenize(const std::vector<int32_t>& token_ids, bool skip_special_tokens = true) const;
+
   // What the last generate() call's engine did.
   struct Stats {
     int64_t steps = 0;

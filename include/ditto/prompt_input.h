@@ -1,5 +1,6 @@
 // A prompt as the offline API takes it: text, token ids, or chat messages.
-// Part of ditto's public C++ API (needs nlohmann-json, for chat messages and tool schemas).
+// Part of ditto's public C++ API (self-contained: the standard library only). The chat fields are
+// JSON text in OpenAI's shapes, so a program needs no particular JSON library to build them.
 #pragma once
 
 #include <cstdint>
@@ -7,21 +8,23 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace ditto {
 
 // One prompt: exactly one of text, token ids, or chat messages (rendered with the model's chat
-// template and chat_template_kwargs such as enable_thinking).
+// template and chat_template_kwargs such as enable_thinking). Malformed JSON in a chat field is
+// refused at the front door with an Error naming the field ("messages", "tools",
+// "chat_template_kwargs").
 struct PromptInput {
   std::optional<std::string> text = std::nullopt;
   std::optional<std::vector<int32_t>> token_ids = std::nullopt;
-  std::optional<nlohmann::ordered_json> messages = std::nullopt;  // OpenAI chat messages
-  nlohmann::ordered_json tools = nullptr;                         // chat: the tool schemas the template lists
-  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
-  bool add_generation_prompt = true;    // chat: end with the assistant turn's opening
-  bool continue_final_message = false;  // chat: continue the final (assistant) message instead
-  bool add_special_tokens = true;       // text: the tokenizer's BOS etc. (a rendered chat has its own)
+  // OpenAI chat messages, a JSON array: [{"role": "user", "content": "Hi"}, ...] (content a string
+  // or text parts; assistant tool_calls and "tool" results as OpenAI writes them).
+  std::optional<std::string> messages = std::nullopt;
+  std::string tools = "";                 // chat: the tool schemas the template lists, a JSON array; "" or "null": none
+  std::string chat_template_kwargs = "";  // chat: a JSON object for the template; "": none
+  bool add_generation_prompt = true;      // chat: end with the assistant turn's opening
+  bool continue_final_message = false;    // chat: continue the final (assistant) message instead
+  bool add_special_tokens = true;         // text: the tokenizer's BOS etc. (a rendered chat has its own)
 };
 
 }  // namespace ditto

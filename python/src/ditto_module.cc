@@ -33,40 +33,6 @@ namespace py = pybind11;
 namespace ditto {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-Json parse_json(const std::string& text, const char* what) {
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw_invalid_field(what, std::string(what) + " is not valid JSON");
-  return j;
-}
-
-// A prompt as the Python layer hands it over: exactly one of text, token ids or messages (JSON
-// text, with tools and chat_template_kwargs).
-struct PyPrompt {
-  std::optional<std::string> text;
-  std::optional<std::vector<int32_t>> token_ids;
-  std::optional<std::string> messages_json;
-  std::string tools_json = "null";
-  std::string chat_template_kwargs_json = "{}";
-  bool add_generation_prompt = true;
-  bool continue_final_message = false;
-  bool add_special_tokens = true;
-
-  PromptInput to_input() const {
-    PromptInput in;
-    in.text = text;
-    in.token_ids = token_ids;
-    if (messages_json) in.messages = parse_json(*messages_json, "messages");
-    in.tools = parse_json(tools_json, "tools");
-    in.chat_template_kwargs = parse_json(chat_template_kwargs_json, "chat_template_kwargs");
-    in.add_generation_prompt = add_generation_prompt;
-    in.continue_final_message = continue_final_message;
-    in.add_special_tokens = add_special_tokens;
-    return in;
-  }
-};
-
 // The engine, held by one Python LLM.
 class PyEngine {
  public:
@@ -78,15 +44,13 @@ class PyEngine {
   // step and raises its error (ValueError: "prompt I: why").
   // rest_of_context[i]: prompt i's max_tokens is what the context and the KV cache leave
   // (max_tokens=None), else it is cut to the context (vLLM's offline rule).
-  std::vector<RequestOutput> generate(const std::vector<PyPrompt>& prompts, const std::vector<SamplingParams>& params,
+  std::vector<RequestOutput> generate(const std::vector<PromptInput>& prompts,
+                                      const std::vector<SamplingParams>& params,
                                       const std::vector<std::string>& request_ids,
                                       const std::vector<bool>& rest_of_context, const py::object& on_step) {
     std::vector<MaxTokensRule> rules;
     for (bool rest : rest_of_context)
       rules.push_back(rest ? MaxTokensRule::kRestOfContext : MaxTokensRule::kClipToContext);
-    std::vector<PromptInput> inputs;
-    inputs.reserve(prompts.size());
-    for (const PyPrompt& p : prompts) inputs.push_back(p.to_input());
     std::optional<std::string> refused;
     std::optional<py::error_already_set> raised;
     auto on_result = [&](size_t, const GenerateResult& r) {
@@ -107,7 +71,7 @@ class PyEngine {
     std::vector<GenerateResult> results;
     {
       py::gil_scoped_release release;
-      results = llm_.generate(inputs, params, /*progress=*/false, on_result, nullptr, rules, step, request_ids);
+      results = llm_.generate(prompts, params, /*progress=*/false, on_result, nullptr, rules, step, request_ids);
     }
     if (raised) throw std::move(*raised);
     if (refused) throw_invalid_argument(*refused);
@@ -124,8 +88,8 @@ class PyEngine {
     return llm_.input_processor().decode(ids, skip_special_tokens);
   }
   // The rendered chat and its token ids (apply_chat_template), through the front door's encoder.
-  std::pair<std::vector<int32_t>, std::string> render_chat(const PyPrompt& p) const {
-    return llm_.input_processor().encode(p.to_input());
+  std::pair<std::vector<int32_t>, std::string> render_chat(const PromptInput& p) const {
+    return llm_.input_processor().encode(p);
   }
   std::optional<std::string> id_to_token(int32_t id) const { return llm_.input_processor().id_to_token(id); }
   std::optional<int32_t> token_to_id(const std::string& token) const {
@@ -251,16 +215,17 @@ PYBIND11_MODULE(_ditto, m) {
       .def("validate", &SamplingParams::validate, py::arg("vocab_size") = INT64_MAX,
            py::arg("max_logprobs") = INT64_MAX, "Raises ValueError naming the first field out of range");
 
-  py::class_<PyPrompt>(m, "Prompt")
+  // The public PromptInput; the chat fields are JSON text (the Python layer's json.dumps).
+  py::class_<PromptInput>(m, "Prompt")
       .def(py::init<>())
-      .def_readwrite("text", &PyPrompt::text)
-      .def_readwrite("token_ids", &PyPrompt::token_ids)
-      .def_readwrite("messages_json", &PyPrompt::messages_json)
-      .def_readwrite("tools_json", &PyPrompt::tools_json)
-      .def_readwrite("chat_template_kwargs_json", &PyPrompt::chat_template_kwargs_json)
-      .def_readwrite("add_generation_prompt", &PyPrompt::add_generation_prompt)
-      .def_readwrite("continue_final_message", &PyPrompt::continue_final_message)
-      .def_readwrite("add_special_tokens", &PyPrompt::add_special_tokens);
+      .def_readwrite("text", &PromptInput::text)
+      .def_readwrite("token_ids", &PromptInput::token_ids)
+      .def_readwrite("messages_json", &PromptInput::messages)
+      .def_readwrite("tools_json", &PromptInput::tools)
+      .def_readwrite("chat_template_kwargs_json", &PromptInput::chat_template_kwargs)
+      .def_readwrite("add_generation_prompt", &PromptInput::add_generation_prompt)
+      .def_readwrite("continue_final_message", &PromptInput::continue_final_message)
+      .def_readwrite("add_special_tokens", &PromptInput::add_special_tokens);
 
   py::class_<TokenLogprob>(m, "TokenLogprob")
       .def_readonly("token_id", &TokenLogprob::token_id)

@@ -17,21 +17,36 @@ InputProcessor::InputProcessor(const InputLimits& limits, const Tokenizer* token
   DITTO_CHECK(limits.vocab_size > 0 && limits.max_model_len > 0 && limits.block_size > 0) << "bad input limits";
 }
 
+namespace {
+
+// A chat field's JSON text parsed; "" is `fallback`. Throws Error(kInvalidArgument) naming `field`.
+nlohmann::ordered_json parse_chat_field(const std::string& text, const char* field, nlohmann::ordered_json fallback) {
+  if (text.empty()) return fallback;
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw_invalid_field(field, std::string(field) + " is not valid JSON");
+  return j;
+}
+
+}  // namespace
+
 std::string InputProcessor::render_chat(const PromptInput& p) const {
   if (chat_template_ == nullptr) throw_invalid_field("messages", "messages: the model has no chat template");
-  if (!p.chat_template_kwargs.is_object())
-    throw_invalid_field("chat_template_kwargs", "chat_template_kwargs must be a JSON object");
+  const nlohmann::ordered_json messages = normalize_chat_messages(parse_chat_field(*p.messages, "messages", nullptr));
+  const nlohmann::ordered_json tools = parse_chat_field(p.tools, "tools", nullptr);
+  if (!tools.is_null() && !tools.is_array()) throw_invalid_field("tools", "tools must be a JSON array");
+  const nlohmann::ordered_json kwargs =
+      parse_chat_field(p.chat_template_kwargs, "chat_template_kwargs", nlohmann::ordered_json::object());
+  if (!kwargs.is_object()) throw_invalid_field("chat_template_kwargs", "chat_template_kwargs must be a JSON object");
   std::string text;
   try {
-    text = chat_template_->render(*p.messages, p.tools, p.add_generation_prompt && !p.continue_final_message,
-                                  p.chat_template_kwargs);
+    text = chat_template_->render(messages, tools, p.add_generation_prompt && !p.continue_final_message, kwargs);
   } catch (const Error& e) {
     throw_invalid_field("messages", e.what());
   }
   if (p.continue_final_message) {
     // The template closes the last (assistant) message; continue it instead (vLLM's rule: cut the
     // rendered text after the final message's content).
-    const nlohmann::ordered_json& last = p.messages->back();
+    const nlohmann::ordered_json& last = messages.back();
     const std::string content =
         last.contains("content") && last["content"].is_string() ? last["content"].get<std::string>() : "";
     const size_t at = content.empty() ? std::string::npos : text.rfind(content);
@@ -50,9 +65,7 @@ std::pair<std::vector<int32_t>, std::string> InputProcessor::encode(const Prompt
   if (tokenizer_ == nullptr) throw_invalid_field(field, "text prompts need the model's tokenizer (tokenizer.json)");
   try {
     if (p.text) return {tokenizer_->encode(*p.text, p.add_special_tokens), *p.text};
-    PromptInput chat = p;
-    chat.messages = normalize_chat_messages(*p.messages);  // idempotent: the server's are already
-    std::string text = render_chat(chat);
+    std::string text = render_chat(p);
     // A rendered chat already holds its special tokens (apply_chat_template(tokenize=True)).
     std::vector<int32_t> ids = tokenizer_->encode(text, /*add_special_tokens=*/false);
     return {std::move(ids), std::move(text)};

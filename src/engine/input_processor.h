@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ditto/prompt_input.h"
 #include "ditto/sampling_params.h"
 #include "engine/generation_defaults.h"

@@ -1,5 +1,6 @@
 #include "ditto/llm.h"
 
+#include "core/error.h"
 #include "engine/llm_engine.h"
 #include "parallel/tensor_parallel.h"
 
@@ -24,6 +25,24 @@ std::vector<RequestOutput> LLM::generate(const std::vector<std::string>& prompts
     out.push_back(std::move(r.output));
   }
   return out;
+}
+
+std::vector<GenerateResult> LLM::generate_stream(const std::vector<PromptInput>& prompts,
+                                                 const std::vector<SamplingParams>& params, const DeltaFn& on_delta) {
+  return engine_->generate(prompts, params, /*progress=*/false, nullptr, nullptr, {}, nullptr, {}, on_delta);
+}
+
+std::vector<int32_t> LLM::tokenize(const PromptInput& prompt) const {
+  return engine_->input_processor().encode(prompt).first;
+}
+
+std::string LLM::render_chat(const PromptInput& chat) const {
+  if (!chat.messages) throw_invalid_field("messages", "render_chat: the prompt has no messages");
+  return engine_->input_processor().encode(chat).second;
+}
+
+std::string LLM::detokenize(const std::vector<int32_t>& token_ids, bool skip_special_tokens) const {
+  return engine_->input_processor().decode(token_ids, skip_special_tokens);
 }
 
 const LLM::Stats& LLM::last_stats() const { return engine_->last_stats(); }

@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "engine/generation_defaults.h"
 #include "engine/model_files.h"
+#include "engine/output_processor.h"
 #include "model/causal_lm.h"
 #include "parallel/tensor_parallel.h"
 #include "tokenizer/chat_template.h"
@@ -158,7 +159,8 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
                                                 const std::vector<SamplingParams>& params, bool progress,
                                                 const LLM::ResultFn& on_result, EngineConfig::LogitsHook logits_hook,
                                                 const std::vector<MaxTokensRule>& rules, const StepFn& on_step,
-                                                const std::vector<std::string>& request_ids) {
+                                                const std::vector<std::string>& request_ids,
+                                                const LLM::DeltaFn& on_delta) {
   if (params.size() != 1 && params.size() != prompts.size())
     throw_invalid_argument("generate: " + std::to_string(params.size()) + " SamplingParams for " +
                            std::to_string(prompts.size()) + " prompts (give one, or one per prompt)");
@@ -168,14 +170,18 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
   Engine& engine = *engine_owner;
 
   std::vector<GenerateResult> results(prompts.size());
-  std::unordered_map<std::string, size_t> index;  // request id → prompt index
+  std::vector<bool> streams(prompts.size(), false);  // reported in kDelta pieces, appended here
+  std::unordered_map<std::string, size_t> index;     // request id → prompt index
   Progress at{.total = prompts.size()};
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::string id = request_ids.empty() ? std::to_string(i) : request_ids[i];
     results[i].output.request_id = id;
     try {
-      EngineRequest r = processor_->process(prompts[i], params.size() == 1 ? params[0] : params[i],
-                                            rules.empty() ? MaxTokensRule::kClipToContext : rules[i]);
+      SamplingParams p = params.size() == 1 ? params[0] : params[i];
+      if (on_delta) p.output_kind = RequestOutputKind::kDelta;
+      EngineRequest r =
+          processor_->process(prompts[i], std::move(p), rules.empty() ? MaxTokensRule::kClipToContext : rules[i]);
+      streams[i] = r.params.output_kind == RequestOutputKind::kDelta;
       r.request_id = id;
       results[i].output.prompt_token_ids = r.prompt_token_ids;
       engine.add(std::move(r));
@@ -199,9 +205,16 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
     }
     for (RequestOutput& out : engine.step()) {
       const size_t i = index.at(out.request_id);
-      at.prompt_tokens += static_cast<int64_t>(out.prompt_token_ids.size());
-      for (const CompletionOutput& c : out.outputs) at.output_tokens += static_cast<int64_t>(c.token_ids.size());
-      results[i].output = std::move(out);
+      if (on_delta) on_delta(i, out);
+      if (streams[i]) {
+        append_delta(results[i].output, std::move(out));
+      } else {
+        results[i].output = std::move(out);
+      }
+      const RequestOutput& whole = results[i].output;
+      if (!whole.finished) continue;
+      at.prompt_tokens += static_cast<int64_t>(whole.prompt_token_ids.size());
+      for (const CompletionOutput& c : whole.outputs) at.output_tokens += static_cast<int64_t>(c.token_ids.size());
       ++at.done;
       if (on_result) on_result(i, results[i]);
     }

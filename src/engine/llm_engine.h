@@ -80,13 +80,16 @@ class LLMEngine {
   // prompt or parameter becomes that result's error ("prompt I: ..."), reported to on_result
   // before the first step; the rest still run. max_tokens is settled by `rules` (one per prompt),
   // or cut to the context when `rules` is empty (MaxTokensRule::kClipToContext, vLLM's offline
-  // rule). Request ids are `request_ids` (one per prompt) or "0", "1", ....
+  // rule). Request ids are `request_ids` (one per prompt) or "0", "1", .... With `on_delta` every
+  // request streams (LLM::generate_stream): each kDelta report goes to on_delta, and the results
+  // are the reports appended.
   std::vector<GenerateResult> generate(const std::vector<PromptInput>& prompts,
                                        const std::vector<SamplingParams>& params, bool progress = false,
                                        const LLM::ResultFn& on_result = nullptr,
                                        EngineConfig::LogitsHook logits_hook = nullptr,
                                        const std::vector<MaxTokensRule>& rules = {}, const StepFn& on_step = nullptr,
-                                       const std::vector<std::string>& request_ids = {});
+                                       const std::vector<std::string>& request_ids = {},
+                                       const LLM::DeltaFn& on_delta = nullptr);
   const LLM::Stats& last_stats() const { return stats_; }
 
  private:

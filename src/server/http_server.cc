@@ -238,7 +238,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
   const bool chat = endpoint == ApiEndpoint::kChatCompletions;
   if (chat) {
     request.parsers.reasoning = !options.reasoning_parser.empty();
-    request.parsers.tool_calls = options.enable_auto_tool_choice && !request.prompts[0].tools.is_null();
+    request.parsers.tool_calls = options.enable_auto_tool_choice && !request.prompts[0].tools.empty();
   }
   std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
   access_record().request_id = job->id;
@@ -442,10 +442,10 @@ void HttpServer::Impl::handle_tokenize(const httplib::Request& req, httplib::Res
     return body.contains(key) ? read_field(key, [&] { return json_bool(body[key], key); }) : fallback;
   };
   if (body.contains("messages")) {
-    prompt.messages = normalize_chat_messages(body["messages"]);
+    prompt.messages = body["messages"].dump();
     prompt.add_generation_prompt = flag("add_generation_prompt", true);
-    if (body.contains("chat_template_kwargs")) prompt.chat_template_kwargs = body["chat_template_kwargs"];
-    if (body.contains("tools")) prompt.tools = body["tools"];
+    if (body.contains("chat_template_kwargs")) prompt.chat_template_kwargs = body["chat_template_kwargs"].dump();
+    if (body.contains("tools")) prompt.tools = body["tools"].dump();
   } else if (body.contains("prompt")) {
     prompt.text = read_field("prompt", [&] { return json_string(body["prompt"], "prompt"); });
     prompt.add_special_tokens = flag("add_special_tokens", true);

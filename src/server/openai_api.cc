@@ -168,7 +168,7 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
   } else {
     if (!present(body, "messages")) throw_bad_param("messages", "field 'messages' is required");
     PromptInput in;
-    in.messages = normalize_chat_messages(body["messages"]);
+    in.messages = normalize_chat_messages(body["messages"]).dump();  // checked here, so a bad one is a 400 naming it
     if (present(body, "tools")) {
       if (!body["tools"].is_array()) throw_bad_param("tools", "field 'tools' must be an array");
       for (size_t i = 0; i < body["tools"].size(); ++i) {
@@ -178,18 +178,18 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
                                        "]' must be {\"type\": \"function\", "
                                        "\"function\": {\"name\": ...}}");
       }
-      in.tools = body["tools"];
+      in.tools = body["tools"].dump();
     }
     if (present(body, "tool_choice")) {
       const Json& tc = body["tool_choice"];
       if (!(tc == "none" || tc == "auto"))
         throw_bad_param("tool_choice", "tool_choice \"none\" and \"auto\" are supported, got " + json_excerpt(tc));
-      if (tc == "none") in.tools = nullptr;
+      if (tc == "none") in.tools.clear();
     }
     if (present(body, "chat_template_kwargs")) {
       if (!body["chat_template_kwargs"].is_object())
         throw_bad_param("chat_template_kwargs", "field 'chat_template_kwargs' must be an object");
-      in.chat_template_kwargs = body["chat_template_kwargs"];
+      in.chat_template_kwargs = body["chat_template_kwargs"].dump();
     }
     if (present(body, "add_generation_prompt"))
       r.add_generation_prompt = field(

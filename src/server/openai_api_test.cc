@@ -65,14 +65,14 @@ TEST(OpenAiApiTest, ChatFields) {
       "chat_template_kwargs": {"enable_thinking": false}, "frequency_penalty": 0.1, "metadata": {"a": 1}})");
   EXPECT_EQ(r.params.max_tokens, 9);  // max_completion_tokens wins
   EXPECT_EQ(*r.params.logprobs, 4);
-  EXPECT_EQ(r.prompts.at(0).tools.size(), 1u);
-  EXPECT_EQ(r.prompts[0].chat_template_kwargs["enable_thinking"], false);
+  EXPECT_EQ(Json::parse(r.prompts.at(0).tools).size(), 1u);
+  EXPECT_EQ(Json::parse(r.prompts[0].chat_template_kwargs)["enable_thinking"], false);
   EXPECT_EQ(r.ignored_fields, std::vector<std::string>{"metadata"});
   EXPECT_FALSE(parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": false})").params.logprobs);
   EXPECT_TRUE(parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function",
       "function": {"name": "f"}}], "tool_choice": "none"})")
                   .prompts[0]
-                  .tools.is_null());
+                  .tools.empty());
 }
 
 TEST(OpenAiApiTest, ErrorsNameTheParameter) {
