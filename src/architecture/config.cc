@@ -88,29 +88,8 @@ void require_positive(const JsonFields& r, const std::string& key, int64_t value
   if (value <= 0) r.fail(key, "must be a positive integer, got " + std::to_string(value));
 }
 
-}  // namespace
-
-std::vector<std::string> supported_architectures() {
-  std::vector<std::string> names;
-  for (const Architecture& a : architectures()) names.push_back(a.name);
-  return names;
-}
-
-bool ModelConfig::is_moe_layer(int64_t layer) const {
-  return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end() && num_experts > 0 &&
-         (layer + 1) % decoder_sparse_step == 0;
-}
-
-ModelConfig parse_model_config(const json& j, const std::string& source) {
-  if (!j.is_object()) throw_invalid_argument(source + ": config must be a JSON object");
-  const JsonFields r(j, source);
-  ModelConfig c;
-  const Architecture& arch = resolve_architecture(j, r, source);
-  const ArchitectureDefaults& d = arch.defaults;
-  c.architecture = arch.name;
-  c.features = arch.features;
-  c.model_type = r.get_string("model_type", arch.model_type);
-
+// The transformer's sizes; a key the file leaves out takes the architecture's default.
+void read_sizes(const JsonFields& r, const ArchitectureDefaults& d, ModelConfig& c) {
   c.vocab_size = r.get_int("vocab_size", d.vocab_size);
   c.hidden_size = r.get_int("hidden_size", d.hidden_size);
   c.intermediate_size = r.get_int("intermediate_size", d.intermediate_size);
@@ -133,6 +112,10 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
                                       ") must be a multiple of 'num_key_value_heads' (" +
                                       std::to_string(c.num_key_value_heads) + ")");
   }
+}
+
+// head_dim: the file's or the architecture's, else hidden_size / num_attention_heads.
+void read_head_dim(const JsonFields& r, const ArchitectureDefaults& d, ModelConfig& c) {
   if (r.has("head_dim") || d.head_dim > 0) {
     c.head_dim = r.get_int("head_dim", d.head_dim);
     require_positive(r, "head_dim", c.head_dim);
@@ -146,7 +129,11 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
   if (c.head_dim % 2 != 0) {
     r.fail("head_dim", "must be even (RoPE rotates pairs), got " + std::to_string(c.head_dim));
   }
+}
 
+// rms_norm_eps, RoPE (rope_theta, also read from transformers 5's rope_parameters, and
+// rope_scaling) and initializer_range.
+void read_norm_and_rope(const JsonFields& r, const std::string& source, ModelConfig& c) {
   c.rms_norm_eps = r.get_double("rms_norm_eps", 1e-6);
   if (!(c.rms_norm_eps > 0)) r.fail("rms_norm_eps", "must be positive");
   double theta = 10000.0;
@@ -158,7 +145,11 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
   c.rope_scaling = parse_rope_scaling(r, source, c.features.rope_scaling_types);
   c.initializer_range = r.get_double("initializer_range", 0.02);
   if (!(c.initializer_range >= 0)) r.fail("initializer_range", "must not be negative");
+}
 
+// Biases, activation, dtype and the BOS / EOS ids. `j` tells an absent bos_token_id (the
+// architecture's default) from one set to null (none).
+void read_layer_options_and_tokens(const json& j, const JsonFields& r, const ArchitectureDefaults& d, ModelConfig& c) {
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
   c.attention_bias = r.get_bool("attention_bias", false);
   c.mlp_bias = c.features.mlp_bias ? r.get_bool("mlp_bias", false) : false;
@@ -177,43 +168,79 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
   } else if (d.eos_token_id) {
     c.eos_token_ids = {*d.eos_token_id};
   }
+}
 
+// For architectures whose configs carry sliding-window keys ditto does not implement: refuse a
+// config that turns them on rather than run full attention where the model expects a window.
+void refuse_sliding_window(const JsonFields& r) {
+  if (r.get_bool("use_sliding_window", false)) {
+    r.fail("use_sliding_window", "is true; sliding-window attention is not supported");
+  }
+  if (const json* lt = r.find("layer_types"); lt != nullptr && lt->is_array()) {
+    for (const auto& t : *lt) {
+      if (t != "full_attention") {
+        r.fail("layer_types", "contains " + t.dump() + "; ditto supports only full_attention");
+      }
+    }
+  }
+}
+
+// The mixture-of-experts keys (Qwen3-MoE's names), checked against each other and the layer count.
+void read_moe(const JsonFields& r, const ArchitectureDefaults& d, ModelConfig& c) {
+  c.num_experts = r.get_int("num_experts", d.num_experts);
+  c.num_experts_per_tok = r.get_int("num_experts_per_tok", d.num_experts_per_tok);
+  c.moe_intermediate_size = r.get_int("moe_intermediate_size", d.moe_intermediate_size);
+  c.decoder_sparse_step = r.get_int("decoder_sparse_step", d.decoder_sparse_step);
+  c.norm_topk_prob = r.get_bool("norm_topk_prob", d.norm_topk_prob);
+  c.mlp_only_layers = r.get_int_list("mlp_only_layers");
+  if (c.num_experts < 0) r.fail("num_experts", "must not be negative");
+  if (c.num_experts > 0) {
+    if (c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts) {
+      r.fail("num_experts_per_tok", "must be in [1, num_experts=" + std::to_string(c.num_experts) + "], got " +
+                                        std::to_string(c.num_experts_per_tok));
+    }
+    require_positive(r, "moe_intermediate_size", c.moe_intermediate_size);
+  }
+  require_positive(r, "decoder_sparse_step", c.decoder_sparse_step);
+  for (int64_t layer : c.mlp_only_layers) {
+    if (layer < 0 || layer >= c.num_hidden_layers) {
+      r.fail("mlp_only_layers",
+             "holds layer " + std::to_string(layer) + ", outside [0, " + std::to_string(c.num_hidden_layers) + ")");
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> supported_architectures() {
+  std::vector<std::string> names;
+  for (const Architecture& a : architectures()) names.push_back(a.name);
+  return names;
+}
+
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+  return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end() && num_experts > 0 &&
+         (layer + 1) % decoder_sparse_step == 0;
+}
+
+// The keys are read in a fixed order, so a config with several faults always names the same one.
+ModelConfig parse_model_config(const json& j, const std::string& source) {
+  if (!j.is_object()) throw_invalid_argument(source + ": config must be a JSON object");
+  const JsonFields r(j, source);
+  ModelConfig c;
+  const Architecture& arch = resolve_architecture(j, r, source);
+  const ArchitectureDefaults& d = arch.defaults;
+  c.architecture = arch.name;
+  c.features = arch.features;
+  c.model_type = r.get_string("model_type", arch.model_type);
+
+  read_sizes(r, d, c);
+  read_head_dim(r, d, c);
+  read_norm_and_rope(r, source, c);
+  read_layer_options_and_tokens(j, r, d, c);
   c.random_weights = j.contains("ditto_random_weights");
-  if (c.features.refuses_sliding_window) {
-    if (r.get_bool("use_sliding_window", false)) {
-      r.fail("use_sliding_window", "is true; sliding-window attention is not supported");
-    }
-    if (const json* lt = r.find("layer_types"); lt != nullptr && lt->is_array()) {
-      for (const auto& t : *lt) {
-        if (t != "full_attention") {
-          r.fail("layer_types", "contains " + t.dump() + "; ditto supports only full_attention");
-        }
-      }
-    }
-  }
-  if (c.features.moe) {
-    c.num_experts = r.get_int("num_experts", d.num_experts);
-    c.num_experts_per_tok = r.get_int("num_experts_per_tok", d.num_experts_per_tok);
-    c.moe_intermediate_size = r.get_int("moe_intermediate_size", d.moe_intermediate_size);
-    c.decoder_sparse_step = r.get_int("decoder_sparse_step", d.decoder_sparse_step);
-    c.norm_topk_prob = r.get_bool("norm_topk_prob", d.norm_topk_prob);
-    c.mlp_only_layers = r.get_int_list("mlp_only_layers");
-    if (c.num_experts < 0) r.fail("num_experts", "must not be negative");
-    if (c.num_experts > 0) {
-      if (c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts) {
-        r.fail("num_experts_per_tok", "must be in [1, num_experts=" + std::to_string(c.num_experts) + "], got " +
-                                          std::to_string(c.num_experts_per_tok));
-      }
-      require_positive(r, "moe_intermediate_size", c.moe_intermediate_size);
-    }
-    require_positive(r, "decoder_sparse_step", c.decoder_sparse_step);
-    for (int64_t layer : c.mlp_only_layers) {
-      if (layer < 0 || layer >= c.num_hidden_layers) {
-        r.fail("mlp_only_layers",
-               "holds layer " + std::to_string(layer) + ", outside [0, " + std::to_string(c.num_hidden_layers) + ")");
-      }
-    }
-  }
+  if (c.features.refuses_sliding_window) refuse_sliding_window(r);
+  if (c.features.moe) read_moe(r, d, c);
   return c;
 }
 

@@ -146,25 +146,22 @@ void read_template_processing(const json& proc, json& tc, OrderedMap<bool>& add,
   if (add_sep && !truthy(sep) && !tc.empty()) tc["sep_token"] = eos;
 }
 
-}  // namespace
-
-GgufVocab read_gguf_vocab(const std::string& dir, const json& config, int64_t vocab_size) {
-  const std::string tok_path = dir + "/tokenizer.json";
-  const json tok = read_json_file(tok_path, /*require_object=*/false);
-  json tc = read_json_file_if_present(dir + "/tokenizer_config.json").value_or(json::object());
-  const json& model = value_or_null(tok, "model");
-  if (value_or_null(model, "type") != "BPE" || !value_or_null(model, "vocab").is_object()) {
-    throw_invalid_argument(tok_path +
-                           ": model is not a BPE model with a vocab (export-gguf writes "
-                           "byte-level BPE tokenizers only)");
+// "\u2581" (SentencePiece's space) as " "; built anew: GCC 12 warns on replace().
+std::string spaced(const std::string& token) {
+  std::string out;
+  for (size_t i = 0; i < token.size();) {
+    if (token.compare(i, 3, "\u2581") == 0) {
+      out += ' ';
+      i += 3;
+    } else {
+      out += token[i++];
+    }
   }
-  GgufVocab v;
-  if (const json& prefix = value_or_null(tc, "add_prefix_space"); prefix.is_boolean()) {
-    v.add_prefix_space = prefix.get<bool>();
-  }
-  v.pre = pre_tokenizer_name(tok, tok_path);
+  return out;
+}
 
-  // Tokens: the vocabulary, then added tokens, padded to config.json's vocab_size.
+// Tokens and their types: the vocabulary, then added tokens, padded to config.json's vocab_size.
+void read_tokens(const json& tok, const json& model, int64_t vocab_size, const std::string& tok_path, GgufVocab& v) {
   std::map<int64_t, std::string> by_id;
   for (const auto& [content, id] : model["vocab"].items()) by_id[id.get<int64_t>()] = content;
   std::map<int64_t, json> added;  // id -> added token entry
@@ -190,25 +187,19 @@ GgufVocab read_gguf_vocab(const std::string& dir, const json& config, int64_t vo
     } else if (a->second.value("special", false) || looks_special(token)) {
       v.token_types.push_back(kTokenControl);
     } else {
-      std::string spaced;  // "\u2581" (SentencePiece's space) as " "; built anew: GCC 12 warns on replace()
-      for (size_t i = 0; i < token.size();) {
-        if (token.compare(i, 3, "\u2581") == 0) {
-          spaced += ' ';
-          i += 3;
-        } else {
-          spaced += token[i++];
-        }
-      }
-      token = std::move(spaced);
+      token = spaced(token);
       v.token_types.push_back(kTokenUserDefined);
     }
     v.tokens.push_back(std::move(token));
   }
+}
 
-  // Merges: "left right"; the [left, right] form (tokenizers >= 0.20) spells a space as U+0120.
+// Merges: "left right"; the [left, right] form (tokenizers >= 0.20) spells a space as U+0120.
+std::vector<std::string> read_merges(const json& model) {
+  std::vector<std::string> merges;
   for (const json& m : value_or_null(model, "merges")) {
     if (m.is_string()) {
-      v.merges.push_back(m.get<std::string>());
+      merges.push_back(m.get<std::string>());
       continue;
     }
     std::string joined;
@@ -221,8 +212,68 @@ GgufVocab read_gguf_vocab(const std::string& dir, const json& config, int64_t vo
           joined += ch;
       }
     }
-    v.merges.push_back(joined);
+    merges.push_back(joined);
   }
+  return merges;
+}
+
+// The chat template: tokenizer_config.json's, else chat_template.jinja's text, else
+// chat_template.json's; null when none says.
+json read_chat_template(const json& tc, const std::string& dir) {
+  if (tc.contains("chat_template")) return tc["chat_template"];
+  const std::string jinja = dir + "/chat_template.jinja";
+  if (std::filesystem::exists(jinja)) return read_text_file(jinja);
+  return value_or_null(
+      read_json_file_if_present(dir + "/chat_template.json", /*require_object=*/false).value_or(json()),
+      "chat_template");
+}
+
+// Records `id` as the special token `type` unless an earlier source named one; ignores a
+// non-integer id.
+void set_special_id(GgufVocab& v, const std::string& type, const json& id) {
+  if (!id.is_number_integer()) return;
+  if (id.get<int64_t>() < 0) throw_invalid_argument("special token " + type + " has id " + id.dump());
+  if (v.special_ids.find(type) == nullptr) v.special_ids.set(type, gguf_u32(id.get<int64_t>(), type));
+}
+
+// tokenizer_config.json's add_<type>_token flags and <type>_token texts, each text resolved to its
+// id through the added tokens.
+void read_tokenizer_config_specials(const json& tok, const json& tc, const std::vector<std::string>& types,
+                                    GgufVocab& v) {
+  for (const std::string& type : types) {
+    const json add = value_or_null(tc, "add_" + type + "_token");
+    if (add.is_boolean()) v.add_special.set(type, add.get<bool>());
+    const json& raw = value_or_null(tc, type + "_token");  // "<s>" or {"content": "<s>", ...}
+    const json& entry = raw.is_object() ? value_or_null(raw, "content") : raw;
+    if (!entry.is_string()) continue;
+    for (const json& a : value_or_null(tok, "added_tokens")) {
+      if (a.value("content", "") == entry.get<std::string>()) {
+        set_special_id(v, type, a.at("id"));
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+GgufVocab read_gguf_vocab(const std::string& dir, const json& config, int64_t vocab_size) {
+  const std::string tok_path = dir + "/tokenizer.json";
+  const json tok = read_json_file(tok_path, /*require_object=*/false);
+  json tc = read_json_file_if_present(dir + "/tokenizer_config.json").value_or(json::object());
+  const json& model = value_or_null(tok, "model");
+  if (value_or_null(model, "type") != "BPE" || !value_or_null(model, "vocab").is_object()) {
+    throw_invalid_argument(tok_path +
+                           ": model is not a BPE model with a vocab (export-gguf writes "
+                           "byte-level BPE tokenizers only)");
+  }
+  GgufVocab v;
+  if (const json& prefix = value_or_null(tc, "add_prefix_space"); prefix.is_boolean()) {
+    v.add_prefix_space = prefix.get<bool>();
+  }
+  v.pre = pre_tokenizer_name(tok, tok_path);
+  read_tokens(tok, model, vocab_size, tok_path, v);
+  v.merges = read_merges(model);
   if (v.merges.empty()) throw_invalid_argument(tok_path + ": model.merges is empty");
   parse_normalizer(value_or_null(tok, "normalizer"), v);
 
@@ -243,37 +294,11 @@ GgufVocab read_gguf_vocab(const std::string& dir, const json& config, int64_t vo
       for (const char* t : {"bos", "eos", "sep"}) v.add_special.set(t, true);
     }
   }
-  auto set_id = [&](const std::string& type, const json& id) {
-    if (!id.is_number_integer()) return;
-    if (id.get<int64_t>() < 0) throw_invalid_argument("special token " + type + " has id " + id.dump());
-    if (v.special_ids.find(type) == nullptr) v.special_ids.set(type, gguf_u32(id.get<int64_t>(), type));
-  };
   if (!tc.empty()) {
-    v.chat_template = tc.contains("chat_template") ? tc["chat_template"] : json();
-    if (!tc.contains("chat_template")) {
-      const std::string jinja = dir + "/chat_template.jinja";
-      if (std::filesystem::exists(jinja))
-        v.chat_template = read_text_file(jinja);
-      else
-        v.chat_template = value_or_null(
-            read_json_file_if_present(dir + "/chat_template.json", /*require_object=*/false).value_or(json()),
-            "chat_template");
-    }
-    for (const std::string& type : types) {
-      const json add = value_or_null(tc, "add_" + type + "_token");
-      if (add.is_boolean()) v.add_special.set(type, add.get<bool>());
-      const json& raw = value_or_null(tc, type + "_token");  // "<s>" or {"content": "<s>", ...}
-      const json& entry = raw.is_object() ? value_or_null(raw, "content") : raw;
-      if (!entry.is_string()) continue;
-      for (const json& a : value_or_null(tok, "added_tokens")) {
-        if (a.value("content", "") == entry.get<std::string>()) {
-          set_id(type, a.at("id"));
-          break;
-        }
-      }
-    }
+    v.chat_template = read_chat_template(tc, dir);
+    read_tokenizer_config_specials(tok, tc, types, v);
   }
-  for (const std::string& type : types) set_id(type, value_or_null(config, type + "_token_id"));
+  for (const std::string& type : types) set_special_id(v, type, value_or_null(config, type + "_token_id"));
   return v;
 }
 

@@ -28,6 +28,87 @@ std::vector<std::pair<int32_t, int64_t>> counts(std::span<const int32_t> ids) {
   return out;
 }
 
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Step 2: before min_tokens outputs, no token may stop the choice.
+void mask_stop_tokens(const SamplerInput& in, const SamplingParams& p, std::vector<float>& logits) {
+  const auto vocab = static_cast<int64_t>(logits.size());
+  if (!p.ignore_eos)
+    for (int32_t id : in.eos_token_ids)
+      if (id >= 0 && id < vocab) logits[static_cast<size_t>(id)] = kNegInf;
+  for (int32_t id : p.stop_token_ids)
+    if (id >= 0 && id < vocab) logits[static_cast<size_t>(id)] = kNegInf;
+}
+
+// Step 3: the penalties, each token once, in ascending id order.
+void apply_penalties(const SamplerInput& in, const SamplingParams& p, std::vector<float>& logits) {
+  const auto vocab = static_cast<int64_t>(logits.size());
+  if (p.repetition_penalty != 1.0f) {
+    std::vector<int32_t> seen(in.prompt_token_ids.begin(), in.prompt_token_ids.end());
+    seen.insert(seen.end(), in.output_token_ids.begin(), in.output_token_ids.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t id : seen) {
+      if (id < 0 || id >= vocab) continue;
+      float& x = logits[static_cast<size_t>(id)];
+      x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;
+    }
+  }
+  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+    for (const auto& [id, count] : counts(in.output_token_ids)) {
+      if (id < 0 || id >= vocab) continue;
+      float& x = logits[static_cast<size_t>(id)];
+      x = x - p.frequency_penalty * static_cast<float>(count);
+      x = x - p.presence_penalty;
+    }
+  }
+}
+
+// Step 4's filters: the ids of `prob` [vocab] that min_p, top_k and top_p keep, into `ids` — in
+// (probability desc, id asc) order when top_k or top_p is on, in ascending id order otherwise.
+void filter_candidates(const float* prob, int64_t vocab, const SamplingParams& p, std::vector<int32_t>& ids) {
+  ids.clear();
+  float p_max = 0.0f;
+  for (int64_t i = 0; i < vocab; ++i) p_max = prob[i] > p_max ? prob[i] : p_max;
+  const float min_keep = p.min_p * p_max;
+  for (int64_t i = 0; i < vocab; ++i)
+    if (prob[i] > 0.0f && prob[i] >= min_keep) ids.push_back(static_cast<int32_t>(i));
+  const bool sorted_filter = p.top_k_enabled() || p.top_p < 1.0f;
+  if (!sorted_filter) return;
+  auto before = [&](int32_t a, int32_t b) { return prob[a] != prob[b] ? prob[a] > prob[b] : a < b; };
+  if (p.top_k_enabled() && p.top_k < static_cast<int64_t>(ids.size())) {
+    std::partial_sort(ids.begin(), ids.begin() + p.top_k, ids.end(), before);
+    ids.resize(static_cast<size_t>(p.top_k));
+  } else {
+    std::sort(ids.begin(), ids.end(), before);
+  }
+  if (p.top_p < 1.0f) {
+    double total = 0.0;
+    for (int32_t id : ids) total += prob[id];
+    double cum = 0.0;
+    size_t keep = 0;
+    while (keep < ids.size()) {
+      cum += prob[ids[keep++]];
+      if (cum >= static_cast<double>(p.top_p) * total) break;
+    }
+    ids.resize(keep);
+  }
+}
+
+// Step 4's draw: the inverse CDF of the candidates' renormalised probabilities at u in [0, 1),
+// summed sequentially in double in the candidates' order. `ids` is not empty.
+int32_t draw(const float* prob, const std::vector<int32_t>& ids, double u) {
+  double total = 0.0;
+  for (int32_t id : ids) total += prob[id];
+  const double target = u * total;
+  double cum = 0.0;
+  for (int32_t id : ids) {
+    cum += prob[id];
+    if (cum > target) return id;
+  }
+  return ids.back();
+}
+
 }  // namespace
 
 double sampling_uniform(uint64_t seed, int64_t choice, int64_t t) {
@@ -96,36 +177,9 @@ SampledToken Sampler::sample(const SamplerInput& in, const SamplingParams& p) {
   const auto vocab = static_cast<int64_t>(in.logits.size());
   work_.assign(in.logits.begin(), in.logits.end());
   const auto t = static_cast<int64_t>(in.output_token_ids.size());
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-  // 2. min_tokens: no stopping token yet.
-  if (t < p.min_tokens) {
-    if (!p.ignore_eos)
-      for (int32_t id : in.eos_token_ids)
-        if (id >= 0 && id < vocab) work_[static_cast<size_t>(id)] = kNegInf;
-    for (int32_t id : p.stop_token_ids)
-      if (id >= 0 && id < vocab) work_[static_cast<size_t>(id)] = kNegInf;
-  }
-  // 3. Penalties, each token once, in ascending id order.
-  if (p.repetition_penalty != 1.0f) {
-    std::vector<int32_t> seen(in.prompt_token_ids.begin(), in.prompt_token_ids.end());
-    seen.insert(seen.end(), in.output_token_ids.begin(), in.output_token_ids.end());
-    std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-    for (int32_t id : seen) {
-      if (id < 0 || id >= vocab) continue;
-      float& x = work_[static_cast<size_t>(id)];
-      x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;
-    }
-  }
-  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
-    for (const auto& [id, count] : counts(in.output_token_ids)) {
-      if (id < 0 || id >= vocab) continue;
-      float& x = work_[static_cast<size_t>(id)];
-      x = x - p.frequency_penalty * static_cast<float>(count);
-      x = x - p.presence_penalty;
-    }
-  }
+  if (t < p.min_tokens) mask_stop_tokens(in, p, work_);
+  apply_penalties(in, p, work_);
 
   int32_t chosen = 0;
   if (p.greedy()) {
@@ -134,49 +188,11 @@ SampledToken Sampler::sample(const SamplerInput& in, const SamplingParams& p) {
     // 4. Temperature, softmax, filters, draw.
     for (float& x : work_) x = x / p.temperature;
     softmax_row(work_.data(), vocab, work_.data());
-    const float* prob = work_.data();
-    ids_.clear();
-    float p_max = 0.0f;
-    for (int64_t i = 0; i < vocab; ++i) p_max = prob[i] > p_max ? prob[i] : p_max;
-    const float min_keep = p.min_p * p_max;
-    for (int64_t i = 0; i < vocab; ++i)
-      if (prob[i] > 0.0f && prob[i] >= min_keep) ids_.push_back(static_cast<int32_t>(i));
-    const bool sorted_filter = p.top_k_enabled() || p.top_p < 1.0f;
-    if (sorted_filter) {
-      auto before = [&](int32_t a, int32_t b) { return prob[a] != prob[b] ? prob[a] > prob[b] : a < b; };
-      if (p.top_k_enabled() && p.top_k < static_cast<int64_t>(ids_.size())) {
-        std::partial_sort(ids_.begin(), ids_.begin() + p.top_k, ids_.end(), before);
-        ids_.resize(static_cast<size_t>(p.top_k));
-      } else {
-        std::sort(ids_.begin(), ids_.end(), before);
-      }
-      if (p.top_p < 1.0f) {
-        double total = 0.0;
-        for (int32_t id : ids_) total += prob[id];
-        double cum = 0.0;
-        size_t keep = 0;
-        while (keep < ids_.size()) {
-          cum += prob[ids_[keep++]];
-          if (cum >= static_cast<double>(p.top_p) * total) break;
-        }
-        ids_.resize(keep);
-      }
-    }
+    filter_candidates(work_.data(), vocab, p, ids_);
     if (ids_.empty()) {  // every probability underflowed or NaN: fall back to the best logit
       chosen = static_cast<int32_t>(argmax_row(in.logits.data(), vocab));
     } else {
-      double total = 0.0;
-      for (int32_t id : ids_) total += prob[id];
-      const double target = sampling_uniform(in.seed, in.choice, t) * total;
-      double cum = 0.0;
-      chosen = ids_.back();
-      for (int32_t id : ids_) {
-        cum += prob[id];
-        if (cum > target) {
-          chosen = id;
-          break;
-        }
-      }
+      chosen = draw(work_.data(), ids_, sampling_uniform(in.seed, in.choice, t));
     }
   }
   SampledToken out{entry(chosen), {}};

@@ -47,114 +47,122 @@ Q6Pos q6_pos(int e) {
   return {64 * h + l + 32 * (t & 1), t < 2 ? 0 : 4, 32 * h + l, 2 * t};
 }
 
+// One block of each type, from x (block_size floats) into b (block_bytes bytes); x0 is the first
+// element's index in the row, for the scale-overflow error. ggml's reference layouts.
+
+void quantize_q8_0(const float* x, int64_t x0, uint8_t* b) {
+  double amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(double(x[i])));
+  const uint16_t dh = scale_to_f16(amax / 127.0, x0);
+  const double d = f16_to_f32(dh);
+  store_u16(b, dh);
+  for (int i = 0; i < 32; ++i)
+    b[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(d == 0 ? 0 : clamp_int(rne(x[i] / d), -128, 127)));
+}
+
+void quantize_q4_0(const float* x, int64_t x0, uint8_t* b) {
+  double vmax = 0;
+  for (int i = 0; i < 32; ++i)
+    if (std::fabs(double(x[i])) > std::fabs(vmax)) vmax = x[i];
+  const uint16_t dh = scale_to_f16(vmax / -8.0, x0);
+  const double d = f16_to_f32(dh);
+  store_u16(b, dh);
+  for (int i = 0; i < 16; ++i) {
+    const int lo = d == 0 ? 8 : clamp_int(rne(x[i] / d) + 8, 0, 15);
+    const int hi = d == 0 ? 8 : clamp_int(rne(x[i + 16] / d) + 8, 0, 15);
+    b[2 + i] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+void quantize_q4_1(const float* x, int64_t x0, uint8_t* b) {
+  double lo_v = x[0], hi_v = x[0];
+  for (int i = 0; i < 32; ++i) lo_v = std::min(lo_v, double(x[i])), hi_v = std::max(hi_v, double(x[i]));
+  const uint16_t dh = scale_to_f16((hi_v - lo_v) / 15.0, x0);
+  const uint16_t mh = scale_to_f16(lo_v, x0);
+  const double d = f16_to_f32(dh), m = f16_to_f32(mh);
+  store_u16(b, dh);
+  store_u16(b + 2, mh);
+  for (int i = 0; i < 16; ++i) {
+    const int lo = d == 0 ? 0 : clamp_int(rne((x[i] - m) / d), 0, 15);
+    const int hi = d == 0 ? 0 : clamp_int(rne((x[i + 16] - m) / d), 0, 15);
+    b[4 + i] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+void quantize_q4_k(const float* x, int64_t x0, uint8_t* b) {
+  double scale[8], neg_min[8], max_scale = 0, max_neg_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    double lo_v = 0, hi_v = x[32 * j];
+    for (int i = 0; i < 32; ++i)
+      lo_v = std::min(lo_v, double(x[32 * j + i])), hi_v = std::max(hi_v, double(x[32 * j + i]));
+    scale[j] = (hi_v - lo_v) / 15.0;
+    neg_min[j] = -lo_v;
+    max_scale = std::max(max_scale, scale[j]);
+    max_neg_min = std::max(max_neg_min, neg_min[j]);
+  }
+  const uint16_t dh = scale_to_f16(max_scale / 63.0, x0);
+  const uint16_t mh = scale_to_f16(max_neg_min / 63.0, x0);
+  const double d = f16_to_f32(dh), dmin = f16_to_f32(mh);
+  store_u16(b, dh);
+  store_u16(b + 2, mh);
+  uint8_t* s = b + 4;
+  std::memset(s, 0, 12);
+  uint8_t* qs = b + 16;
+  for (int j = 0; j < 8; ++j) {
+    const int sc = d == 0 ? 0 : clamp_int(rne(scale[j] / d), 0, 63);
+    const int m = dmin == 0 ? 0 : clamp_int(rne(neg_min[j] / dmin), 0, 63);
+    if (j < 4) {
+      s[j] |= static_cast<uint8_t>(sc);
+      s[j + 4] |= static_cast<uint8_t>(m);
+    } else {
+      s[j + 4] = static_cast<uint8_t>((sc & 0x0f) | ((m & 0x0f) << 4));
+      s[j - 4] |= static_cast<uint8_t>((sc >> 4) << 6);
+      s[j] |= static_cast<uint8_t>((m >> 4) << 6);
+    }
+    const double step = d * sc, offset = dmin * m;
+    for (int i = 0; i < 32; ++i) {
+      const int q = step == 0 ? 0 : clamp_int(rne((x[32 * j + i] + offset) / step), 0, 15);
+      uint8_t& byte = qs[32 * (j / 2) + i];
+      byte = static_cast<uint8_t>(j % 2 == 0 ? (byte & 0xf0) | q : (byte & 0x0f) | (q << 4));
+    }
+  }
+}
+
+void quantize_q6_k(const float* x, int64_t x0, uint8_t* b) {
+  double scale[16], max_scale = 0;
+  for (int j = 0; j < 16; ++j) {
+    double amax = 0;
+    for (int i = 0; i < 16; ++i) amax = std::max(amax, std::fabs(double(x[16 * j + i])));
+    scale[j] = amax / 31.0;
+    max_scale = std::max(max_scale, scale[j]);
+  }
+  const uint16_t dh = scale_to_f16(max_scale / 127.0, x0);
+  const double d = f16_to_f32(dh);
+  uint8_t* ql = b;
+  uint8_t* qh = b + 128;
+  auto* sc = reinterpret_cast<int8_t*>(b + 192);
+  std::memset(b, 0, 192);
+  for (int j = 0; j < 16; ++j) {
+    sc[j] = static_cast<int8_t>(d == 0 ? 0 : clamp_int(rne(scale[j] / d), 0, 127));
+    const double step = d * sc[j];
+    for (int i = 0; i < 16; ++i) {
+      const int e = 16 * j + i;
+      const int q = (step == 0 ? 0 : clamp_int(rne(x[e] / step), -32, 31)) + 32;
+      const Q6Pos p = q6_pos(e);
+      ql[p.ql] |= static_cast<uint8_t>((q & 0x0f) << p.shift);
+      qh[p.qh] |= static_cast<uint8_t>((q >> 4) << p.hbit);
+    }
+  }
+  store_u16(b + 208, dh);
+}
+
 void quantize_block(QuantType type, const float* x, int64_t x0, uint8_t* b) {
   switch (type) {
-    case QuantType::kQ8_0: {
-      double amax = 0;
-      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(double(x[i])));
-      const uint16_t dh = scale_to_f16(amax / 127.0, x0);
-      const double d = f16_to_f32(dh);
-      store_u16(b, dh);
-      for (int i = 0; i < 32; ++i)
-        b[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(d == 0 ? 0 : clamp_int(rne(x[i] / d), -128, 127)));
-      return;
-    }
-    case QuantType::kQ4_0: {
-      double vmax = 0;
-      for (int i = 0; i < 32; ++i)
-        if (std::fabs(double(x[i])) > std::fabs(vmax)) vmax = x[i];
-      const uint16_t dh = scale_to_f16(vmax / -8.0, x0);
-      const double d = f16_to_f32(dh);
-      store_u16(b, dh);
-      for (int i = 0; i < 16; ++i) {
-        const int lo = d == 0 ? 8 : clamp_int(rne(x[i] / d) + 8, 0, 15);
-        const int hi = d == 0 ? 8 : clamp_int(rne(x[i + 16] / d) + 8, 0, 15);
-        b[2 + i] = static_cast<uint8_t>(lo | (hi << 4));
-      }
-      return;
-    }
-    case QuantType::kQ4_1: {
-      double lo_v = x[0], hi_v = x[0];
-      for (int i = 0; i < 32; ++i) lo_v = std::min(lo_v, double(x[i])), hi_v = std::max(hi_v, double(x[i]));
-      const uint16_t dh = scale_to_f16((hi_v - lo_v) / 15.0, x0);
-      const uint16_t mh = scale_to_f16(lo_v, x0);
-      const double d = f16_to_f32(dh), m = f16_to_f32(mh);
-      store_u16(b, dh);
-      store_u16(b + 2, mh);
-      for (int i = 0; i < 16; ++i) {
-        const int lo = d == 0 ? 0 : clamp_int(rne((x[i] - m) / d), 0, 15);
-        const int hi = d == 0 ? 0 : clamp_int(rne((x[i + 16] - m) / d), 0, 15);
-        b[4 + i] = static_cast<uint8_t>(lo | (hi << 4));
-      }
-      return;
-    }
-    case QuantType::kQ4_K: {
-      double scale[8], neg_min[8], max_scale = 0, max_neg_min = 0;
-      for (int j = 0; j < 8; ++j) {
-        double lo_v = 0, hi_v = x[32 * j];
-        for (int i = 0; i < 32; ++i)
-          lo_v = std::min(lo_v, double(x[32 * j + i])), hi_v = std::max(hi_v, double(x[32 * j + i]));
-        scale[j] = (hi_v - lo_v) / 15.0;
-        neg_min[j] = -lo_v;
-        max_scale = std::max(max_scale, scale[j]);
-        max_neg_min = std::max(max_neg_min, neg_min[j]);
-      }
-      const uint16_t dh = scale_to_f16(max_scale / 63.0, x0);
-      const uint16_t mh = scale_to_f16(max_neg_min / 63.0, x0);
-      const double d = f16_to_f32(dh), dmin = f16_to_f32(mh);
-      store_u16(b, dh);
-      store_u16(b + 2, mh);
-      uint8_t* s = b + 4;
-      std::memset(s, 0, 12);
-      uint8_t* qs = b + 16;
-      for (int j = 0; j < 8; ++j) {
-        const int sc = d == 0 ? 0 : clamp_int(rne(scale[j] / d), 0, 63);
-        const int m = dmin == 0 ? 0 : clamp_int(rne(neg_min[j] / dmin), 0, 63);
-        if (j < 4) {
-          s[j] |= static_cast<uint8_t>(sc);
-          s[j + 4] |= static_cast<uint8_t>(m);
-        } else {
-          s[j + 4] = static_cast<uint8_t>((sc & 0x0f) | ((m & 0x0f) << 4));
-          s[j - 4] |= static_cast<uint8_t>((sc >> 4) << 6);
-          s[j] |= static_cast<uint8_t>((m >> 4) << 6);
-        }
-        const double step = d * sc, offset = dmin * m;
-        for (int i = 0; i < 32; ++i) {
-          const int q = step == 0 ? 0 : clamp_int(rne((x[32 * j + i] + offset) / step), 0, 15);
-          uint8_t& byte = qs[32 * (j / 2) + i];
-          byte = static_cast<uint8_t>(j % 2 == 0 ? (byte & 0xf0) | q : (byte & 0x0f) | (q << 4));
-        }
-      }
-      return;
-    }
-    case QuantType::kQ6_K: {
-      double scale[16], max_scale = 0;
-      for (int j = 0; j < 16; ++j) {
-        double amax = 0;
-        for (int i = 0; i < 16; ++i) amax = std::max(amax, std::fabs(double(x[16 * j + i])));
-        scale[j] = amax / 31.0;
-        max_scale = std::max(max_scale, scale[j]);
-      }
-      const uint16_t dh = scale_to_f16(max_scale / 127.0, x0);
-      const double d = f16_to_f32(dh);
-      uint8_t* ql = b;
-      uint8_t* qh = b + 128;
-      auto* sc = reinterpret_cast<int8_t*>(b + 192);
-      std::memset(b, 0, 192);
-      for (int j = 0; j < 16; ++j) {
-        sc[j] = static_cast<int8_t>(d == 0 ? 0 : clamp_int(rne(scale[j] / d), 0, 127));
-        const double step = d * sc[j];
-        for (int i = 0; i < 16; ++i) {
-          const int e = 16 * j + i;
-          const int q = (step == 0 ? 0 : clamp_int(rne(x[e] / step), -32, 31)) + 32;
-          const Q6Pos p = q6_pos(e);
-          ql[p.ql] |= static_cast<uint8_t>((q & 0x0f) << p.shift);
-          qh[p.qh] |= static_cast<uint8_t>((q >> 4) << p.hbit);
-        }
-      }
-      store_u16(b + 208, dh);
-      return;
-    }
+    case QuantType::kQ8_0: return quantize_q8_0(x, x0, b);
+    case QuantType::kQ4_0: return quantize_q4_0(x, x0, b);
+    case QuantType::kQ4_1: return quantize_q4_1(x, x0, b);
+    case QuantType::kQ4_K: return quantize_q4_k(x, x0, b);
+    case QuantType::kQ6_K: return quantize_q6_k(x, x0, b);
     case QuantType::kNone: break;
   }
 }

@@ -39,6 +39,74 @@ bool optional_bool(const nlohmann::json& model, const char* key, const std::stri
   return model[key].get<bool>();
 }
 
+// The model's type and the fields ditto needs or refuses; Hugging Face accepts a model without
+// "type" when its fields say BPE (vocab + merges).
+void check_bpe_model(const nlohmann::json& model, const std::string& where) {
+  if (!model.is_object()) throw_invalid_argument(where + ": expected an object");
+  if (model.contains("type")) {
+    if (!model["type"].is_string()) throw_invalid_argument(where + ".type: expected a string");
+    const std::string type = model["type"].get<std::string>();
+    if (type != "BPE") {
+      throw_invalid_argument(where + ".type '" + type + "' is not supported (ditto supports the BPE model only)");
+    }
+  }
+  if (!model.contains("vocab") || !model["vocab"].is_object()) {
+    throw_invalid_argument(where + ".vocab: expected an object mapping token strings to ids");
+  }
+  if (!model.contains("merges") || !model["merges"].is_array()) {
+    throw_invalid_argument(where + ".merges: expected an array");
+  }
+  if (model.contains("dropout") && !model["dropout"].is_null()) {
+    if (!model["dropout"].is_number()) throw_invalid_argument(where + ".dropout: expected a number or null");
+    if (model["dropout"].get<double>() != 0.0) {
+      throw_invalid_argument(where + ".dropout " + model["dropout"].dump() +
+                             " is not supported (BPE dropout is random; ditto tokenizes deterministically)");
+    }
+  }
+}
+
+// model.vocab -> tokens by id (`tokens`, with `has_token` marking the ids it names).
+void read_vocab(const nlohmann::json& vocab, const std::string& where, std::vector<std::string>& tokens,
+                std::vector<uint8_t>& has_token) {
+  int64_t max_id = -1;
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    // Ids index dense tables; real vocabularies stay far below 2^24, so a larger id is a broken file
+    // (and would otherwise cost gigabytes).
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= kMaxTokenId) {
+      throw_invalid_argument(where + ".vocab[" + nlohmann::json(it.key()).dump() +
+                             "]: expected an id in [0, 2^24), got " + describe(it.value()));
+    }
+    max_id = std::max(max_id, it.value().get<int64_t>());
+  }
+  tokens.resize(static_cast<size_t>(max_id + 1));
+  has_token.assign(static_cast<size_t>(max_id + 1), 0);
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const auto id = static_cast<size_t>(it.value().get<int64_t>());
+    if (has_token[id]) {
+      throw_invalid_argument(where + ".vocab: tokens " + nlohmann::json(tokens[id]).dump() + " and " +
+                             nlohmann::json(it.key()).dump() + " share the id " + std::to_string(id));
+    }
+    tokens[id] = it.key();
+    has_token[id] = 1;
+  }
+}
+
+// The two tokens of one entry of model.merges, written "a b" or ["a", "b"]; `at` names the entry.
+std::pair<std::string, std::string> merge_pair(const nlohmann::json& m, const std::string& at) {
+  if (m.is_string()) {
+    const std::string& s = m.get_ref<const std::string&>();
+    const size_t space = s.find(' ');
+    if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+      throw_invalid_argument(at + " " + describe(m) + ": expected two tokens separated by one space");
+    }
+    return {s.substr(0, space), s.substr(space + 1)};
+  }
+  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+    return {m[0].get<std::string>(), m[1].get<std::string>()};
+  }
+  throw_invalid_argument(at + " " + describe(m) + ": expected \"a b\" or [\"a\", \"b\"]");
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------
@@ -105,28 +173,7 @@ void Bpe::WordCache::insert(std::string_view word, size_t hash, const int32_t* i
 // Loading
 
 std::unique_ptr<Bpe> Bpe::from_json(const nlohmann::json& model, const std::string& where, bool byte_level_input) {
-  if (!model.is_object()) throw_invalid_argument(where + ": expected an object");
-  // Hugging Face accepts a model without "type" when its fields say BPE (vocab + merges).
-  if (model.contains("type")) {
-    if (!model["type"].is_string()) throw_invalid_argument(where + ".type: expected a string");
-    const std::string type = model["type"].get<std::string>();
-    if (type != "BPE") {
-      throw_invalid_argument(where + ".type '" + type + "' is not supported (ditto supports the BPE model only)");
-    }
-  }
-  if (!model.contains("vocab") || !model["vocab"].is_object()) {
-    throw_invalid_argument(where + ".vocab: expected an object mapping token strings to ids");
-  }
-  if (!model.contains("merges") || !model["merges"].is_array()) {
-    throw_invalid_argument(where + ".merges: expected an array");
-  }
-  if (model.contains("dropout") && !model["dropout"].is_null()) {
-    if (!model["dropout"].is_number()) throw_invalid_argument(where + ".dropout: expected a number or null");
-    if (model["dropout"].get<double>() != 0.0) {
-      throw_invalid_argument(where + ".dropout " + model["dropout"].dump() +
-                             " is not supported (BPE dropout is random; ditto tokenizes deterministically)");
-    }
-  }
+  check_bpe_model(model, where);
 
   std::unique_ptr<Bpe> bpe(new Bpe());
   bpe->byte_level_input_ = byte_level_input;
@@ -139,27 +186,7 @@ std::unique_ptr<Bpe> Bpe::from_json(const nlohmann::json& model, const std::stri
 
   // Vocabulary.
   const auto& vocab = model["vocab"];
-  int64_t max_id = -1;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    // Ids index dense tables; real vocabularies stay far below 2^24, so a larger id is a broken file
-    // (and would otherwise cost gigabytes).
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= kMaxTokenId) {
-      throw_invalid_argument(where + ".vocab[" + nlohmann::json(it.key()).dump() +
-                             "]: expected an id in [0, 2^24), got " + describe(it.value()));
-    }
-    max_id = std::max(max_id, it.value().get<int64_t>());
-  }
-  bpe->tokens_.resize(static_cast<size_t>(max_id + 1));
-  bpe->has_token_.assign(static_cast<size_t>(max_id + 1), 0);
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const auto id = static_cast<size_t>(it.value().get<int64_t>());
-    if (bpe->has_token_[id]) {
-      throw_invalid_argument(where + ".vocab: tokens " + nlohmann::json(bpe->tokens_[id]).dump() + " and " +
-                             nlohmann::json(it.key()).dump() + " share the id " + std::to_string(id));
-    }
-    bpe->tokens_[id] = it.key();
-    bpe->has_token_[id] = 1;
-  }
+  read_vocab(vocab, where, bpe->tokens_, bpe->has_token_);
   bpe->vocab_.reserve(vocab.size());
   for (size_t id = 0; id < bpe->tokens_.size(); ++id) {
     if (bpe->has_token_[id]) bpe->vocab_.emplace(bpe->tokens_[id], static_cast<int32_t>(id));
@@ -181,21 +208,7 @@ std::unique_ptr<Bpe> Bpe::from_json(const nlohmann::json& model, const std::stri
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& m = merges[rank];
     const std::string at = where + ".merges[" + std::to_string(rank) + "]";
-    std::string a, b;
-    if (m.is_string()) {
-      const std::string& s = m.get_ref<const std::string&>();
-      const size_t space = s.find(' ');
-      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-        throw_invalid_argument(at + " " + describe(m) + ": expected two tokens separated by one space");
-      }
-      a = s.substr(0, space);
-      b = s.substr(space + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      a = m[0].get<std::string>();
-      b = m[1].get<std::string>();
-    } else {
-      throw_invalid_argument(at + " " + describe(m) + ": expected \"a b\" or [\"a\", \"b\"]");
-    }
+    const auto [a, b] = merge_pair(m, at);
     const auto a_id = bpe->token_to_id(a);
     const auto b_id = bpe->token_to_id(b);
     merged = a;

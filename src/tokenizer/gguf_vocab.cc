@@ -319,6 +319,174 @@ LlamaAttributes llama_attributes(const GgufVocab& v, const std::vector<std::stri
   return a;
 }
 
+// The file's token texts with llama.cpp's fix-up: an empty one is named "[EMPTY_<id>]". A text may
+// not appear twice (llama.cpp's text -> id map cannot hold it); `index_of` is that map.
+std::vector<std::string> llama_tokens(const GgufVocab& v, const std::string& source,
+                                      std::unordered_map<std::string, size_t>& index_of) {
+  std::vector<std::string> tokens = v.tokens;
+  index_of.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i].empty()) tokens[i] = "[EMPTY_" + std::to_string(i) + "]";
+    const auto [it, inserted] = index_of.emplace(tokens[i], i);
+    if (!inserted) {
+      throw_invalid_argument(source + ": tokenizer.ggml.tokens[" + std::to_string(i) + "] " +
+                             json(tokens[i]).dump(-1, ' ', false, json::error_handler_t::replace) +
+                             " repeats tokenizer.ggml.tokens[" + std::to_string(it->second) + "]");
+    }
+  }
+  return tokens;
+}
+
+// Special ids by name (kNoToken when none): llama.cpp's BPE defaults (BOS = EOS = 11, when the
+// vocabulary has it), then the file's keys.
+std::map<std::string, int32_t> special_ids(const GgufVocab& v, const PreTokenizerMapping& pre, int64_t n_tokens,
+                                           const std::string& source) {
+  std::map<std::string, int32_t> ids;
+  for (const GgufSpecialIdKey& k : gguf_special_id_keys()) ids[k.name] = kNoToken;
+  if (n_tokens > 11) {
+    ids["eos"] = 11;
+    if (pre.default_bos) ids["bos"] = 11;
+  }
+  for (const GgufSpecialIdKey& k : gguf_special_id_keys()) {
+    const uint32_t* id = v.special_ids.find(k.name);
+    if (id == nullptr) continue;
+    if (*id >= n_tokens) {
+      throw_invalid_argument(source + ": " + k.key + " " + std::to_string(*id) + " is outside the vocabulary (" +
+                             std::to_string(n_tokens) + " tokens)");
+    }
+    ids[k.name] = static_cast<int32_t>(*id);
+  }
+  return ids;
+}
+
+// Merges, by rank, as tokenizer.json's [left, right] pairs; a pair listed twice keeps its first
+// rank. The message is built only for an error: files hold ~10^5 merges.
+json merges_json(const std::vector<std::string>& merges, const std::unordered_map<std::string, size_t>& index_of,
+                 const std::string& source) {
+  json out = json::array();
+  std::unordered_set<std::string_view> seen;
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const std::string& m = merges[i];
+    auto quoted = [](const std::string& t) { return json(t).dump(-1, ' ', false, json::error_handler_t::replace); };
+    auto fail = [&](const std::string& what) {
+      throw_invalid_argument(source + ": tokenizer.ggml.merges[" + std::to_string(i) + "] " + quoted(m) + " " + what);
+    };
+    const size_t space = m.find(' ', 1);
+    if (space == std::string::npos) fail("has no space between two tokens");
+    std::string left = m.substr(0, space), right = m.substr(space + 1);
+    for (const std::string* t : {&left, &right}) {
+      if (index_of.count(*t) == 0) fail("names " + quoted(*t) + ", which is not in tokenizer.ggml.tokens");
+    }
+    if (index_of.count(left + right) == 0) {
+      fail("makes " + quoted(left + right) + ", which is not in tokenizer.ggml.tokens");
+    }
+    if (seen.insert(m).second) out.push_back(json::array({std::move(left), std::move(right)}));
+  }
+  return out;
+}
+
+// Whether BOS / EOS are added: llama.cpp's defaults, then the file's keys.
+struct AddSpecial {
+  bool bos = false;
+  bool eos = false;
+};
+AddSpecial add_special_tokens(const GgufVocab& v, const PreTokenizerMapping& pre,
+                              const std::map<std::string, int32_t>& ids, const std::string& source) {
+  AddSpecial add{pre.add_bos, false};
+  if (const bool* b = v.add_special.find("bos")) add.bos = *b;
+  if (const bool* e = v.add_special.find("eos")) add.eos = *e;
+  if (add.bos && ids.at("bos") == kNoToken) {
+    throw_invalid_argument(source + ": tokenizer.ggml.add_bos_token is true but the file names no BOS token");
+  }
+  if (add.eos && ids.at("eos") == kNoToken) {
+    throw_invalid_argument(source + ": tokenizer.ggml.add_eos_token is true but the file names no EOS token");
+  }
+  return add;
+}
+
+// model.vocab, written by hand: the vocabulary is large and its order is the ids'. This is where a
+// token that is not UTF-8 is refused.
+std::string vocab_json(const std::vector<std::string>& tokens, const std::string& source) {
+  std::string vocab = "{";
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i > 0) vocab += ',';
+    vocab += json_string(tokens[i], i, source);
+    vocab += ':';
+    vocab += std::to_string(i);
+  }
+  vocab += '}';
+  return vocab;
+}
+
+// added_tokens: the control, user-defined and unknown tokens, which match before the BPE model.
+json added_tokens_json(const std::vector<std::string>& tokens, const std::vector<uint8_t>& attrs) {
+  json added = json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const uint8_t attr = attrs[i];
+    if ((attr & (kAttrControl | kAttrUserDefined | kAttrUnknown)) == 0) continue;
+    added.push_back({{"id", i},
+                     {"content", tokens[i]},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", (attr & (kAttrControl | kAttrUnknown)) != 0}});
+  }
+  return added;
+}
+
+// The pre-tokenizer: the mapping's Split regexes in turn, then byte-level (without its own regex).
+json pre_tokenizer_json(const PreTokenizerMapping& pre) {
+  json pre_tokenizers = json::array();
+  for (const std::string& regex : pre.regexes) {
+    pre_tokenizers.push_back(
+        {{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}});
+  }
+  pre_tokenizers.push_back(
+      {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}});
+  return json{{"type", "Sequence"}, {"pretokenizers", pre_tokenizers}};
+}
+
+// The post-processor that adds BOS and/or EOS around the text; null when neither is added.
+json post_processor_json(const std::vector<std::string>& tokens, const std::map<std::string, int32_t>& ids,
+                         AddSpecial add) {
+  json post_processor;  // null: nothing added
+  if (add.bos || add.eos) {
+    json single = json::array(), special = json::object();
+    auto add_special = [&](int32_t id) {
+      single.push_back({{"SpecialToken", {{"id", tokens[id]}, {"type_id", 0}}}});
+      special[tokens[id]] = {{"id", tokens[id]}, {"ids", json::array({id})}, {"tokens", json::array({tokens[id]})}};
+    };
+    if (add.bos) add_special(ids.at("bos"));
+    single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+    if (add.eos) add_special(ids.at("eos"));
+    post_processor = {{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", special}};
+  }
+  return post_processor;
+}
+
+// tokenizer_config.json: add_bos/add_eos, the special tokens' texts and the chat template.
+nlohmann::ordered_json tokenizer_config(const GgufVocab& v, const std::vector<std::string>& tokens,
+                                        const std::map<std::string, int32_t>& ids, AddSpecial add,
+                                        const std::string& source) {
+  nlohmann::ordered_json tc;
+  tc["add_bos_token"] = add.bos;
+  tc["add_eos_token"] = add.eos;
+  for (const char* name : {"bos", "eos", "unk", "pad"}) {
+    const int32_t id = ids.at(name);
+    tc[std::string(name) + "_token"] = id == kNoToken ? nlohmann::ordered_json() : nlohmann::ordered_json(tokens[id]);
+  }
+  tc["clean_up_tokenization_spaces"] = false;
+  if (v.chat_template.is_string() || v.chat_template.is_array()) {
+    try {
+      tc["chat_template"] = nlohmann::ordered_json::parse(v.chat_template.dump());
+    } catch (const json::type_error&) {
+      throw_invalid_argument(source + ": tokenizer.chat_template is not valid UTF-8");
+    }
+  }
+  return tc;
+}
+
 }  // namespace
 
 std::vector<std::string> supported_gguf_pre_tokenizers() {
@@ -339,120 +507,21 @@ HfTokenizerFiles hf_tokenizer_from_gguf(const GgufVocab& v, const std::string& s
     throw_invalid_argument(source + ": tokenizer.ggml.token_type has " + std::to_string(v.token_types.size()) +
                            " entries but tokenizer.ggml.tokens has " + std::to_string(v.tokens.size()));
   }
-  const auto n_tokens = static_cast<int64_t>(v.tokens.size());
 
-  // Tokens: llama.cpp names an empty one "[EMPTY_<id>]" and cannot hold a text twice.
-  std::vector<std::string> tokens = v.tokens;
   std::unordered_map<std::string, size_t> index_of;
-  index_of.reserve(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i].empty()) tokens[i] = "[EMPTY_" + std::to_string(i) + "]";
-    const auto [it, inserted] = index_of.emplace(tokens[i], i);
-    if (!inserted) {
-      throw_invalid_argument(source + ": tokenizer.ggml.tokens[" + std::to_string(i) + "] " +
-                             json(tokens[i]).dump(-1, ' ', false, json::error_handler_t::replace) +
-                             " repeats tokenizer.ggml.tokens[" + std::to_string(it->second) + "]");
-    }
-  }
-
-  // Special ids: llama.cpp's BPE defaults (BOS = EOS = 11, when the vocabulary has it), then the
-  // file's keys.
-  std::map<std::string, int32_t> ids;
-  for (const GgufSpecialIdKey& k : gguf_special_id_keys()) ids[k.name] = kNoToken;
-  if (n_tokens > 11) {
-    ids["eos"] = 11;
-    if (pre.default_bos) ids["bos"] = 11;
-  }
-  for (const GgufSpecialIdKey& k : gguf_special_id_keys()) {
-    const uint32_t* id = v.special_ids.find(k.name);
-    if (id == nullptr) continue;
-    if (*id >= n_tokens) {
-      throw_invalid_argument(source + ": " + k.key + " " + std::to_string(*id) + " is outside the vocabulary (" +
-                             std::to_string(n_tokens) + " tokens)");
-    }
-    ids[k.name] = static_cast<int32_t>(*id);
-  }
+  const std::vector<std::string> tokens = llama_tokens(v, source, index_of);
+  std::map<std::string, int32_t> ids = special_ids(v, pre, static_cast<int64_t>(v.tokens.size()), source);
   const LlamaAttributes attributes = llama_attributes(v, tokens, ids);
-
-  // Merges, by rank; a pair listed twice keeps its first rank. The message is built only for an
-  // error: files hold ~10^5 merges.
-  json merges = json::array();
-  std::unordered_set<std::string_view> seen;
-  for (size_t i = 0; i < v.merges.size(); ++i) {
-    const std::string& m = v.merges[i];
-    auto quoted = [](const std::string& t) { return json(t).dump(-1, ' ', false, json::error_handler_t::replace); };
-    auto fail = [&](const std::string& what) {
-      throw_invalid_argument(source + ": tokenizer.ggml.merges[" + std::to_string(i) + "] " + quoted(m) + " " + what);
-    };
-    const size_t space = m.find(' ', 1);
-    if (space == std::string::npos) fail("has no space between two tokens");
-    std::string left = m.substr(0, space), right = m.substr(space + 1);
-    for (const std::string* t : {&left, &right}) {
-      if (index_of.count(*t) == 0) fail("names " + quoted(*t) + ", which is not in tokenizer.ggml.tokens");
-    }
-    if (index_of.count(left + right) == 0) {
-      fail("makes " + quoted(left + right) + ", which is not in tokenizer.ggml.tokens");
-    }
-    if (seen.insert(m).second) merges.push_back(json::array({std::move(left), std::move(right)}));
-  }
-
-  // add_bos / add_eos: llama.cpp's defaults, then the file's keys.
-  bool add_bos = pre.add_bos, add_eos = false;
-  if (const bool* b = v.add_special.find("bos")) add_bos = *b;
-  if (const bool* e = v.add_special.find("eos")) add_eos = *e;
-  if (add_bos && ids["bos"] == kNoToken) {
-    throw_invalid_argument(source + ": tokenizer.ggml.add_bos_token is true but the file names no BOS token");
-  }
-  if (add_eos && ids["eos"] == kNoToken) {
-    throw_invalid_argument(source + ": tokenizer.ggml.add_eos_token is true but the file names no EOS token");
-  }
+  const json merges = merges_json(v.merges, index_of, source);
+  const AddSpecial add = add_special_tokens(v, pre, ids, source);
 
   // tokenizer.json, written piece by piece: the vocabulary is large and its order is the ids'. The
   // vocabulary comes first: it is where a token that is not UTF-8 is refused.
-  std::string vocab = "{";
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (i > 0) vocab += ',';
-    vocab += json_string(tokens[i], i, source);
-    vocab += ':';
-    vocab += std::to_string(i);
-  }
-  vocab += '}';
-  json added = json::array();
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const uint8_t attr = attributes.attrs[i];
-    if ((attr & (kAttrControl | kAttrUserDefined | kAttrUnknown)) == 0) continue;
-    added.push_back({{"id", i},
-                     {"content", tokens[i]},
-                     {"single_word", false},
-                     {"lstrip", false},
-                     {"rstrip", false},
-                     {"normalized", false},
-                     {"special", (attr & (kAttrControl | kAttrUnknown)) != 0}});
-  }
-  json pre_tokenizers = json::array();
-  for (const std::string& regex : pre.regexes) {
-    pre_tokenizers.push_back(
-        {{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}});
-  }
-  pre_tokenizers.push_back(
-      {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}});
-  json post_processor;  // null: nothing added
-  if (add_bos || add_eos) {
-    json single = json::array(), special = json::object();
-    auto add_special = [&](int32_t id) {
-      single.push_back({{"SpecialToken", {{"id", tokens[id]}, {"type_id", 0}}}});
-      special[tokens[id]] = {{"id", tokens[id]}, {"ids", json::array({id})}, {"tokens", json::array({tokens[id]})}};
-    };
-    if (add_bos) add_special(ids["bos"]);
-    single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
-    if (add_eos) add_special(ids["eos"]);
-    post_processor = {{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", special}};
-  }
-
-  std::string text = R"({"version":"1.0","truncation":null,"padding":null,"added_tokens":)" + added.dump();
-  text +=
-      R"(,"normalizer":null,"pre_tokenizer":)" + json{{"type", "Sequence"}, {"pretokenizers", pre_tokenizers}}.dump();
-  text += R"(,"post_processor":)" + post_processor.dump();
+  const std::string vocab = vocab_json(tokens, source);
+  std::string text = R"({"version":"1.0","truncation":null,"padding":null,"added_tokens":)" +
+                     added_tokens_json(tokens, attributes.attrs).dump();
+  text += R"(,"normalizer":null,"pre_tokenizer":)" + pre_tokenizer_json(pre).dump();
+  text += R"(,"post_processor":)" + post_processor_json(tokens, ids, add).dump();
   text += R"(,"decoder":{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false})";
   text += R"(,"model":{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,)"
           R"("end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"ditto_unknown_separates":true,)"
@@ -462,21 +531,7 @@ HfTokenizerFiles hf_tokenizer_from_gguf(const GgufVocab& v, const std::string& s
 
   HfTokenizerFiles files;
   files.tokenizer_json = std::move(text);
-  nlohmann::ordered_json& tc = files.tokenizer_config;
-  tc["add_bos_token"] = add_bos;
-  tc["add_eos_token"] = add_eos;
-  for (const char* name : {"bos", "eos", "unk", "pad"}) {
-    const int32_t id = ids[name];
-    tc[std::string(name) + "_token"] = id == kNoToken ? nlohmann::ordered_json() : nlohmann::ordered_json(tokens[id]);
-  }
-  tc["clean_up_tokenization_spaces"] = false;
-  if (v.chat_template.is_string() || v.chat_template.is_array()) {
-    try {
-      tc["chat_template"] = nlohmann::ordered_json::parse(v.chat_template.dump());
-    } catch (const json::type_error&) {
-      throw_invalid_argument(source + ": tokenizer.chat_template is not valid UTF-8");
-    }
-  }
+  files.tokenizer_config = tokenizer_config(v, tokens, ids, add, source);
   files.eos_token_ids.assign(attributes.eog.begin(), attributes.eog.end());
   return files;
 }
