@@ -17,8 +17,8 @@
 #include "core/test_support.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "engine/output_diff.h"
 #include "model/causal_lm.h"
-#include "output_diff.h"
 #include "tiny_model.h"
 
 namespace ditto::engine_invariance {

@@ -16,9 +16,9 @@
 #include "core/test_support.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "engine/output_diff.h"
 #include "model/causal_lm.h"
 #include "model/kv_cache.h"
-#include "output_diff.h"
 #include "tiny_model.h"
 
 // GCC says AddressSanitizer with __SANITIZE_ADDRESS__, clang with __has_feature.

@@ -1,0 +1,346 @@
+#include "engine/invariance_check.h"
+
+#include <algorithm>
+#include <bit>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "engine/llm_engine.h"
+#include "engine/output_diff.h"
+#include "engine/speculative.h"
+#include "model/causal_lm.h"
+
+namespace ditto {
+namespace {
+
+struct Case {
+  PromptInput prompt;
+  SamplingParams params;
+};
+
+// Case i's sampling parameters: six kinds in turn, each seeded, EOS ignored.
+SamplingParams case_params(const InvarianceCheckOptions& o, int64_t i) {
+  SamplingParams p;
+  p.max_tokens = o.max_tokens;
+  p.ignore_eos = true;  // every case produces max_tokens tokens to compare
+  p.seed = 1000 + static_cast<uint64_t>(i);
+  switch (i % 6) {
+    case 0:
+      p.temperature = 0.0f;
+      p.logprobs = 1;
+      break;
+    case 1:
+      p.temperature = 0.8f;
+      p.n = 2;
+      break;
+    case 2:
+      p.temperature = 1.0f;
+      p.top_p = 0.9f;
+      p.logprobs = 2;
+      break;
+    case 3:
+      p.temperature = 0.7f;
+      p.top_k = 20;
+      p.repetition_penalty = 1.1f;
+      break;
+    case 4:
+      p.temperature = 1.1f;
+      p.min_p = 0.02f;
+      p.presence_penalty = 0.4f;
+      p.frequency_penalty = 0.2f;
+      break;
+    case 5:
+      p.temperature = 0.9f;
+      p.n = 3;
+      p.logprobs = 0;
+      break;
+  }
+  return p;
+}
+
+// The given prompts, or random token ids of lengths spread over [min, max], a third of them
+// sharing a common prefix (partial prefix-cache hits); Philox-drawn, so the same seed gives the
+// same set on any machine.
+std::vector<Case> make_cases(const InvarianceCheckOptions& o, int64_t vocab) {
+  auto rand = [&](uint64_t i, uint64_t j) {
+    return philox4x32_10({static_cast<uint32_t>(i), static_cast<uint32_t>(j), 0x43484b49u, 0},
+                         {static_cast<uint32_t>(o.seed), static_cast<uint32_t>(o.seed >> 32)})[0];
+  };
+  const int64_t n = o.prompts.empty() ? o.num_prompts : static_cast<int64_t>(o.prompts.size());
+  std::vector<int32_t> shared;
+  for (int64_t j = 0; j < std::min<int64_t>(o.max_prompt_tokens / 2, 200); ++j)
+    shared.push_back(static_cast<int32_t>(rand(1u << 30, static_cast<uint64_t>(j)) % vocab));
+  std::vector<Case> cases;
+  for (int64_t i = 0; i < n; ++i) {
+    Case c{.prompt = {}, .params = case_params(o, i)};
+    if (!o.prompts.empty()) {
+      c.prompt = o.prompts[static_cast<size_t>(i)];
+    } else {
+      const int64_t span = o.max_prompt_tokens - o.min_prompt_tokens + 1;
+      const int64_t len = o.min_prompt_tokens + static_cast<int64_t>(rand(static_cast<uint64_t>(i), 1u << 20) % span);
+      std::vector<int32_t> ids;
+      if (i % 3 == 1)
+        ids.assign(shared.begin(), shared.begin() + std::min<int64_t>(len, static_cast<int64_t>(shared.size())));
+      for (int64_t j = static_cast<int64_t>(ids.size()); j < len; ++j)
+        ids.push_back(static_cast<int32_t>(rand(static_cast<uint64_t>(i), static_cast<uint64_t>(j)) % vocab));
+      c.prompt.token_ids = ids;
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+int64_t tokens_of(const GenerateResult& r) {
+  int64_t n = 0;
+  for (const CompletionOutput& c : r.output.outputs) n += static_cast<int64_t>(c.token_ids.size());
+  return n;
+}
+
+// The negative control's test double: nudges every logit by an amount that depends on how many
+// sequences share the engine step — exactly the dependence the contract forbids.
+void batch_size_fault(float* logits, int64_t vocab, int64_t batch) {
+  for (int64_t i = 0; i < vocab; ++i) logits[i] += 1e-3f * static_cast<float>(batch % 7) * static_cast<float>(i % 3);
+}
+
+// What the engine did in its last generate(), for a row's note.
+std::string engine_note(const LLMEngine& engine) {
+  const LLM::Stats& s = engine.last_stats();
+  std::string note = std::to_string(s.steps) + " steps";
+  if (s.preemptions > 0) note += ", " + std::to_string(s.preemptions) + " preemptions";
+  if (s.prefix_hit_tokens > 0) note += ", " + std::to_string(s.prefix_hit_tokens) + " prefix-cache hit tokens";
+  if (engine.args().speculative_config.enabled())
+    note += ", " + std::to_string(s.spec_decode_num_accepted_tokens) + " of " +
+            std::to_string(s.spec_decode_num_draft_tokens) + " guesses accepted";
+  return note;
+}
+
+// The rows, each against the reference outputs of the cases run alone.
+class Checker {
+ public:
+  Checker(const EngineArgs& base, const InvarianceCheckOptions& o)
+      : o_(o),
+        base_(base),
+        llm_(base),
+        fault_(o.inject_batch_size_fault ? EngineConfig::LogitsHook(batch_size_fault) : nullptr),
+        rng_(o.seed) {
+    for (Case& c : make_cases(o, llm_.model().config().vocab_size)) {
+      prompts_.push_back(std::move(c.prompt));
+      params_.push_back(std::move(c.params));
+    }
+    for (size_t i = 0; i < prompts_.size(); ++i) identity_.push_back(i);
+  }
+
+  std::vector<InvarianceRow> run() {
+    run_alone();
+    order_rows();
+    for (int64_t budget : {16, 64, 8192})
+      check_with("max_num_batched_tokens " + std::to_string(budget), identity_,
+                 [&](EngineArgs& a) { a.max_num_batched_tokens = budget; });
+    prefix_cache_rows();
+    preemption_row();
+    speculative_rows();
+    llm_.set_engine_args(base_);
+    process_rows();
+    rescore_row();
+    return std::move(rows_);
+  }
+
+ private:
+  // Reference: every request alone (batch of one), roomy cache, default budget.
+  void run_alone() {
+    for (size_t i = 0; i < prompts_.size(); ++i) {
+      std::vector<GenerateResult> r = llm_.generate({prompts_[i]}, {params_[i]}, false, nullptr, fault_);
+      if (r[0].error) throw_invalid_argument("prompt " + std::to_string(i) + ": " + *r[0].error);
+      alone_.push_back(std::move(r[0]));
+    }
+  }
+
+  // Runs `order` of the cases (then `extra` requests, not compared) on `engine` and compares.
+  void check(const std::string& name, const std::vector<size_t>& order, const std::vector<Case>& extra = {},
+             LLMEngine* other = nullptr) {
+    LLMEngine& engine = other ? *other : llm_;
+    std::vector<PromptInput> ps;
+    std::vector<SamplingParams> pp;
+    for (size_t i : order) {
+      ps.push_back(prompts_[i]);
+      pp.push_back(params_[i]);
+    }
+    for (const Case& c : extra) {
+      ps.push_back(c.prompt);
+      pp.push_back(c.params);
+    }
+    const std::vector<GenerateResult> got = engine.generate(ps, pp, false, nullptr, fault_);
+    InvarianceRow row{.name = name, .note = engine_note(engine)};
+    for (size_t k = 0; k < order.size(); ++k) {
+      ++row.cases;
+      row.tokens += tokens_of(got[k]);
+      if (got[k].error || !diff(got[k].output, alone_[order[k]].output).empty()) ++row.mismatches;
+    }
+    row.spec_decode_num_draft_tokens = engine.last_stats().spec_decode_num_draft_tokens;
+    row.spec_decode_num_accepted_tokens = engine.last_stats().spec_decode_num_accepted_tokens;
+    rows_.push_back(std::move(row));
+  }
+
+  // check() under engine arguments `edit` makes from the base ones.
+  template <typename Edit>
+  void check_with(const std::string& name, const std::vector<size_t>& order, Edit edit,
+                  const std::vector<Case>& extra = {}) {
+    EngineArgs a = base_;
+    edit(a);
+    llm_.set_engine_args(a);
+    check(name, order, extra);
+  }
+
+  // All at once, shuffled, and among random co-running requests (not compared).
+  void order_rows() {
+    check("batch of 1 vs all " + std::to_string(prompts_.size()) + " at once", identity_);
+    std::vector<size_t> shuffled = identity_;
+    std::shuffle(shuffled.begin(), shuffled.end(), rng_);
+    check("shuffled order", shuffled);
+    const int64_t vocab = llm_.model().config().vocab_size;
+    for (size_t k = 0; k < prompts_.size(); ++k) {
+      Case c;
+      std::vector<int32_t> ids(1 + rng_() % static_cast<uint64_t>(o_.max_prompt_tokens));
+      for (int32_t& t : ids) t = static_cast<int32_t>(rng_() % static_cast<uint64_t>(vocab));
+      c.prompt.token_ids = ids;
+      c.params.temperature = static_cast<float>(rng_() % 10) / 8.0f;
+      c.params.max_tokens = 1 + static_cast<int64_t>(rng_() % static_cast<uint64_t>(o_.max_tokens * 2));
+      c.params.seed = rng_();
+      traffic_.push_back(std::move(c));
+    }
+    mixed_order_ = shuffled;
+    std::shuffle(mixed_order_.begin(), mixed_order_.end(), rng_);
+    check("with random co-running traffic", mixed_order_, traffic_);
+  }
+
+  // Every prompt twice, the copies admitted after the originals computed; then caching off.
+  void prefix_cache_rows() {
+    std::vector<size_t> twice = identity_;
+    twice.insert(twice.end(), identity_.begin(), identity_.end());
+    check_with("prefix cache cold, warm and partial hits", twice, [](EngineArgs& a) { a.max_num_seqs = 4; });
+    check_with("prefix caching off", identity_, [](EngineArgs& a) {
+      a.max_num_seqs = 4;
+      a.enable_prefix_caching = false;
+    });
+  }
+
+  // A KV cache just big enough for the largest request: preemption.
+  void preemption_row() {
+    int64_t max_prompt = 0;  // the longest prompt as tokenized (text prompts included)
+    for (const GenerateResult& r : alone_)
+      max_prompt = std::max(max_prompt, static_cast<int64_t>(r.output.prompt_token_ids.size()));
+    const ModelConfig& mc = llm_.model().config();
+    const int64_t block = base_.block_size;
+    const int64_t need = (max_prompt + o_.max_tokens + block - 1) / block + 2;
+    check_with("KV cache of " + std::to_string(need) + " blocks (preemption)", identity_, [&](EngineArgs& a) {
+      a.kv_cache_memory = need * mc.num_hidden_layers * 2 * block * mc.num_key_value_heads * mc.head_dim * 2;
+    });
+  }
+
+  // Speculative decoding beside the co-running traffic: each proposer's guesses verified.
+  void speculative_rows() {
+    check_with(
+        "speculative decoding on vs off (ngram)", mixed_order_,
+        [](EngineArgs& a) {
+          a.speculative_config = parse_speculative_config(
+              R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1, "prompt_lookup_max": 3})");
+        },
+        traffic_);
+    const std::string draft = o_.draft_model.empty() ? base_.model : o_.draft_model;
+    check_with(
+        "speculative decoding on vs off (draft model)", mixed_order_,
+        [&](EngineArgs& a) {
+          a.speculative_config =
+              SpeculativeConfig{.method = "draft_model", .model = draft, .num_speculative_tokens = 3};
+        },
+        traffic_);
+  }
+
+  // Another thread count in another engine; the whole model in this process against the split one.
+  void process_rows() {
+    EngineArgs one = base_;
+    one.threads = base_.threads == 1 ? 2 : 1;
+    {
+      LLMEngine other(one);
+      check("threads " + std::to_string(base_.threads) + " vs " + std::to_string(one.threads), identity_, {}, &other);
+    }
+    if (base_.tensor_parallel_size > 1) {
+      EngineArgs whole_args = base_;
+      whole_args.tensor_parallel_size = 1;
+      LLMEngine whole(whole_args);
+      check("tensor-parallel size " + std::to_string(base_.tensor_parallel_size) + " vs one process", identity_, {},
+            &whole);
+    }
+  }
+
+  // Decode logprobs vs the finished sequence re-scored with prompt_logprobs.
+  void rescore_row() {
+    InvarianceRow row{.name = "decode logprob vs re-scored prompt logprob"};
+    std::vector<PromptInput> rescore;
+    std::vector<std::pair<size_t, size_t>> which;  // (case, choice)
+    for (size_t i = 0; i < prompts_.size(); ++i) {
+      if (!params_[i].logprobs) continue;
+      const RequestOutput& out = alone_[i].output;
+      for (size_t c = 0; c < out.outputs.size(); ++c) {
+        std::vector<int32_t> ids = out.prompt_token_ids;
+        ids.insert(ids.end(), out.outputs[c].token_ids.begin(), out.outputs[c].token_ids.end());
+        if (static_cast<int64_t>(ids.size()) >= llm_.model().config().max_position_embeddings) continue;
+        rescore.push_back(PromptInput{.token_ids = std::move(ids)});
+        which.emplace_back(i, c);
+      }
+    }
+    SamplingParams sp;
+    sp.temperature = 0.0f;
+    sp.max_tokens = 1;
+    sp.prompt_logprobs = 0;
+    const std::vector<GenerateResult> got =
+        rescore.empty() ? std::vector<GenerateResult>{} : llm_.generate(rescore, {sp}, false, nullptr, fault_);
+    for (size_t k = 0; k < got.size(); ++k) {
+      const RequestOutput& out = alone_[which[k].first].output;
+      const CompletionOutput& c = out.outputs[which[k].second];
+      ++row.cases;
+      for (size_t t = 0; t < c.token_ids.size(); ++t) {
+        ++row.tokens;
+        const auto& e = got[k].output.prompt_logprobs.at(out.prompt_token_ids.size() + t);
+        if (!e || e->token.token_id != c.token_ids[t] ||
+            std::bit_cast<uint32_t>(e->token.logprob) != std::bit_cast<uint32_t>(c.logprobs.at(t).token.logprob))
+          ++row.mismatches;
+      }
+    }
+    rows_.push_back(std::move(row));
+  }
+
+  const InvarianceCheckOptions& o_;
+  const EngineArgs base_;
+  LLMEngine llm_;
+  const EngineConfig::LogitsHook fault_;
+  std::mt19937_64 rng_;
+  std::vector<PromptInput> prompts_;
+  std::vector<SamplingParams> params_;
+  std::vector<size_t> identity_;
+  std::vector<GenerateResult> alone_;  // by case
+  std::vector<Case> traffic_;          // co-running requests, not compared
+  std::vector<size_t> mixed_order_;
+  std::vector<InvarianceRow> rows_;
+};
+
+}  // namespace
+
+std::vector<InvarianceRow> check_invariance(const EngineArgs& args, const InvarianceCheckOptions& options) {
+  if (options.prompts.empty() && options.num_prompts < 1)
+    throw_invalid_argument("check-invariance: num_prompts must be at least 1");
+  if (options.min_prompt_tokens < 1 || options.max_prompt_tokens < options.min_prompt_tokens)
+    throw_invalid_argument(
+        "check-invariance: min_prompt_tokens / max_prompt_tokens (--min-prompt-tokens / --max-prompt-tokens): need 1 "
+        "<= min <= max");
+  if (options.max_tokens < 1) throw_invalid_argument("check-invariance: max_tokens must be at least 1");
+  EngineArgs base = args;
+  if (base.threads == 0) base.threads = 2;
+  return Checker(base, options).run();
+}
+
+}  // namespace ditto

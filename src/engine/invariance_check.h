@@ -1,0 +1,56 @@
+// The invariance contract checked on a real engine (`ditto check-invariance`): a set of requests,
+// each run alone for reference, then run again under every condition the engine covers — batched,
+// shuffled, among random co-running traffic, at several step budgets (chunked prefill), with
+// prefix-cache hits and with it off, in a KV cache small enough to preempt, with speculative
+// decoding (n-gram and a draft model), with another thread count, split over tensor-parallel ranks
+// — and compared field by field, bit for bit (output_diff.h); plus every decode logprob against
+// the same sequence re-scored with prompt_logprobs.
+// Cost: one generate() per row over all the requests, and one more engine for the thread row (and
+// for the tensor-parallel row). Thread-safety: none; one call at a time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ditto/engine_args.h"
+#include "ditto/prompt_input.h"
+
+namespace ditto {
+
+struct InvarianceCheckOptions {
+  // The requests' prompts; empty: num_prompts random token-id prompts of min..max_prompt_tokens
+  // tokens (a third sharing a common prefix, for partial prefix-cache hits), drawn from `seed`.
+  std::vector<PromptInput> prompts;
+  int64_t num_prompts = 64;
+  int64_t min_prompt_tokens = 1;
+  int64_t max_prompt_tokens = 600;
+  int64_t max_tokens = 64;  // tokens generated per choice (EOS ignored, so every case has them all)
+  uint64_t seed = 0;
+  std::string draft_model;  // the draft-model row's draft ("": the model itself)
+  // Negative control: a test double nudges every logit by the step's batch size, which the check
+  // must report as mismatches.
+  bool inject_batch_size_fault = false;
+};
+
+// One contract row: how many requests (or, for the re-scoring row, choices) and tokens were
+// compared, how many differed, and what the engine did (steps, preemptions, prefix hits, guesses).
+struct InvarianceRow {
+  std::string name;
+  int64_t cases = 0;
+  int64_t tokens = 0;
+  int64_t mismatches = 0;
+  std::string note{};
+  int64_t spec_decode_num_draft_tokens = 0;  // speculative rows: tokens guessed, and accepted
+  int64_t spec_decode_num_accepted_tokens = 0;
+};
+
+// Loads the model of `args` (threads 0 → 2, so the thread row compares 2 with 1) and runs every
+// row. The request parameters cycle through greedy, seeded sampling with n = 2 and 3,
+// top-k/top-p/min-p, penalties, with logprobs on some. With tensor_parallel_size N > 1 the calling
+// process is rank 0 (serve_as_tensor_parallel_rank has run) and a row compares N ranks with one
+// process. Throws Error(kInvalidArgument) for options out of range or a prompt the engine refuses
+// when run alone, as LLMEngine's constructor does for the arguments.
+std::vector<InvarianceRow> check_invariance(const EngineArgs& args, const InvarianceCheckOptions& options);
+
+}  // namespace ditto
