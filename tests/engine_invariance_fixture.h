@@ -17,6 +17,7 @@
 #include "core/test_support.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "engine/invariance_check.h"
 #include "engine/output_diff.h"
 #include "model/causal_lm.h"
 #include "tiny_model.h"
@@ -52,47 +53,9 @@ inline std::vector<Case> make_cases() {
       c.prompt.insert(c.prompt.end(), tail.begin(), tail.end());
     }
     SamplingParams& p = c.params;
+    p = contract_sampling_params(i);
     p.max_tokens = 6 + (i * 5) % 17;
     p.ignore_eos = i % 3 != 0;
-    switch (i % 7) {
-      case 0: p.temperature = 0.0f; break;
-      case 1:
-        p.temperature = 0.8f;
-        p.seed = 1000 + i;
-        p.n = 2;
-        break;
-      case 2:
-        p.temperature = 1.0f;
-        p.seed = 42;
-        p.top_p = 0.9f;
-        p.logprobs = 3;
-        break;
-      case 3:
-        p.temperature = 0.7f;
-        p.seed = 5;
-        p.top_k = 5;
-        p.repetition_penalty = 1.2f;
-        break;
-      case 4:
-        p.temperature = 1.2f;
-        p.seed = 9;
-        p.min_p = 0.05f;
-        p.frequency_penalty = 0.5f;
-        p.presence_penalty = 0.3f;
-        break;
-      case 5:
-        p.temperature = 0.0f;
-        p.logprobs = 2;
-        p.prompt_logprobs = 2;
-        p.min_tokens = 3;
-        break;
-      case 6:
-        p.temperature = 0.9f;
-        p.seed = 77;
-        p.n = 3;
-        p.stop_token_ids = {11, 12};
-        break;
-    }
     cases.push_back(c);
   }
   return cases;

@@ -22,46 +22,6 @@ struct Case {
   SamplingParams params;
 };
 
-// Case i's sampling parameters: six kinds in turn, each seeded, EOS ignored.
-SamplingParams case_params(const InvarianceCheckOptions& o, int64_t i) {
-  SamplingParams p;
-  p.max_tokens = o.max_tokens;
-  p.ignore_eos = true;  // every case produces max_tokens tokens to compare
-  p.seed = 1000 + static_cast<uint64_t>(i);
-  switch (i % 6) {
-    case 0:
-      p.temperature = 0.0f;
-      p.logprobs = 1;
-      break;
-    case 1:
-      p.temperature = 0.8f;
-      p.n = 2;
-      break;
-    case 2:
-      p.temperature = 1.0f;
-      p.top_p = 0.9f;
-      p.logprobs = 2;
-      break;
-    case 3:
-      p.temperature = 0.7f;
-      p.top_k = 20;
-      p.repetition_penalty = 1.1f;
-      break;
-    case 4:
-      p.temperature = 1.1f;
-      p.min_p = 0.02f;
-      p.presence_penalty = 0.4f;
-      p.frequency_penalty = 0.2f;
-      break;
-    case 5:
-      p.temperature = 0.9f;
-      p.n = 3;
-      p.logprobs = 0;
-      break;
-  }
-  return p;
-}
-
 // The given prompts, or random token ids of lengths spread over [min, max], a third of them
 // sharing a common prefix (partial prefix-cache hits); Philox-drawn, so the same seed gives the
 // same set on any machine.
@@ -76,7 +36,10 @@ std::vector<Case> make_cases(const InvarianceCheckOptions& o, int64_t vocab) {
     shared.push_back(static_cast<int32_t>(rand(1u << 30, static_cast<uint64_t>(j)) % vocab));
   std::vector<Case> cases;
   for (int64_t i = 0; i < n; ++i) {
-    Case c{.prompt = {}, .params = case_params(o, i)};
+    Case c{.prompt = {}, .params = contract_sampling_params(i)};
+    c.params.max_tokens = o.max_tokens;
+    c.params.ignore_eos = true;  // every case runs to max_tokens or a stop token id
+    if (!c.params.seed) c.params.seed = 1000 + static_cast<uint64_t>(i);
     if (!o.prompts.empty()) {
       c.prompt = o.prompts[static_cast<size_t>(i)];
     } else {
@@ -329,6 +292,52 @@ class Checker {
 };
 
 }  // namespace
+
+SamplingParams contract_sampling_params(int64_t i) {
+  SamplingParams p;
+  switch (i % 7) {
+    case 0: p.temperature = 0.0f; break;
+    case 1:
+      p.temperature = 0.8f;
+      p.seed = 1000 + static_cast<uint64_t>(i);
+      p.n = 2;
+      p.logprobs = 0;  // the chosen tokens' only
+      break;
+    case 2:
+      p.temperature = 1.0f;
+      p.seed = 42;
+      p.top_p = 0.9f;
+      p.logprobs = 3;
+      break;
+    case 3:
+      p.temperature = 0.7f;
+      p.seed = 5;
+      p.top_k = 5;
+      p.repetition_penalty = 1.2f;
+      break;
+    case 4:
+      p.temperature = 1.2f;
+      p.seed = 9;
+      p.min_p = 0.05f;
+      p.frequency_penalty = 0.5f;
+      p.presence_penalty = 0.3f;
+      break;
+    case 5:
+      p.temperature = 0.0f;
+      p.logprobs = 2;
+      p.prompt_logprobs = 2;
+      p.min_tokens = 3;
+      break;
+    default:
+      p.temperature = 0.9f;
+      p.seed = 77;
+      p.n = 3;
+      p.stop_token_ids = {11, 12};
+      p.logprobs = 1;
+      break;
+  }
+  return p;
+}
 
 std::vector<InvarianceRow> check_invariance(const EngineArgs& args, const InvarianceCheckOptions& options) {
   if (options.prompts.empty() && options.num_prompts < 1)

@@ -15,6 +15,7 @@
 
 #include "ditto/engine_args.h"
 #include "ditto/prompt_input.h"
+#include "ditto/sampling_params.h"
 
 namespace ditto {
 
@@ -45,11 +46,18 @@ struct InvarianceRow {
   int64_t spec_decode_num_accepted_tokens = 0;
 };
 
+// The contract's mix of sampling parameters, case i of seven kinds in turn: greedy; seeded
+// sampling with n = 2 and logprobs 0; top-p with 3 logprobs; top-k with a repetition penalty;
+// min-p with frequency and presence penalties; greedy with logprobs, prompt_logprobs and
+// min_tokens 3; n = 3 with stop_token_ids {11, 12} and 1 logprob. The sampled kinds carry seeds, the greedy ones none; max_tokens and
+// ignore_eos are the caller's. check_invariance and the engine's invariance tests draw from it.
+SamplingParams contract_sampling_params(int64_t i);
+
 // Loads the model of `args` (threads 0 → 2, so the thread row compares 2 with 1) and runs every
-// row. The request parameters cycle through greedy, seeded sampling with n = 2 and 3,
-// top-k/top-p/min-p, penalties, with logprobs on some. With tensor_parallel_size N > 1 the calling
+// row, the requests' parameters from contract_sampling_params. With tensor_parallel_size N > 1 the calling
 // process is rank 0 (serve_as_tensor_parallel_rank has run) and a row compares N ranks with one
-// process. Throws Error(kInvalidArgument) for options out of range or a prompt the engine refuses
+// process. Every case gets options.max_tokens, ignore_eos and a seed (1000 + i where the mix has
+// none). Throws Error(kInvalidArgument) for options out of range or a prompt the engine refuses
 // when run alone, as LLMEngine's constructor does for the arguments.
 std::vector<InvarianceRow> check_invariance(const EngineArgs& args, const InvarianceCheckOptions& options);
 

@@ -28,8 +28,8 @@ inline bool same_entry(const SampledToken& a, const SampledToken& b) {
 }
 
 // Every field the invariance contract covers, bit for bit (request_id and seed aside: they echo
-// the request — a seed drawn for a greedy request differs run to run and changes nothing). Returns "" or the first field that differs ("prompt_logprobs[17]", "choice 1
-// token_ids", ...).
+// the request — a seed drawn for a greedy request differs run to run and changes nothing). Returns "" or the first
+// field that differs ("prompt_logprobs[17]", "choice 1 token_ids", ...).
 inline std::string diff(const RequestOutput& a, const RequestOutput& b) {
   if (a.prompt != b.prompt) return "prompt";
   if (a.prompt_token_ids != b.prompt_token_ids) return "prompt_token_ids";
