@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -110,6 +111,105 @@ Json result_json(const GenerateResult& r) {
   return j;
 }
 
+namespace {
+
+// One input line as read: a request for the engine, or the error that keeps it out.
+struct InputLine {
+  size_t number = 0;  // in the file (blank lines are skipped)
+  std::string request_id;
+  Line request;
+  std::optional<std::string> error;  // "line N: why"
+};
+
+// Every non-blank line of `in`, in order; a line that fails to parse carries its error.
+std::vector<InputLine> read_lines(std::istream& in, const SamplingParams& defaults) {
+  std::vector<InputLine> lines;
+  std::string text;
+  for (size_t number = 1; std::getline(in, text); ++number) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    InputLine l;
+    l.number = number;
+    l.request_id = std::to_string(lines.size());
+    const std::string where = "line " + std::to_string(number);
+    try {
+      const Json line = parse_json_input<Json>(text, where);  // its errors start with `where`
+      try {
+        if (line.is_object() && line.contains("request_id"))
+          l.request_id = json_string(line["request_id"], "request_id");
+        l.request = parse_line(line, defaults);
+        for (const std::string& key : l.request.ignored)
+          std::fprintf(stderr, "ditto generate: %s: ignoring unknown field '%s'\n", where.c_str(), key.c_str());
+      } catch (const Error& e) {
+        l.error = where + ": " + e.what();
+      }
+    } catch (const Error& e) {
+      l.error = e.what();
+    }
+    lines.push_back(std::move(l));
+  }
+  return lines;
+}
+
+// --output's directory is checked before the model loads, so a bad path fails at once; the file
+// itself is opened after the load, so a bad model leaves an existing file alone.
+void check_output_path(const std::string& output) {
+  if (output == "-") return;
+  const std::filesystem::path path(output);
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  if (std::filesystem::is_directory(path) || !std::filesystem::is_directory(dir))
+    throw_invalid_argument("--output: cannot write '" + output + "' (a directory, or its directory does not exist)");
+}
+
+// Writes one result line per input line, in input order, as soon as every earlier one is done, so
+// a long run shows its progress in the file and an interrupted one keeps what finished.
+class OrderedWriter {
+ public:
+  OrderedWriter(const std::vector<InputLine>& lines, std::ostream& out)
+      : lines_(lines), out_(out), ready_(lines.size()) {}
+
+  // Line i's result (its error, if any, names the engine's index "prompt K: ..."), then whatever
+  // is ready in order.
+  void put(size_t i, GenerateResult r) {
+    if (r.error) {  // name the line instead
+      const size_t colon = r.error->find(": ");
+      r.error = "line " + std::to_string(lines_[i].number) +
+                (colon == std::string::npos ? ": " + *r.error : r.error->substr(colon));
+    }
+    ready_[i] = std::move(r);
+    flush();
+  }
+
+  // Writes the lines that are ready; lines that failed to parse are ready from the start.
+  void flush() {
+    for (; written_ < lines_.size(); ++written_) {
+      GenerateResult r;
+      if (lines_[written_].error) {
+        r.error = lines_[written_].error;
+      } else if (ready_[written_]) {
+        r = std::move(*ready_[written_]);
+        ready_[written_].reset();
+      } else {
+        break;  // an earlier request is still running
+      }
+      r.output.request_id = lines_[written_].request_id;
+      if (r.error) ++failed_;
+      out_ << result_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    }
+    out_.flush();
+  }
+
+  size_t failed() const { return failed_; }
+
+ private:
+  const std::vector<InputLine>& lines_;
+  std::ostream& out_;
+  std::vector<std::optional<GenerateResult>> ready_;
+  size_t written_ = 0;
+  size_t failed_ = 0;
+};
+
+}  // namespace
+
 size_t run_generate_jsonl(const EngineArgs& engine_args, const JsonlOptions& o) {
   std::ifstream file;
   if (o.prompts != "-") {
@@ -123,112 +223,36 @@ size_t run_generate_jsonl(const EngineArgs& engine_args, const JsonlOptions& o) 
   // model loads so that a bad line or configuration is reported without waiting for it.
   SamplingParams defaults;
   model_generation_defaults(resolve_model_path(engine_args.model), engine_args.generation_config).apply(defaults);
+  const std::vector<InputLine> lines = read_lines(in, defaults);
+  if (in.bad()) throw_invalid_argument("--prompts: reading '" + o.prompts + "' failed: " + std::strerror(errno));
+  check_output_path(o.output);
+
+  // Lines that failed to parse do not reach the engine.
   std::vector<PromptInput> prompts;
   std::vector<SamplingParams> params;
   std::vector<MaxTokensRule> rules;
-  std::vector<std::optional<std::string>> line_errors;
-  std::vector<std::string> request_ids;
-  std::vector<size_t> line_numbers;  // file line of each request (blank lines are skipped)
-  std::string text;
-  for (size_t number = 1; std::getline(in, text); ++number) {
-    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    Line l;
-    std::string rid = std::to_string(prompts.size());
-    const std::string where = "line " + std::to_string(number);
-    try {
-      const Json line = parse_json_input<Json>(text, where);  // its errors start with `where`
-      try {
-        if (line.is_object() && line.contains("request_id")) rid = json_string(line["request_id"], "request_id");
-        l = parse_line(line, defaults);
-        for (const std::string& key : l.ignored)
-          std::fprintf(stderr, "ditto generate: %s: ignoring unknown field '%s'\n", where.c_str(), key.c_str());
-        line_errors.emplace_back();
-      } catch (const Error& e) {
-        line_errors.emplace_back(where + ": " + e.what());
-      }
-    } catch (const Error& e) {
-      line_errors.emplace_back(e.what());
-    }
-    prompts.push_back(std::move(l.prompt));
-    params.push_back(l.params);
-    rules.push_back(l.rule);
-    request_ids.push_back(rid);
-    line_numbers.push_back(number);
-  }
-  if (in.bad()) throw_invalid_argument("--prompts: reading '" + o.prompts + "' failed: " + std::strerror(errno));
-  // The output file is opened once the model has loaded, so a bad model leaves an existing file
-  // alone; its directory is checked now, so a bad path fails before the load.
-  if (o.output != "-") {
-    const std::filesystem::path path(o.output);
-    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    if (std::filesystem::is_directory(path) || !std::filesystem::is_directory(dir))
-      throw_invalid_argument("--output: cannot write '" + o.output +
-                             "' (a directory, or its directory does not exist)");
-  }
-
-  // Lines that failed to parse do not reach the engine.
-  std::vector<PromptInput> good_prompts;
-  std::vector<SamplingParams> good_params;
-  std::vector<MaxTokensRule> good_rules;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    if (line_errors[i]) continue;
-    good_prompts.push_back(prompts[i]);
-    good_params.push_back(params[i]);
-    good_rules.push_back(rules[i]);
+  std::vector<size_t> line_of;  // engine index → input line
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].error) continue;
+    prompts.push_back(lines[i].request.prompt);
+    params.push_back(lines[i].request.params);
+    rules.push_back(lines[i].request.rule);
+    line_of.push_back(i);
   }
   LLMEngine llm(engine_args);
-  // Lines are written in input order as soon as every earlier request is done, so a long run
-  // shows its progress in the file and an interrupted one keeps what finished. The file is
-  // opened once the model has loaded (a bad model leaves an existing file alone).
   std::ofstream out_file;
   if (o.output != "-") {
     out_file.open(o.output);
     if (!out_file) throw_invalid_argument("--output: cannot open '" + o.output + "': " + std::strerror(errno));
   }
   std::ostream& out = o.output == "-" ? std::cout : out_file;
-  std::vector<size_t> engine_index(prompts.size(), SIZE_MAX);  // input line → index into good_prompts
-  for (size_t i = 0, k = 0; i < prompts.size(); ++i)
-    if (!line_errors[i]) engine_index[i] = k++;
-  std::vector<std::optional<GenerateResult>> ready(prompts.size());
-  size_t written = 0;
-  size_t failed = 0;
-  auto flush_ready = [&] {
-    for (; written < prompts.size(); ++written) {
-      GenerateResult r;
-      if (line_errors[written]) {
-        r.error = line_errors[written];
-      } else if (ready[written]) {
-        r = std::move(*ready[written]);
-        ready[written].reset();
-        if (r.error) {  // "prompt K: ..." names the engine's index; name the line instead
-          const size_t colon = r.error->find(": ");
-          r.error = "line " + std::to_string(line_numbers[written]) +
-                    (colon == std::string::npos ? ": " + *r.error : r.error->substr(colon));
-        }
-      } else {
-        break;  // an earlier request is still running
-      }
-      r.output.request_id = request_ids[written];
-      if (r.error) ++failed;
-      out << result_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    }
-    out.flush();
-  };
-  std::vector<size_t> line_of(good_prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i)
-    if (engine_index[i] != SIZE_MAX) line_of[engine_index[i]] = i;
-  if (!good_prompts.empty())
+  OrderedWriter writer(lines, out);
+  if (!prompts.empty())
     llm.generate(
-        good_prompts, good_params, true,
-        [&](size_t k, const GenerateResult& r) {
-          ready[line_of[k]] = r;
-          flush_ready();
-        },
-        nullptr, good_rules);
-  flush_ready();
-  out.flush();
+        prompts, params, true, [&](size_t k, const GenerateResult& r) { writer.put(line_of[k], r); }, nullptr, rules);
+  writer.flush();
   if (!out) throw_invalid_argument("--output: writing failed: " + std::string(std::strerror(errno)));
-  return failed;
+  return writer.failed();
 }
 
 }  // namespace ditto
