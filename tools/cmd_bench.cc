@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/machine_limits.h"
-#include "bench/model_speed.h"
+#include "bench/model_bench.h"
 #include "bench_speculative.h"
 #include "checkpoint/hub.h"
 #include "commands.h"
@@ -228,6 +228,106 @@ void print_decode_step_budget(const nlohmann::ordered_json& budget) {
               budget["lm_head_read_bandwidth_ratio"].get<double>());
 }
 
+// The model scenario's numbers as one JSON object.
+nlohmann::ordered_json model_json(const BenchOptions& o, const std::string& dir, const CausalLM& model, int threads,
+                                  const ModelBenchResult& r) {
+  const TensorParallelGroup* tp = TensorParallelGroup::current();
+  const auto weight_bytes = static_cast<double>(model.decode_weight_bytes());
+  const double roofline = r.read_bandwidth / weight_bytes;  // decode tokens/s bound
+  nlohmann::ordered_json j = {
+      {"model", dir},
+      {"isa", std::string(isa_name(active_isa()))},
+      {"threads", threads},
+      {"tensor_parallel_size", tp ? tp->size() : 1},
+      {"num_hidden_layers", model.config().num_hidden_layers},
+      {"decode_weight_bytes", model.decode_weight_bytes()},
+      {"prompt_tokens", o.prompt_tokens},
+      {"decode_tokens", o.decode_tokens},
+      {"decode_start_position", o.decode_after_prompt ? o.prompt_tokens : 0},
+      {"seed", o.seed},
+      {"read_bandwidth_gbps", r.read_bandwidth / 1e9},
+      {"fma_gflops", r.fma_peak / 1e9},
+      {"bf16_dot_gflops", r.bf16_dot_peak / 1e9},
+      {"bf16_dot_instruction", r.bf16_dot_instruction ? "vdpbf16ps" : "fma"},
+      {"gemv_prefetch", prefetch_tuning_json()},
+      {"prefill_gflops", r.prefill_flops_per_s / 1e9},
+      {"prefill_fma_peak_ratio", r.prefill_flops_per_s / r.fma_peak},
+      {"prefill_bf16_dot_peak_ratio", r.prefill_flops_per_s / r.bf16_dot_peak},
+      {"prefill_tokens_per_s", o.prompt_tokens / r.prefill.best_seconds},
+      {"prefill_tokens_per_s_median", o.prompt_tokens / r.prefill.median_seconds},
+      {"prefill_runs", r.prefill.runs},
+      {"prefill_seconds", r.prefill.best_seconds},
+      {"prefill_seconds_median", r.prefill.median_seconds},
+      {"decode_roofline_tokens_per_s", roofline},
+  };
+  if (tp) j["tensor_parallel_prefill_bytes_received_per_token"] = r.tensor_parallel_prefill_bytes_per_token;
+  if (o.decode_tokens > 0) {
+    if (tp) j["tensor_parallel_decode_bytes_received_per_token"] = r.tensor_parallel_decode_bytes_per_token;
+    const double decode_tokens_per_s = o.decode_tokens / r.decode.best_seconds;
+    j["decode_tokens_per_s"] = decode_tokens_per_s;
+    j["decode_tokens_per_s_median"] = o.decode_tokens / r.decode.median_seconds;
+    j["decode_runs"] = r.decode.runs;
+    j["decode_roofline_ratio"] = decode_tokens_per_s / roofline;
+    j["decode_step_budget"] = decode_step_budget_json(r.decode_budget, model, r.read_bandwidth);
+  }
+  return j;
+}
+
+// The model scenario's numbers as a table, from model_json's object.
+void print_model_table(const nlohmann::ordered_json& j) {
+  const auto num = [&](const char* key) { return j[key].get<double>(); };
+  const auto count = [&](const char* key) { return static_cast<long long>(j[key].get<int64_t>()); };
+  std::printf("model            %s (%lld layers, %.1f MB of weights per decode step)\n",
+              j["model"].get<std::string>().c_str(), count("num_hidden_layers"), num("decode_weight_bytes") / 1e6);
+  std::printf("isa, threads     %s, %lld\n", j["isa"].get<std::string>().c_str(), count("threads"));
+  if (j.contains("tensor_parallel_prefill_bytes_received_per_token"))
+    std::printf("tensor parallel  %lld ranks; rank 0 receives %.0f bytes per prefill token, %.0f per decode token\n",
+                count("tensor_parallel_size"), num("tensor_parallel_prefill_bytes_received_per_token"),
+                j.value("tensor_parallel_decode_bytes_received_per_token", 0.0));
+  std::printf("read bandwidth   %10.2f GB/s\n", num("read_bandwidth_gbps"));
+  std::printf("fma peak         %10.2f GFLOP/s\n", num("fma_gflops"));
+  std::printf("bf16 dot peak    %10.2f GFLOP/s   (%s)\n", num("bf16_dot_gflops"),
+              j["bf16_dot_instruction"] == "vdpbf16ps" ? "vdpbf16ps" : "float32 fma");
+  print_prefetch_tuning(j["gemv_prefetch"]);
+  std::printf("prefill          %10.2f tokens/s   (%lld-token prompt; best of %lld, median %.2f)\n",
+              num("prefill_tokens_per_s"), count("prompt_tokens"), count("prefill_runs"),
+              num("prefill_tokens_per_s_median"));
+  std::printf("prefill compute  %10.2f GFLOP/s    (%.3f of the fma peak, %.3f of the bf16 dot peak)\n",
+              num("prefill_gflops"), num("prefill_fma_peak_ratio"), num("prefill_bf16_dot_peak_ratio"));
+  std::printf("prompt time      %10.2f s          (best; median %.2f s)\n", num("prefill_seconds"),
+              num("prefill_seconds_median"));
+  if (!j.contains("decode_tokens_per_s")) return;
+  std::printf(
+      "decode           %10.2f tokens/s   (%lld steps at batch 1 from position %lld; best of %lld, median %.2f)\n",
+      num("decode_tokens_per_s"), count("decode_tokens"), count("decode_start_position"), count("decode_runs"),
+      num("decode_tokens_per_s_median"));
+  std::printf("decode roofline  %10.2f tokens/s   (read bandwidth / decode weight bytes)\n",
+              num("decode_roofline_tokens_per_s"));
+  std::printf("decode / roofline %9.3f\n", num("decode_roofline_ratio"));
+  print_decode_step_budget(j["decode_step_budget"]);
+}
+
+void run_model_scenario(BenchOptions o) {
+  if (o.prompt_tokens == 0) o.prompt_tokens = 512;
+  check_flags(o);
+  const std::string dir = resolve_model_path(o.model.engine.model);
+  LoadedModel lm = load_model(o.model);
+  ModelSpeedOptions so;
+  so.prompt_tokens = o.prompt_tokens;
+  so.decode_tokens = o.decode_tokens;
+  so.seed = o.seed;
+  so.decode_after_prompt = o.decode_after_prompt;
+  so.block_size = o.model.engine.block_size;
+  so.repeat.repetitions = o.repeat;
+  const ModelBenchResult r = measure_model_speed(*lm.model, lm.pool.get(), so);
+  const nlohmann::ordered_json j = model_json(o, dir, *lm.model, lm.pool->num_threads(), r);
+  if (o.json) {
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    print_model_table(j);
+  }
+}
+
 void run_bench(const BenchOptions& options) {
   if (serve_as_tensor_parallel_rank(options.model.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   if (options.scenario == "offline") return run_offline(options);
@@ -242,132 +342,7 @@ void run_bench(const BenchOptions& options) {
     throw_invalid_argument(
         "--scenario must be 'model' (prefill and batch-1 decode), 'offline' or 'speculative', got '" +
         options.scenario + "'");
-  BenchOptions o = options;
-  if (o.prompt_tokens == 0) o.prompt_tokens = 512;
-  check_flags(o);
-  const std::string dir = resolve_model_path(o.model.engine.model);
-  LoadedModel lm = load_model(o.model);
-  const CausalLM& model = *lm.model;
-  ThreadPool* pool = lm.pool.get();
-
-  ModelSpeedOptions so;
-  so.prompt_tokens = o.prompt_tokens;
-  so.decode_tokens = o.decode_tokens;
-  so.seed = o.seed;
-  so.decode_after_prompt = o.decode_after_prompt;
-  so.block_size = o.model.engine.block_size;
-  so.repeat.repetitions = o.repeat;
-  ModelSpeedBench bench(model, so);
-  // Each limit is the best of a full measurement right before the phase it judges, one pass before
-  // each of the phase's runs and a full measurement right after: the phase's fastest run catches
-  // the quietest moment of a shared machine, so must its limit.
-  FmaPeakMeter fma(pool);
-  FmaPeakMeter dot(pool, FmaPeakMeter::Kind::kBf16Dot);  // the bf16-weight GEMM's instruction
-  double peak = fma.measure();                           // FLOP/s
-  double dot_peak = dot.measure();
-  // Under tensor parallelism: what rank 0 receives from the other ranks per run (every run of a
-  // phase is the same work), counted around the phase over its calls, warm-ups included.
-  const TensorParallelGroup* tp = TensorParallelGroup::current();
-  int64_t calls = 0;
-  int64_t received = tp ? tp->bytes_received() : 0;
-  const RunTimes prefill = bench.time_prefill([&] {
-    ++calls;
-    peak = std::max(peak, fma.pass());
-    dot_peak = std::max(dot_peak, dot.pass());
-  });
-  peak = std::max(peak, fma.measure());
-  dot_peak = std::max(dot_peak, dot.measure());
-  const double prefill_flops_per_s = model.prefill_flops(o.prompt_tokens) / prefill.best_seconds;
-  const double prefill_bytes_per_token =
-      tp ? static_cast<double>(tp->bytes_received() - received) / static_cast<double>(calls * o.prompt_tokens) : 0.0;
-  calls = 0;
-  received = tp ? tp->bytes_received() : 0;
-  ReadBandwidthMeter meter(pool);
-  double bandwidth = meter.measure();            // bytes/s
-  const bool with_decode = o.decode_tokens > 0;  // 0: a prompt's time alone (e.g. a long prompt's)
-  const RunTimes decode = with_decode ? bench.time_decode([&] {
-    ++calls;
-    bandwidth = std::max(bandwidth, meter.pass());
-  })
-                                      : RunTimes{};
-  const double decode_bytes_per_token = tp && with_decode ? static_cast<double>(tp->bytes_received() - received) /
-                                                                static_cast<double>(calls * o.decode_tokens)
-                                                          : 0.0;
-  bandwidth = std::max(bandwidth, meter.measure());
-  const double prefill_tokens_per_s = o.prompt_tokens / prefill.best_seconds;
-  const double decode_tokens_per_s = with_decode ? o.decode_tokens / decode.best_seconds : 0.0;
-
-  const int64_t weight_bytes = model.decode_weight_bytes();
-  const double roofline = bandwidth / static_cast<double>(weight_bytes);  // decode tokens/s bound
-  const double ratio = decode_tokens_per_s / roofline;
-  const std::string isa(isa_name(active_isa()));
-  const StepBudget& budget = bench.decode_budget();
-  const nlohmann::ordered_json step_budget =
-      with_decode ? decode_step_budget_json(budget, model, bandwidth) : nlohmann::ordered_json();
-  if (o.json) {
-    nlohmann::ordered_json j = {
-        {"model", dir},
-        {"isa", isa},
-        {"threads", pool->num_threads()},
-        {"tensor_parallel_size", tp ? tp->size() : 1},
-        {"num_hidden_layers", model.config().num_hidden_layers},
-        {"decode_weight_bytes", weight_bytes},
-        {"prompt_tokens", o.prompt_tokens},
-        {"decode_tokens", o.decode_tokens},
-        {"decode_start_position", o.decode_after_prompt ? o.prompt_tokens : 0},
-        {"seed", o.seed},
-        {"read_bandwidth_gbps", bandwidth / 1e9},
-        {"fma_gflops", peak / 1e9},
-        {"bf16_dot_gflops", dot_peak / 1e9},
-        {"bf16_dot_instruction", dot.bf16_dot() ? "vdpbf16ps" : "fma"},
-        {"gemv_prefetch", prefetch_tuning_json()},
-        {"prefill_gflops", prefill_flops_per_s / 1e9},
-        {"prefill_fma_peak_ratio", prefill_flops_per_s / peak},
-        {"prefill_bf16_dot_peak_ratio", prefill_flops_per_s / dot_peak},
-        {"prefill_tokens_per_s", prefill_tokens_per_s},
-        {"prefill_tokens_per_s_median", o.prompt_tokens / prefill.median_seconds},
-        {"prefill_runs", prefill.runs},
-        {"prefill_seconds", prefill.best_seconds},
-        {"prefill_seconds_median", prefill.median_seconds},
-        {"decode_roofline_tokens_per_s", roofline},
-    };
-    if (tp) j["tensor_parallel_prefill_bytes_received_per_token"] = prefill_bytes_per_token;
-    if (with_decode) {
-      if (tp) j["tensor_parallel_decode_bytes_received_per_token"] = decode_bytes_per_token;
-      j["decode_tokens_per_s"] = decode_tokens_per_s;
-      j["decode_tokens_per_s_median"] = o.decode_tokens / decode.median_seconds;
-      j["decode_runs"] = decode.runs;
-      j["decode_roofline_ratio"] = ratio;
-      j["decode_step_budget"] = step_budget;
-    }
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    return;
-  }
-  std::printf("model            %s (%lld layers, %.1f MB of weights per decode step)\n", dir.c_str(),
-              static_cast<long long>(model.config().num_hidden_layers), weight_bytes / 1e6);
-  std::printf("isa, threads     %s, %d\n", isa.c_str(), pool->num_threads());
-  if (tp)
-    std::printf("tensor parallel  %d ranks; rank 0 receives %.0f bytes per prefill token, %.0f per decode token\n",
-                tp->size(), prefill_bytes_per_token, decode_bytes_per_token);
-  std::printf("read bandwidth   %10.2f GB/s\n", bandwidth / 1e9);
-  std::printf("fma peak         %10.2f GFLOP/s\n", peak / 1e9);
-  std::printf("bf16 dot peak    %10.2f GFLOP/s   (%s)\n", dot_peak / 1e9, dot.bf16_dot() ? "vdpbf16ps" : "float32 fma");
-  print_prefetch_tuning(prefetch_tuning_json());
-  std::printf("prefill          %10.2f tokens/s   (%lld-token prompt; best of %d, median %.2f)\n", prefill_tokens_per_s,
-              static_cast<long long>(o.prompt_tokens), prefill.runs, o.prompt_tokens / prefill.median_seconds);
-  std::printf("prefill compute  %10.2f GFLOP/s    (%.3f of the fma peak, %.3f of the bf16 dot peak)\n",
-              prefill_flops_per_s / 1e9, prefill_flops_per_s / peak, prefill_flops_per_s / dot_peak);
-  std::printf("prompt time      %10.2f s          (best; median %.2f s)\n", prefill.best_seconds,
-              prefill.median_seconds);
-  if (!with_decode) return;
-  std::printf(
-      "decode           %10.2f tokens/s   (%lld steps at batch 1 from position %lld; best of %d, median %.2f)\n",
-      decode_tokens_per_s, static_cast<long long>(o.decode_tokens),
-      static_cast<long long>(o.decode_after_prompt ? o.prompt_tokens : 0), decode.runs,
-      o.decode_tokens / decode.median_seconds);
-  std::printf("decode roofline  %10.2f tokens/s   (read bandwidth / decode weight bytes)\n", roofline);
-  std::printf("decode / roofline %9.3f\n", ratio);
-  print_decode_step_budget(step_budget);
+  run_model_scenario(options);
 }
 
 }  // namespace

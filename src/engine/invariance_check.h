@@ -49,8 +49,8 @@ struct InvarianceRow {
 // The contract's mix of sampling parameters, case i of seven kinds in turn: greedy; seeded
 // sampling with n = 2 and logprobs 0; top-p with 3 logprobs; top-k with a repetition penalty;
 // min-p with frequency and presence penalties; greedy with logprobs, prompt_logprobs and
-// min_tokens 3; n = 3 with stop_token_ids {11, 12} and 1 logprob. The sampled kinds carry seeds, the greedy ones none; max_tokens and
-// ignore_eos are the caller's. check_invariance and the engine's invariance tests draw from it.
+// min_tokens 3; n = 3 with stop_token_ids {11, 12} and 1 logprob. The sampled kinds carry seeds, the greedy ones none;
+// max_tokens and ignore_eos are the caller's. check_invariance and the engine's invariance tests draw from it.
 SamplingParams contract_sampling_params(int64_t i);
 
 // Loads the model of `args` (threads 0 → 2, so the thread row compares 2 with 1) and runs every
