@@ -137,6 +137,9 @@ struct HttpServer::Impl {
 
   void routes();
   void handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  void respond_whole(Job& job, const ApiFormatter& formatter, httplib::Response& res);
+  void respond_stream(const std::shared_ptr<Job>& job, const std::shared_ptr<ApiFormatter>& formatter,
+                      const std::shared_ptr<OpenResponse>& open, httplib::Response& res);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   std::shared_ptr<Job> start_job(ApiRequest&& request, const char* id_prefix);
@@ -246,34 +249,45 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
   auto formatter = std::make_shared<ApiFormatter>(job->request, llm.input_processor(), job->id, job->created,
                                                   options.served_model_name, job->prompt_texts);
 
-  if (!job->request.stream) {
-    for (auto& [slot, output] : std::exchange(job->early_reports, {})) job->outputs[slot] = std::move(output);
-    try {
-      while (job->num_finished < job->outputs.size()) {
-        std::vector<OutputChannel::Item> items = job->channel->pop(std::chrono::milliseconds(200));
-        for (auto& [slot, output] : apply(*job, items, nullptr)) job->outputs[slot] = std::move(output);
-        if (job->num_finished < job->outputs.size() && peer_closed(job->connection_fd)) {
-          abort_job(*job);  // nobody will read the answer: free the engine for others
-          throw Error(ErrorCode::kCancelled, "the client disconnected before the response was ready");
-        }
-      }
-    } catch (...) {
-      abort_job(*job);
-      throw;
-    }
-    job->complete = true;
-    access_record().prompt_tokens = access_record().completion_tokens = 0;
-    for (const RequestOutput& out : job->outputs) {
-      access_record().prompt_tokens += static_cast<int64_t>(out.prompt_token_ids.size());
-      for (const CompletionOutput& c : out.outputs) {
-        access_record().completion_tokens += static_cast<int64_t>(c.token_ids.size());
-        access_record().finished(c.finish_reason);
-      }
-    }
-    send_json(res, 200, formatter->response(job->outputs));
-    return;
+  if (job->request.stream) {
+    respond_stream(job, formatter, open, res);
+  } else {
+    respond_whole(*job, *formatter, res);
   }
+}
 
+// A non-streamed response: waits for every slot's final output, aborting if the client leaves.
+void HttpServer::Impl::respond_whole(Job& job, const ApiFormatter& formatter, httplib::Response& res) {
+  for (auto& [slot, output] : std::exchange(job.early_reports, {})) job.outputs[slot] = std::move(output);
+  try {
+    while (job.num_finished < job.outputs.size()) {
+      std::vector<OutputChannel::Item> items = job.channel->pop(std::chrono::milliseconds(200));
+      for (auto& [slot, output] : apply(job, items, nullptr)) job.outputs[slot] = std::move(output);
+      if (job.num_finished < job.outputs.size() && peer_closed(job.connection_fd)) {
+        abort_job(job);  // nobody will read the answer: free the engine for others
+        throw Error(ErrorCode::kCancelled, "the client disconnected before the response was ready");
+      }
+    }
+  } catch (...) {
+    abort_job(job);
+    throw;
+  }
+  job.complete = true;
+  access_record().prompt_tokens = access_record().completion_tokens = 0;
+  for (const RequestOutput& out : job.outputs) {
+    access_record().prompt_tokens += static_cast<int64_t>(out.prompt_token_ids.size());
+    for (const CompletionOutput& c : out.outputs) {
+      access_record().completion_tokens += static_cast<int64_t>(c.token_ids.size());
+      access_record().finished(c.finish_reason);
+    }
+  }
+  send_json(res, 200, formatter.response(job.outputs));
+}
+
+// A streamed response: each report's chunks as it arrives, then the usage chunk and [DONE]; the
+// releaser aborts the job if the client left first.
+void HttpServer::Impl::respond_stream(const std::shared_ptr<Job>& job, const std::shared_ptr<ApiFormatter>& formatter,
+                                      const std::shared_ptr<OpenResponse>& open, httplib::Response& res) {
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
