@@ -33,10 +33,11 @@ namespace py = pybind11;
 namespace ditto {
 namespace {
 
-// The engine, held by one Python LLM.
-class PyEngine {
+// What one Python LLM holds: the loaded model and its engines (an LLMEngine), entered with the GIL
+// released.
+class PyLLM {
  public:
-  explicit PyEngine(const EngineArgs& args) : llm_(args) {}
+  explicit PyLLM(const EngineArgs& args) : llm_(args) {}
 
   // Runs the batch with the GIL released. Before each engine step: Ctrl-C (a pending signal) or
   // an exception from `on_step` aborts the batch and is raised here; `on_step(done, total,
@@ -254,24 +255,24 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readonly("seed", &RequestOutput::seed)
       .def_readonly("finished", &RequestOutput::finished);
 
-  py::class_<PyEngine>(m, "Engine")
+  py::class_<PyLLM>(m, "Engine")
       .def(py::init<const EngineArgs&>(), py::arg("args"))
-      .def("generate", &PyEngine::generate, py::arg("prompts"), py::arg("params"), py::arg("request_ids"),
+      .def("generate", &PyLLM::generate, py::arg("prompts"), py::arg("params"), py::arg("request_ids"),
            py::arg("rest_of_context"), py::arg("on_step") = py::none())
-      .def("encode", &PyEngine::encode, py::arg("text"), py::arg("add_special_tokens") = true)
-      .def("decode", &PyEngine::decode, py::arg("ids"), py::arg("skip_special_tokens") = true)
-      .def("render_chat", &PyEngine::render_chat, py::arg("prompt"))
-      .def("id_to_token", &PyEngine::id_to_token, py::arg("id"))
-      .def("token_to_id", &PyEngine::token_to_id, py::arg("token"))
-      .def_property_readonly("bos_token_id", &PyEngine::bos_token_id)
-      .def_property_readonly("tokenizer_config_json", &PyEngine::tokenizer_config_json)
-      .def_property_readonly("has_tokenizer", &PyEngine::has_tokenizer)
-      .def_property_readonly("vocab_size", &PyEngine::vocab_size)
-      .def_property_readonly("max_model_len", &PyEngine::max_model_len)
-      .def_property_readonly("eos_token_ids", &PyEngine::eos_token_ids)
-      .def_property_readonly("model_dir", &PyEngine::model_dir)
-      .def_property_readonly("args", &PyEngine::args)
-      .def("generation_defaults", &PyEngine::generation_defaults);
+      .def("encode", &PyLLM::encode, py::arg("text"), py::arg("add_special_tokens") = true)
+      .def("decode", &PyLLM::decode, py::arg("ids"), py::arg("skip_special_tokens") = true)
+      .def("render_chat", &PyLLM::render_chat, py::arg("prompt"))
+      .def("id_to_token", &PyLLM::id_to_token, py::arg("id"))
+      .def("token_to_id", &PyLLM::token_to_id, py::arg("token"))
+      .def_property_readonly("bos_token_id", &PyLLM::bos_token_id)
+      .def_property_readonly("tokenizer_config_json", &PyLLM::tokenizer_config_json)
+      .def_property_readonly("has_tokenizer", &PyLLM::has_tokenizer)
+      .def_property_readonly("vocab_size", &PyLLM::vocab_size)
+      .def_property_readonly("max_model_len", &PyLLM::max_model_len)
+      .def_property_readonly("eos_token_ids", &PyLLM::eos_token_ids)
+      .def_property_readonly("model_dir", &PyLLM::model_dir)
+      .def_property_readonly("args", &PyLLM::args)
+      .def("generation_defaults", &PyLLM::generation_defaults);
 
   m.attr("__version__") = DITTO_VERSION;
 }
