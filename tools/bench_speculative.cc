@@ -103,6 +103,74 @@ Run run_workload(const LLMEngine& llm, Engine& engine, const Workload& w, const 
   return run;
 }
 
+// One row of the report: `repeat` rounds of `w` with speculation off (engines[0]) and on
+// (engines[1]), alternating so both see the same machine, keeping each mode's best decode rate.
+// Throws if speculation changed a token. Raises `bandwidth` to the best pass of `meter` between runs.
+nlohmann::ordered_json bench_workload(const LLMEngine& llm, Engine* const (&engines)[2], const Workload& w,
+                                      const SamplingParams& params, int repeat, int64_t weight_bytes,
+                                      ReadBandwidthMeter& meter, double& bandwidth) {
+  double best[2] = {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+  Run last[2];
+  for (int r = 0; r < repeat; ++r) {
+    for (int mode = 0; mode < 2; ++mode) {  // off, on: alternating, so both see the same machine
+      Run run = run_workload(llm, *engines[mode], w, params);
+      best[mode] = std::min(best[mode], run.decode_seconds / static_cast<double>(run.decode_tokens));
+      last[mode] = std::move(run);
+      bandwidth = std::max(bandwidth, meter.pass());
+    }
+    if (last[0].tokens != last[1].tokens)
+      throw_error(ErrorCode::kInternal, std::string("speculative decoding changed the output of workload '") + w.name +
+                                            "': the invariance contract is broken");
+  }
+  const double off_tps = 1.0 / best[0];
+  const double on_tps = 1.0 / best[1];
+  const SpeculationStats& s = last[1].speculation;
+  return {{"workload", w.name},
+          {"prompts", w.prompts.size()},
+          {"decode_tokens", last[0].decode_tokens},
+          {"decode_tokens_per_s_off", off_tps},
+          {"decode_tokens_per_s_on", on_tps},
+          {"speedup", on_tps / off_tps},
+          {"spec_decode_num_drafts", s.num_drafts},
+          {"spec_decode_num_draft_tokens", s.num_draft_tokens},
+          {"spec_decode_num_accepted_tokens", s.num_accepted_tokens},
+          {"acceptance_rate", s.acceptance_rate()},
+          {"effective_bytes_per_s_on", on_tps * static_cast<double>(weight_bytes)}};
+}
+
+void print_json(const SpeculativeBenchOptions& o, const std::string& model_dir, int64_t weight_bytes, double bandwidth,
+                const nlohmann::ordered_json& rows) {
+  const nlohmann::ordered_json j = {
+      {"scenario", "speculative"},
+      {"model", model_dir},
+      {"isa", std::string(isa_name(active_isa()))},
+      {"speculative_config", o.speculative_config.empty() ? kDefaultConfig : o.speculative_config},
+      {"temperature", o.temperature},
+      {"max_tokens", o.max_tokens},
+      {"decode_weight_bytes", weight_bytes},
+      {"read_bandwidth_gbps", bandwidth / 1e9},
+      {"workloads", rows}};
+  std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+void print_table(const SpeculativeBenchOptions& o, const std::string& model_dir, int64_t weight_bytes, double bandwidth,
+                 const nlohmann::ordered_json& rows) {
+  std::printf("model            %s (%.1f MB of weights per decode step)\n", model_dir.c_str(), weight_bytes / 1e6);
+  std::printf("speculation      %s\n", o.speculative_config.empty() ? kDefaultConfig : o.speculative_config.c_str());
+  std::printf("read bandwidth   %10.2f GB/s\n", bandwidth / 1e9);
+  std::printf("%-12s %8s %10s %10s %8s %16s %16s\n", "workload", "tokens", "off tok/s", "on tok/s", "on/off",
+              "accepted", "on bytes/s / bw");
+  for (const auto& row : rows) {
+    const std::string accepted = std::to_string(row["spec_decode_num_accepted_tokens"].get<int64_t>()) + "/" +
+                                 std::to_string(row["spec_decode_num_draft_tokens"].get<int64_t>());
+    std::printf("%-12s %8lld %10.2f %10.2f %8.3f %16s %16.3f\n", row["workload"].get<std::string>().c_str(),
+                static_cast<long long>(row["decode_tokens"].get<int64_t>()),
+                row["decode_tokens_per_s_off"].get<double>(), row["decode_tokens_per_s_on"].get<double>(),
+                row["speedup"].get<double>(), accepted.c_str(),
+                row["effective_bytes_per_s_on_over_read_bandwidth"].get<double>());
+  }
+}
+
 }  // namespace
 
 void run_speculative_bench(const SpeculativeBenchOptions& o) {
@@ -120,7 +188,7 @@ void run_speculative_bench(const SpeculativeBenchOptions& o) {
   const std::unique_ptr<Engine> plain = llm.make_engine();
   llm.set_engine_args(with);  // loads a draft model now, not inside a timed run
   const std::unique_ptr<Engine> speculative = llm.make_engine();
-  Engine* engines[2] = {plain.get(), speculative.get()};
+  Engine* const engines[2] = {plain.get(), speculative.get()};
   SamplingParams params;
   params.temperature = o.temperature;
   params.seed = 0;
@@ -131,66 +199,15 @@ void run_speculative_bench(const SpeculativeBenchOptions& o) {
   const int64_t weight_bytes = llm.model().decode_weight_bytes();
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  for (const Workload& w : workloads()) {
-    double best[2] = {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
-    Run last[2];
-    for (int r = 0; r < o.repeat; ++r) {
-      for (int mode = 0; mode < 2; ++mode) {  // off, on: alternating, so both see the same machine
-        Run run = run_workload(llm, *engines[mode], w, params);
-        best[mode] = std::min(best[mode], run.decode_seconds / static_cast<double>(run.decode_tokens));
-        last[mode] = std::move(run);
-        bandwidth = std::max(bandwidth, meter.pass());
-      }
-      if (last[0].tokens != last[1].tokens)
-        throw_error(ErrorCode::kInternal, std::string("speculative decoding changed the output of workload '") +
-                                              w.name + "': the invariance contract is broken");
-    }
-    const double off_tps = 1.0 / best[0];
-    const double on_tps = 1.0 / best[1];
-    const SpeculationStats& s = last[1].speculation;
-    rows.push_back({{"workload", w.name},
-                    {"prompts", w.prompts.size()},
-                    {"decode_tokens", last[0].decode_tokens},
-                    {"decode_tokens_per_s_off", off_tps},
-                    {"decode_tokens_per_s_on", on_tps},
-                    {"speedup", on_tps / off_tps},
-                    {"spec_decode_num_drafts", s.num_drafts},
-                    {"spec_decode_num_draft_tokens", s.num_draft_tokens},
-                    {"spec_decode_num_accepted_tokens", s.num_accepted_tokens},
-                    {"acceptance_rate", s.acceptance_rate()},
-                    {"effective_bytes_per_s_on", on_tps * static_cast<double>(weight_bytes)}});
-  }
+  for (const Workload& w : workloads())
+    rows.push_back(bench_workload(llm, engines, w, params, o.repeat, weight_bytes, meter, bandwidth));
   bandwidth = std::max(bandwidth, meter.measure());
   for (auto& row : rows)
     row["effective_bytes_per_s_on_over_read_bandwidth"] = row["effective_bytes_per_s_on"].get<double>() / bandwidth;
   if (o.json) {
-    const nlohmann::ordered_json j = {
-        {"scenario", "speculative"},
-        {"model", llm.model_dir()},
-        {"isa", std::string(isa_name(active_isa()))},
-        {"speculative_config", o.speculative_config.empty() ? kDefaultConfig : o.speculative_config},
-        {"temperature", o.temperature},
-        {"max_tokens", o.max_tokens},
-        {"decode_weight_bytes", weight_bytes},
-        {"read_bandwidth_gbps", bandwidth / 1e9},
-        {"workloads", rows}};
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    return;
-  }
-  std::printf("model            %s (%.1f MB of weights per decode step)\n", llm.model_dir().c_str(),
-              weight_bytes / 1e6);
-  std::printf("speculation      %s\n", o.speculative_config.empty() ? kDefaultConfig : o.speculative_config.c_str());
-  std::printf("read bandwidth   %10.2f GB/s\n", bandwidth / 1e9);
-  std::printf("%-12s %8s %10s %10s %8s %16s %16s\n", "workload", "tokens", "off tok/s", "on tok/s", "on/off",
-              "accepted", "on bytes/s / bw");
-  for (const auto& row : rows) {
-    const std::string accepted = std::to_string(row["spec_decode_num_accepted_tokens"].get<int64_t>()) + "/" +
-                                 std::to_string(row["spec_decode_num_draft_tokens"].get<int64_t>());
-    std::printf("%-12s %8lld %10.2f %10.2f %8.3f %16s %16.3f\n", row["workload"].get<std::string>().c_str(),
-                static_cast<long long>(row["decode_tokens"].get<int64_t>()),
-                row["decode_tokens_per_s_off"].get<double>(), row["decode_tokens_per_s_on"].get<double>(),
-                row["speedup"].get<double>(), accepted.c_str(),
-                row["effective_bytes_per_s_on_over_read_bandwidth"].get<double>());
+    print_json(o, llm.model_dir(), weight_bytes, bandwidth, rows);
+  } else {
+    print_table(o, llm.model_dir(), weight_bytes, bandwidth, rows);
   }
 }
 

@@ -17,89 +17,132 @@ bool is_matrix_slot(WeightSlot slot) {
   }
 }
 
-void for_each_tensor(const ModelConfig& c, const TensorVisitor& visit) {
+namespace {
+
+using S = WeightSlot;
+
+// Visits the tensors of one decoder layer, named under its Hugging Face prefix (model.layers.L.)
+// and its GGUF prefix (blk.L.).
+class LayerTensors {
+ public:
+  LayerTensors(const TensorVisitor& visit, int64_t layer)
+      : visit_(visit),
+        layer_(layer),
+        p_("model.layers." + std::to_string(layer) + "."),
+        b_("blk." + std::to_string(layer) + ".") {}
+
+  // A linear layer: [out, in] weight, and with `bias` its [out] bias.
+  void linear(const std::string& hf, const std::string& gguf, int64_t out, int64_t in, bool bias, S weight_slot,
+              S bias_slot, bool rope_rows = false) const {
+    visit_({.name = p_ + hf + ".weight",
+            .shape = {out, in},
+            .slot = weight_slot,
+            .layer = layer_,
+            .gguf_name = b_ + gguf + ".weight",
+            .rope_rows = rope_rows});
+    if (bias)
+      visit_({.name = p_ + hf + ".bias",
+              .shape = {out},
+              .slot = bias_slot,
+              .layer = layer_,
+              .gguf_name = b_ + gguf + ".bias",
+              .gguf_f32 = true,
+              .rope_rows = rope_rows,
+              .init = TensorInit::kZeros});
+  }
+
+  void norm(const std::string& hf, const std::string& gguf, int64_t n, S slot) const {
+    visit_({.name = p_ + hf + ".weight",
+            .shape = {n},
+            .slot = slot,
+            .layer = layer_,
+            .gguf_name = b_ + gguf + ".weight",
+            .gguf_f32 = true,
+            .init = TensorInit::kOnes});
+  }
+
+  // The MoE router: [num_experts, hidden_size], kept f32 in GGUF.
+  void router(int64_t num_experts, int64_t h) const {
+    visit_({.name = p_ + "mlp.gate.weight",
+            .shape = {num_experts, h},
+            .slot = S::kRouter,
+            .layer = layer_,
+            .gguf_name = b_ + "ffn_gate_inp.weight",
+            .gguf_f32 = true});
+  }
+
+  // One expert's projection (`proj` is gate, up or down). Every expert of the layer gives the same
+  // GGUF name, the layer's stacked ffn_<proj>_exps tensor (see TensorDesc::gguf_name).
+  void expert(int64_t e, const char* proj, int64_t out, int64_t in, S slot) const {
+    visit_({.name = p_ + "mlp.experts." + std::to_string(e) + "." + proj + "_proj.weight",
+            .shape = {out, in},
+            .slot = slot,
+            .layer = layer_,
+            .expert = e,
+            .gguf_name = b_ + "ffn_" + proj + "_exps.weight"});
+  }
+
+ private:
+  const TensorVisitor& visit_;
+  const int64_t layer_;
+  const std::string p_;  // Hugging Face prefix
+  const std::string b_;  // GGUF prefix
+};
+
+void visit_attention_tensors(const ModelConfig& c, const LayerTensors& t) {
   const int64_t h = c.hidden_size;
   const int64_t q = c.num_attention_heads * c.head_dim;
   const int64_t kv = c.num_key_value_heads * c.head_dim;
-  using S = WeightSlot;
+  t.linear("self_attn.q_proj", "attn_q", q, h, c.attention_bias, S::kQkvProj, S::kQkvBias, /*rope_rows=*/true);
+  t.linear("self_attn.k_proj", "attn_k", kv, h, c.attention_bias, S::kQkvProj, S::kQkvBias, /*rope_rows=*/true);
+  t.linear("self_attn.v_proj", "attn_v", kv, h, c.attention_bias, S::kQkvProj, S::kQkvBias);
+  t.linear("self_attn.o_proj", "attn_output", h, q, c.attention_bias, S::kOProj, S::kOBias);
+  if (c.features.qk_norm) {
+    t.norm("self_attn.q_norm", "attn_q_norm", c.head_dim, S::kQNorm);
+    t.norm("self_attn.k_norm", "attn_k_norm", c.head_dim, S::kKNorm);
+  }
+}
 
+void visit_moe_tensors(const ModelConfig& c, const LayerTensors& t) {
+  const int64_t h = c.hidden_size;
+  const int64_t mi = c.moe_intermediate_size;
+  t.router(c.num_experts, h);
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    t.expert(e, "gate", mi, h, S::kExpertGateUpProj);
+    t.expert(e, "up", mi, h, S::kExpertGateUpProj);
+    t.expert(e, "down", h, mi, S::kExpertDownProj);
+  }
+}
+
+void visit_mlp_tensors(const ModelConfig& c, const LayerTensors& t) {
+  const int64_t h = c.hidden_size;
+  const int64_t inter = c.intermediate_size;
+  t.linear("mlp.gate_proj", "ffn_gate", inter, h, c.mlp_bias, S::kGateUpProj, S::kGateUpBias);
+  t.linear("mlp.up_proj", "ffn_up", inter, h, c.mlp_bias, S::kGateUpProj, S::kGateUpBias);
+  t.linear("mlp.down_proj", "ffn_down", h, inter, c.mlp_bias, S::kDownProj, S::kDownBias);
+}
+
+void visit_layer_tensors(const ModelConfig& c, int64_t layer, const TensorVisitor& visit) {
+  const LayerTensors t(visit, layer);
+  visit_attention_tensors(c, t);
+  if (c.is_moe_layer(layer)) {
+    visit_moe_tensors(c, t);
+  } else {
+    visit_mlp_tensors(c, t);
+  }
+  t.norm("input_layernorm", "attn_norm", c.hidden_size, S::kInputLayernorm);
+  t.norm("post_attention_layernorm", "ffn_norm", c.hidden_size, S::kPostAttentionLayernorm);
+}
+
+}  // namespace
+
+void for_each_tensor(const ModelConfig& c, const TensorVisitor& visit) {
+  const int64_t h = c.hidden_size;
   visit({.name = "model.embed_tokens.weight",
          .shape = {c.vocab_size, h},
          .slot = S::kEmbedTokens,
          .gguf_name = "token_embd.weight"});
-  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const std::string p = "model.layers." + std::to_string(layer) + ".";
-    const std::string b = "blk." + std::to_string(layer) + ".";
-    // A linear layer: [out, in] weight, and with `bias` its [out] bias.
-    auto linear = [&](const std::string& hf, const std::string& gguf, int64_t out, int64_t in, bool bias, S weight_slot,
-                      S bias_slot, bool rope_rows = false) {
-      visit({.name = p + hf + ".weight",
-             .shape = {out, in},
-             .slot = weight_slot,
-             .layer = layer,
-             .gguf_name = b + gguf + ".weight",
-             .rope_rows = rope_rows});
-      if (bias)
-        visit({.name = p + hf + ".bias",
-               .shape = {out},
-               .slot = bias_slot,
-               .layer = layer,
-               .gguf_name = b + gguf + ".bias",
-               .gguf_f32 = true,
-               .rope_rows = rope_rows,
-               .init = TensorInit::kZeros});
-    };
-    auto norm = [&](const std::string& hf, const std::string& gguf, int64_t n, S slot) {
-      visit({.name = p + hf + ".weight",
-             .shape = {n},
-             .slot = slot,
-             .layer = layer,
-             .gguf_name = b + gguf + ".weight",
-             .gguf_f32 = true,
-             .init = TensorInit::kOnes});
-    };
-
-    // Attention block.
-    linear("self_attn.q_proj", "attn_q", q, h, c.attention_bias, S::kQkvProj, S::kQkvBias, /*rope_rows=*/true);
-    linear("self_attn.k_proj", "attn_k", kv, h, c.attention_bias, S::kQkvProj, S::kQkvBias, /*rope_rows=*/true);
-    linear("self_attn.v_proj", "attn_v", kv, h, c.attention_bias, S::kQkvProj, S::kQkvBias);
-    linear("self_attn.o_proj", "attn_output", h, q, c.attention_bias, S::kOProj, S::kOBias);
-    if (c.features.qk_norm) {
-      norm("self_attn.q_norm", "attn_q_norm", c.head_dim, S::kQNorm);
-      norm("self_attn.k_norm", "attn_k_norm", c.head_dim, S::kKNorm);
-    }
-    // MoE or MLP block.
-    if (c.is_moe_layer(layer)) {
-      visit({.name = p + "mlp.gate.weight",
-             .shape = {c.num_experts, h},
-             .slot = S::kRouter,
-             .layer = layer,
-             .gguf_name = b + "ffn_gate_inp.weight",
-             .gguf_f32 = true});
-      const int64_t mi = c.moe_intermediate_size;
-      for (int64_t e = 0; e < c.num_experts; ++e) {
-        const std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
-        auto expert = [&](const char* proj, int64_t out, int64_t in, S slot) {
-          visit({.name = ep + proj + "_proj.weight",
-                 .shape = {out, in},
-                 .slot = slot,
-                 .layer = layer,
-                 .expert = e,
-                 .gguf_name = b + "ffn_" + proj + "_exps.weight"});
-        };
-        expert("gate", mi, h, S::kExpertGateUpProj);
-        expert("up", mi, h, S::kExpertGateUpProj);
-        expert("down", h, mi, S::kExpertDownProj);
-      }
-    } else {
-      const int64_t inter = c.intermediate_size;
-      linear("mlp.gate_proj", "ffn_gate", inter, h, c.mlp_bias, S::kGateUpProj, S::kGateUpBias);
-      linear("mlp.up_proj", "ffn_up", inter, h, c.mlp_bias, S::kGateUpProj, S::kGateUpBias);
-      linear("mlp.down_proj", "ffn_down", h, inter, c.mlp_bias, S::kDownProj, S::kDownBias);
-    }
-    norm("input_layernorm", "attn_norm", h, S::kInputLayernorm);
-    norm("post_attention_layernorm", "ffn_norm", h, S::kPostAttentionLayernorm);
-  }
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) visit_layer_tensors(c, layer, visit);
   visit({.name = "model.norm.weight",
          .shape = {h},
          .slot = S::kNorm,

@@ -34,6 +34,80 @@ std::vector<int64_t> ne_of(const TensorDesc& t, const ModelConfig& c) {
   return ne;
 }
 
+// The attention heads from <arch>.attention.*: num_attention_heads, num_key_value_heads (as many
+// as the query heads when absent) and, where key_length is given, head_dim.
+void read_attention_heads(const GgufFile& g, const std::string& p, json& j) {
+  const std::string& path = g.path();
+  if (g.find(p + "attention.head_count") != nullptr &&
+      g.find(p + "attention.head_count")->type == GgufValueType::kArray)
+    throw_invalid_argument(path + ": metadata '" + p +
+                           "attention.head_count' is a per-layer array; ditto needs one head count for every layer");
+  j["num_attention_heads"] = g.require_int(p + "attention.head_count");
+  j["num_key_value_heads"] = g.get_int(p + "attention.head_count_kv").value_or(j["num_attention_heads"].get<int64_t>());
+  if (const std::optional<int64_t> key_length = g.get_int(p + "attention.key_length")) {
+    j["head_dim"] = *key_length;
+    if (const std::optional<int64_t> value_length = g.get_int(p + "attention.value_length");
+        value_length && *value_length != *key_length)
+      throw_invalid_argument(path + ": metadata '" + p + "attention.value_length' (" + std::to_string(*value_length) +
+                             ") differs from '" + p + "attention.key_length' (" + std::to_string(*key_length) +
+                             "); ditto needs equal key and value head sizes");
+  }
+}
+
+// Not every converter writes <arch>.vocab_size: fall back on the tokenizer's token list, then on
+// the embedding's rows.
+int64_t vocab_size_of(const GgufFile& g, const std::string& p) {
+  int64_t vocab = 0;
+  if (const std::optional<int64_t> v = g.get_int(p + "vocab_size")) {
+    vocab = *v;
+  } else if (const GgufValue* tokens = g.find("tokenizer.ggml.tokens");
+             tokens && tokens->type == GgufValueType::kArray) {
+    vocab = static_cast<int64_t>(tokens->array.size());
+  } else if (const GgufTensor* emb = g.find_tensor("token_embd.weight"); emb && emb->ne.size() == 2) {
+    vocab = emb->ne[1];
+  }
+  if (vocab <= 0)
+    throw_invalid_argument(g.path() + ": the vocabulary size is unknown (no '" + p +
+                           "vocab_size', no 'tokenizer.ggml.tokens', no 2-D token_embd.weight)");
+  return vocab;
+}
+
+// The dense MLP's intermediate_size, or for MoE architectures the expert counts and sizes.
+void read_feed_forward(const GgufFile& g, const Architecture& a, const std::string& p, json& j) {
+  auto require = [&](const std::string& key) { return g.require_int(p + key); };
+  if (a.features.moe) {
+    j["num_experts"] = require("expert_count");
+    j["num_experts_per_tok"] = require("expert_used_count");
+    j["moe_intermediate_size"] = require("expert_feed_forward_length");
+    j["intermediate_size"] = g.get_int(p + "feed_forward_length").value_or(j["moe_intermediate_size"].get<int64_t>());
+    j["norm_topk_prob"] = true;
+    j["decoder_sparse_step"] = 1;
+  } else {
+    j["intermediate_size"] = require("feed_forward_length");
+  }
+}
+
+// llama3 RoPE scaling, stored as the tensor rope_freqs.weight: [head_dim / 2] f32 divisors.
+void read_rope_freq_divisors(const GgufFile& g, const Architecture& a, ModelConfig& c) {
+  const GgufTensor* freqs = g.find_tensor("rope_freqs.weight");
+  if (freqs == nullptr) return;
+  const std::string where = g.path() + ": tensor 'rope_freqs.weight'";
+  if (!a.gguf.rope_freqs)
+    throw_invalid_argument(where + " (RoPE frequency divisors) is not read for " + a.gguf.arch + " models");
+  if (freqs->type != GgmlType::kF32 || freqs->ne != std::vector<int64_t>{c.head_dim / 2})
+    throw_invalid_argument(where + " must be F32 of shape (ggml ne) {" + std::to_string(c.head_dim / 2) +
+                           "} (head_dim / 2), is " + std::string(ggml_type_name(freqs->type)) + " " +
+                           ggml_ne_string(freqs->ne));
+  for (int64_t i = 0; i < c.head_dim / 2; ++i) {
+    float divisor;
+    std::memcpy(&divisor, freqs->data + 4 * i, 4);
+    if (!(divisor > 0) || !std::isfinite(divisor))
+      throw_invalid_argument(where + ": element " + std::to_string(i) + " is " + std::to_string(divisor) +
+                             "; divisors must be positive and finite");
+    c.rope_freq_divisors.push_back(divisor);
+  }
+}
+
 }  // namespace
 
 int64_t llama_permuted_row(int64_t r, int64_t head_dim) {
@@ -52,20 +126,7 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   j["hidden_size"] = require("embedding_length");
   j["num_hidden_layers"] = require("block_count");
   j["max_position_embeddings"] = require("context_length");
-  if (g.find(p + "attention.head_count") != nullptr &&
-      g.find(p + "attention.head_count")->type == GgufValueType::kArray)
-    throw_invalid_argument(path + ": metadata '" + p +
-                           "attention.head_count' is a per-layer array; ditto needs one head count for every layer");
-  j["num_attention_heads"] = require("attention.head_count");
-  j["num_key_value_heads"] = g.get_int(p + "attention.head_count_kv").value_or(j["num_attention_heads"].get<int64_t>());
-  if (const std::optional<int64_t> key_length = g.get_int(p + "attention.key_length")) {
-    j["head_dim"] = *key_length;
-    if (const std::optional<int64_t> value_length = g.get_int(p + "attention.value_length");
-        value_length && *value_length != *key_length)
-      throw_invalid_argument(path + ": metadata '" + p + "attention.value_length' (" + std::to_string(*value_length) +
-                             ") differs from '" + p + "attention.key_length' (" + std::to_string(*key_length) +
-                             "); ditto needs equal key and value head sizes");
-  }
+  read_attention_heads(g, p, j);
   const std::optional<double> eps = g.get_float(p + "attention.layer_norm_rms_epsilon");
   if (!eps) throw_invalid_argument(path + ": metadata '" + p + "attention.layer_norm_rms_epsilon' is missing");
   j["rms_norm_eps"] = *eps;
@@ -73,53 +134,16 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   if (const std::optional<std::string> scaling = g.get_string(p + "rope.scaling.type"); scaling && *scaling != "none")
     throw_invalid_argument(path + ": metadata '" + p + "rope.scaling.type' is \"" + *scaling +
                            "\"; ditto supports only \"none\" (and llama3 scaling from rope_freqs.weight)");
-  int64_t vocab = 0;
-  if (const std::optional<int64_t> v = g.get_int(p + "vocab_size")) {
-    vocab = *v;
-  } else if (const GgufValue* tokens = g.find("tokenizer.ggml.tokens");
-             tokens && tokens->type == GgufValueType::kArray) {
-    vocab = static_cast<int64_t>(tokens->array.size());
-  } else if (const GgufTensor* emb = g.find_tensor("token_embd.weight"); emb && emb->ne.size() == 2) {
-    vocab = emb->ne[1];
-  }
-  if (vocab <= 0)
-    throw_invalid_argument(path + ": the vocabulary size is unknown (no '" + p +
-                           "vocab_size', no 'tokenizer.ggml.tokens', no 2-D token_embd.weight)");
-  j["vocab_size"] = vocab;
+  j["vocab_size"] = vocab_size_of(g, p);
   j["tie_word_embeddings"] = g.find_tensor("output.weight") == nullptr;
   j["attention_bias"] = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   if (a.features.mlp_bias) j["mlp_bias"] = g.find_tensor("blk.0.ffn_gate.bias") != nullptr;
-  if (a.features.moe) {
-    j["num_experts"] = require("expert_count");
-    j["num_experts_per_tok"] = require("expert_used_count");
-    j["moe_intermediate_size"] = require("expert_feed_forward_length");
-    j["intermediate_size"] = g.get_int(p + "feed_forward_length").value_or(j["moe_intermediate_size"].get<int64_t>());
-    j["norm_topk_prob"] = true;
-    j["decoder_sparse_step"] = 1;
-  } else {
-    j["intermediate_size"] = require("feed_forward_length");
-  }
+  read_feed_forward(g, a, p, j);
   if (const std::optional<int64_t> bos = g.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
   if (const std::optional<int64_t> eos = g.get_int("tokenizer.ggml.eos_token_id")) j["eos_token_id"] = *eos;
   if (g.get_bool("ditto.random_weights").value_or(false)) j["ditto_random_weights"] = true;
   ModelConfig c = parse_model_config(j, path);
-  if (const GgufTensor* freqs = g.find_tensor("rope_freqs.weight")) {  // llama3 scaling, as divisors
-    const std::string where = path + ": tensor 'rope_freqs.weight'";
-    if (!a.gguf.rope_freqs)
-      throw_invalid_argument(where + " (RoPE frequency divisors) is not read for " + a.gguf.arch + " models");
-    if (freqs->type != GgmlType::kF32 || freqs->ne != std::vector<int64_t>{c.head_dim / 2})
-      throw_invalid_argument(where + " must be F32 of shape (ggml ne) {" + std::to_string(c.head_dim / 2) +
-                             "} (head_dim / 2), is " + std::string(ggml_type_name(freqs->type)) + " " +
-                             ggml_ne_string(freqs->ne));
-    for (int64_t i = 0; i < c.head_dim / 2; ++i) {
-      float divisor;
-      std::memcpy(&divisor, freqs->data + 4 * i, 4);
-      if (!(divisor > 0) || !std::isfinite(divisor))
-        throw_invalid_argument(where + ": element " + std::to_string(i) + " is " + std::to_string(divisor) +
-                               "; divisors must be positive and finite");
-      c.rope_freq_divisors.push_back(divisor);
-    }
-  }
+  read_rope_freq_divisors(g, a, c);
   if (const std::optional<int64_t> rot = g.get_int(p + "rope.dimension_count"); rot && *rot != c.head_dim)
     throw_invalid_argument(path + ": metadata '" + p + "rope.dimension_count' is " + std::to_string(*rot) +
                            " but heads have " + std::to_string(c.head_dim) +

@@ -174,6 +174,83 @@ size_t GgufTensor::row_bytes() const {
   return static_cast<size_t>(ne[0] / t.block_size * t.block_bytes);
 }
 
+namespace {
+
+// The metadata key-value pairs that follow the header; each key may appear only once.
+void read_metadata(Cursor& c, uint64_t kv_count, std::map<std::string, GgufValue>& metadata) {
+  for (uint64_t k = 0; k < kv_count; ++k) {
+    std::string key = c.str("metadata key " + std::to_string(k));
+    if (key.empty()) c.fail("metadata key " + std::to_string(k) + " is empty");
+    const auto type = static_cast<uint32_t>(c.uint(4, "the type of '" + key + "'"));
+    if (!known_value_type(type)) c.fail("metadata '" + key + "': unknown value type " + std::to_string(type));
+    GgufValue v = read_value(c, static_cast<GgufValueType>(type), key, 0);
+    if (!metadata.emplace(key, std::move(v)).second) c.fail("metadata '" + key + "' appears twice");
+  }
+}
+
+// The data section's alignment: metadata 'general.alignment' (a u32 power of two) or GGUF's default.
+uint32_t data_alignment(const GgufFile& g, const std::string& path) {
+  if (const GgufValue* a = g.find("general.alignment")) {
+    if (a->type != GgufValueType::kUint32 || a->u == 0 || (a->u & (a->u - 1)) != 0)
+      throw_invalid_argument(path + ": metadata 'general.alignment' must be a u32 power of two, is " + a->describe());
+    return static_cast<uint32_t>(a->u);
+  }
+  return kDefaultAlignment;
+}
+
+// Tensor info `t`: name, dimensions, type and offset. The offset stays relative to the data
+// section, whose start is known only after the last tensor info.
+GgufTensor read_tensor_info(Cursor& c, uint64_t t, uint32_t alignment) {
+  GgufTensor info;
+  info.name = c.str("the name of tensor " + std::to_string(t));
+  const std::string where = "tensor '" + info.name + "'";
+  if (info.name.empty()) c.fail("tensor " + std::to_string(t) + " has an empty name");
+  const uint64_t n_dims = c.uint(4, "the dimension count of " + where);
+  if (n_dims < 1 || n_dims > kMaxDims)
+    c.fail(where + " has " + std::to_string(n_dims) + " dimensions (GGUF allows 1 to 4)");
+  for (uint64_t d = 0; d < n_dims; ++d) {
+    const uint64_t ne = c.uint(8, "a dimension of " + where);
+    if (ne < 1 || ne > (uint64_t{1} << 40))
+      c.fail(where + " has dimension " + std::to_string(d) + " = " + std::to_string(ne) + " (must be 1 to 2^40)");
+    info.ne.push_back(static_cast<int64_t>(ne));
+  }
+  const auto type = static_cast<uint32_t>(c.uint(4, "the type of " + where));
+  const GgmlTypeTraits* traits = ggml_type_traits(type);
+  if (traits == nullptr)
+    c.fail(where + " has ggml type " + std::to_string(type) +
+           ", which ditto does not read (supported: " + supported_ggml_types() + ")");
+  info.type = static_cast<GgmlType>(type);
+  const int64_t nbytes = ggml_nbytes(info.type, info.ne.data(), static_cast<int>(info.ne.size()));
+  if (nbytes < 0)
+    c.fail(where + " of type " + std::string(traits->name) + " and shape (ne) " + ggml_ne_string(info.ne) +
+           ": the innermost dimension must be a multiple of " + std::to_string(traits->block_size));
+  info.nbytes = static_cast<size_t>(nbytes);
+  info.file_offset = c.uint(8, "the offset of " + where);  // relative to the data section for now
+  if (info.file_offset % alignment != 0)
+    c.fail(where + ": offset " + std::to_string(info.file_offset) + " is not a multiple of the alignment " +
+           std::to_string(alignment));
+  return info;
+}
+
+// Makes each tensor's offset absolute (the data section starts at data_start) and points its data
+// into the mapping, after checking that its bytes lie inside the file.
+void locate_tensor_data(std::vector<GgufTensor>& tensors, const MappedFile& file, size_t data_start,
+                        const std::string& path) {
+  const size_t size = file.size();
+  for (GgufTensor& t : tensors) {
+    const size_t relative = t.file_offset;
+    if (data_start > size || relative > size - data_start || t.nbytes > size - data_start - relative)
+      throw_invalid_argument(path + ": tensor '" + t.name + "' (" + std::string(ggml_type_name(t.type)) + ", ne " +
+                             ggml_ne_string(t.ne) + ", " + std::to_string(t.nbytes) + " bytes at data offset " +
+                             std::to_string(relative) + ") runs past the end of the file (" + std::to_string(size) +
+                             " bytes); truncated?");
+    t.file_offset = data_start + relative;
+    t.data = file.data() + t.file_offset;
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   std::unique_ptr<GgufFile> g(new GgufFile());
   g->file_ = std::make_unique<MappedFile>(path);
@@ -194,68 +271,19 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   if (tensor_count > c.remaining() / 32)
     c.fail("the header claims " + std::to_string(tensor_count) + " tensors, more than the file can hold; truncated?");
 
-  for (uint64_t k = 0; k < kv_count; ++k) {
-    std::string key = c.str("metadata key " + std::to_string(k));
-    if (key.empty()) c.fail("metadata key " + std::to_string(k) + " is empty");
-    const auto type = static_cast<uint32_t>(c.uint(4, "the type of '" + key + "'"));
-    if (!known_value_type(type)) c.fail("metadata '" + key + "': unknown value type " + std::to_string(type));
-    GgufValue v = read_value(c, static_cast<GgufValueType>(type), key, 0);
-    if (!g->metadata_.emplace(key, std::move(v)).second) c.fail("metadata '" + key + "' appears twice");
-  }
-  if (const GgufValue* a = g->find("general.alignment")) {
-    if (a->type != GgufValueType::kUint32 || a->u == 0 || (a->u & (a->u - 1)) != 0)
-      throw_invalid_argument(path + ": metadata 'general.alignment' must be a u32 power of two, is " + a->describe());
-    g->alignment_ = static_cast<uint32_t>(a->u);
-  } else {
-    g->alignment_ = kDefaultAlignment;
-  }
+  read_metadata(c, kv_count, g->metadata_);
+  g->alignment_ = data_alignment(*g, path);
 
   g->tensors_.reserve(static_cast<size_t>(tensor_count));
   for (uint64_t t = 0; t < tensor_count; ++t) {
-    GgufTensor info;
-    info.name = c.str("the name of tensor " + std::to_string(t));
-    const std::string where = "tensor '" + info.name + "'";
-    if (info.name.empty()) c.fail("tensor " + std::to_string(t) + " has an empty name");
-    const uint64_t n_dims = c.uint(4, "the dimension count of " + where);
-    if (n_dims < 1 || n_dims > kMaxDims)
-      c.fail(where + " has " + std::to_string(n_dims) + " dimensions (GGUF allows 1 to 4)");
-    for (uint64_t d = 0; d < n_dims; ++d) {
-      const uint64_t ne = c.uint(8, "a dimension of " + where);
-      if (ne < 1 || ne > (uint64_t{1} << 40))
-        c.fail(where + " has dimension " + std::to_string(d) + " = " + std::to_string(ne) + " (must be 1 to 2^40)");
-      info.ne.push_back(static_cast<int64_t>(ne));
-    }
-    const auto type = static_cast<uint32_t>(c.uint(4, "the type of " + where));
-    const GgmlTypeTraits* traits = ggml_type_traits(type);
-    if (traits == nullptr)
-      c.fail(where + " has ggml type " + std::to_string(type) +
-             ", which ditto does not read (supported: " + supported_ggml_types() + ")");
-    info.type = static_cast<GgmlType>(type);
-    const int64_t nbytes = ggml_nbytes(info.type, info.ne.data(), static_cast<int>(info.ne.size()));
-    if (nbytes < 0)
-      c.fail(where + " of type " + std::string(traits->name) + " and shape (ne) " + ggml_ne_string(info.ne) +
-             ": the innermost dimension must be a multiple of " + std::to_string(traits->block_size));
-    info.nbytes = static_cast<size_t>(nbytes);
-    info.file_offset = c.uint(8, "the offset of " + where);  // relative to the data section for now
-    if (info.file_offset % g->alignment_ != 0)
-      c.fail(where + ": offset " + std::to_string(info.file_offset) + " is not a multiple of the alignment " +
-             std::to_string(g->alignment_));
-    if (!g->tensor_index_.emplace(info.name, g->tensors_.size()).second) c.fail(where + " appears twice");
+    GgufTensor info = read_tensor_info(c, t, g->alignment_);
+    if (!g->tensor_index_.emplace(info.name, g->tensors_.size()).second)
+      c.fail("tensor '" + info.name + "' appears twice");
     g->tensors_.push_back(std::move(info));
   }
 
   const size_t data_start = (c.pos() + g->alignment_ - 1) / g->alignment_ * g->alignment_;
-  const size_t size = g->file_->size();
-  for (GgufTensor& t : g->tensors_) {
-    const size_t relative = t.file_offset;
-    if (data_start > size || relative > size - data_start || t.nbytes > size - data_start - relative)
-      throw_invalid_argument(path + ": tensor '" + t.name + "' (" + std::string(ggml_type_name(t.type)) + ", ne " +
-                             ggml_ne_string(t.ne) + ", " + std::to_string(t.nbytes) + " bytes at data offset " +
-                             std::to_string(relative) + ") runs past the end of the file (" + std::to_string(size) +
-                             " bytes); truncated?");
-    t.file_offset = data_start + relative;
-    t.data = g->file_->data() + t.file_offset;
-  }
+  locate_tensor_data(g->tensors_, *g->file_, data_start, path);
   return g;
 }
 

@@ -295,143 +295,207 @@ std::string py_repr(const Value& v) {
   return out;
 }
 
-std::string py_percent_format(const std::string& fmt, const Value& args) {
-  // Like CPython, any argument with __getitem__ other than a tuple or str (a dict, but also a list)
-  // is taken as "the mapping": %(key)s looks into it and unused arguments are not an error.
-  const bool mapping = args.is_dict() || args.is_list() || args.is_undefined();
-  const List positional = args.is_tuple() ? args.as_list() : List{args};
-  size_t next_arg = 0;
-  std::string out;
-  auto take = [&](const std::string& key, bool keyed) -> Value {
+namespace {
+
+// The arguments of one %-format: a mapping (for %(key)s) or a run of positional values, consumed
+// left to right by the conversions and by any '*' width or precision.
+class PercentArgs {
+ public:
+  explicit PercentArgs(const Value& args)
+      // Like CPython, any argument with __getitem__ other than a tuple or str (a dict, but also a list)
+      // is taken as "the mapping": %(key)s looks into it and unused arguments are not an error.
+      : args_(args),
+        mapping_(args.is_dict() || args.is_list() || args.is_undefined()),
+        positional_(args.is_tuple() ? args.as_list() : List{args}) {}
+
+  Value take(const std::string& key, bool keyed) {
     if (keyed) {
-      if (!args.is_dict()) throw RuntimeError("TypeError: format requires a mapping");
-      const Value* v = args.as_dict().find(std::string_view(key));
+      if (!args_.is_dict()) throw RuntimeError("TypeError: format requires a mapping");
+      const Value* v = args_.as_dict().find(std::string_view(key));
       if (!v) throw RuntimeError("KeyError: '" + key + "'");
       return *v;
     }
-    if (next_arg >= positional.size()) throw RuntimeError("TypeError: not enough arguments for format string");
-    return positional[next_arg++];
-  };
+    if (next_arg_ >= positional_.size()) throw RuntimeError("TypeError: not enough arguments for format string");
+    return positional_[next_arg_++];
+  }
+
+  void check_all_converted() const {
+    if (!mapping_ && next_arg_ < positional_.size()) {
+      throw RuntimeError("TypeError: not all arguments converted during string formatting");
+    }
+  }
+
+ private:
+  const Value& args_;
+  const bool mapping_;
+  const List positional_;
+  size_t next_arg_ = 0;
+};
+
+// One conversion specifier: %[(key)][flags][width][.precision][length]conv.
+struct PercentSpec {
+  std::string key;
+  bool keyed = false;
+  std::string flags;
+  int width = 0;
+  int precision = -1;  // -1: none given
+  char conv = 0;
+};
+
+// Parses the specifier whose first character (after the '%') is fmt[i]; leaves i on the conversion
+// character. A '*' width or precision takes its value from args here, before the converted value.
+PercentSpec parse_percent_spec(const std::string& fmt, size_t& i, PercentArgs& args) {
+  PercentSpec spec;
+  if (fmt[i] == '(') {
+    const size_t close = fmt.find(')', i);
+    if (close == std::string::npos) throw RuntimeError("ValueError: incomplete format key");
+    spec.key = fmt.substr(i + 1, close - i - 1);
+    spec.keyed = true;
+    i = close + 1;
+  }
+  while (i < fmt.size() && std::string("-+ #0").find(fmt[i]) != std::string::npos) spec.flags += fmt[i++];
+  if (i < fmt.size() && fmt[i] == '*') {
+    spec.width = static_cast<int>(args.take("", false).to_int());
+    ++i;
+  }
+  while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') {
+    spec.width = std::min(spec.width * 10 + (fmt[i++] - '0'), 100000);
+  }
+  if (i < fmt.size() && fmt[i] == '.') {
+    ++i;
+    spec.precision = 0;
+    if (i < fmt.size() && fmt[i] == '*') {
+      spec.precision = static_cast<int>(args.take("", false).to_int());
+      ++i;
+    }
+    while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') {
+      spec.precision = std::min(spec.precision * 10 + (fmt[i++] - '0'), 1000);
+    }
+  }
+  while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
+  if (i >= fmt.size()) throw RuntimeError("ValueError: incomplete format");
+  spec.conv = fmt[i];
+  return spec;
+}
+
+// %c: a one-character string, or an int taken as a code point.
+std::string format_percent_char(const Value& v) {
+  std::string body;
+  if (v.is_string() && utf8::length(v.as_string()) == 1) {
+    body = v.as_string();
+  } else if (v.is_int()) {
+    utf8::append(body, static_cast<char32_t>(v.as_int()));
+  } else {
+    throw RuntimeError("TypeError: %c requires int or char");
+  }
+  return body;
+}
+
+// %d %i %u %x %X %o %e %E %f %F %g %G through snprintf. Only the '+', ' ' and '#' flags reach
+// snprintf (padding is done afterwards, on code points); hex and octal print the magnitude after
+// a '-', as Python does, rather than C's two's complement.
+std::string format_percent_number(const PercentSpec& spec, const Value& v) {
+  const char conv = spec.conv;
+  if (!v.is_number()) {
+    throw RuntimeError(std::string("TypeError: %") + conv + " format: a real number is required, not " + v.type_name());
+  }
+  std::string c_spec = "%";
+  for (char f : spec.flags) {
+    if (f == '+' || f == ' ' || f == '#') c_spec += f;
+  }
+  char buf[512];
+  if (conv == 'd' || conv == 'i' || conv == 'u' || conv == 'x' || conv == 'X' || conv == 'o') {
+    const long long n = v.is_float() ? static_cast<long long>(v.as_float()) : static_cast<long long>(v.to_int());
+    if (conv == 'x' || conv == 'X' || conv == 'o') {
+      c_spec += std::string("ll") + conv;
+      std::snprintf(buf, sizeof(buf), c_spec.c_str(), static_cast<unsigned long long>(n < 0 ? -n : n));
+      std::string body = n < 0 ? "-" : "";
+      return body + buf;
+    }
+    c_spec += "lld";
+    std::snprintf(buf, sizeof(buf), c_spec.c_str(), n);
+    return buf;
+  }
+  c_spec += '.';
+  c_spec += std::to_string(spec.precision < 0 ? 6 : spec.precision);
+  c_spec += conv;
+  std::snprintf(buf, sizeof(buf), c_spec.c_str(), v.to_double());
+  return buf;
+}
+
+// The converted value before padding; sets numeric for the conversions that honour the '0' flag.
+std::string format_percent_value(const PercentSpec& spec, const Value& v, bool& numeric) {
+  const char conv = spec.conv;
+  switch (conv) {
+    case 's':
+    case 'r':
+    case 'a': {
+      std::string body = conv == 's' ? py_str(v) : py_repr(v);
+      if (spec.precision >= 0) {
+        body = utf8::from_utf32(utf8::to_utf32(body).substr(0, static_cast<size_t>(spec.precision)));
+      }
+      return body;
+    }
+    case 'c': return format_percent_char(v);
+    case 'd':
+    case 'i':
+    case 'u':
+    case 'x':
+    case 'X':
+    case 'o':
+    case 'e':
+    case 'E':
+    case 'f':
+    case 'F':
+    case 'g':
+    case 'G': {
+      std::string body = format_percent_number(spec, v);
+      numeric = true;
+      return body;
+    }
+    default: throw RuntimeError(std::string("ValueError: unsupported format character '") + conv + "'");
+  }
+}
+
+// Pads body to the width in code points: left-justified with '-', zero-filled after any sign for
+// numbers with '0', right-justified otherwise.
+void pad_percent_field(std::string& body, const PercentSpec& spec, bool numeric) {
+  const int len = static_cast<int>(utf8::length(body));
+  if (spec.width <= len) return;
+  const std::string fill(static_cast<size_t>(spec.width - len), ' ');
+  if (spec.flags.find('-') != std::string::npos) {
+    body += fill;
+  } else if (numeric && spec.flags.find('0') != std::string::npos) {
+    const size_t sign = !body.empty() && (body[0] == '-' || body[0] == '+' || body[0] == ' ') ? 1 : 0;
+    body.insert(sign, std::string(static_cast<size_t>(spec.width - len), '0'));
+  } else {
+    body = fill + body;
+  }
+}
+
+}  // namespace
+
+std::string py_percent_format(const std::string& fmt, const Value& args) {
+  PercentArgs arguments(args);
+  std::string out;
   for (size_t i = 0; i < fmt.size(); ++i) {
     if (fmt[i] != '%') {
       out += fmt[i];
       continue;
     }
     if (++i >= fmt.size()) throw RuntimeError("ValueError: incomplete format");
-    std::string key;
-    bool keyed = false;
-    if (fmt[i] == '(') {
-      const size_t close = fmt.find(')', i);
-      if (close == std::string::npos) throw RuntimeError("ValueError: incomplete format key");
-      key = fmt.substr(i + 1, close - i - 1);
-      keyed = true;
-      i = close + 1;
-    }
-    std::string flags;
-    while (i < fmt.size() && std::string("-+ #0").find(fmt[i]) != std::string::npos) flags += fmt[i++];
-    int width = 0;
-    if (i < fmt.size() && fmt[i] == '*') {
-      width = static_cast<int>(take("", false).to_int());
-      ++i;
-    }
-    while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') width = std::min(width * 10 + (fmt[i++] - '0'), 100000);
-    int precision = -1;
-    if (i < fmt.size() && fmt[i] == '.') {
-      ++i;
-      precision = 0;
-      if (i < fmt.size() && fmt[i] == '*') {
-        precision = static_cast<int>(take("", false).to_int());
-        ++i;
-      }
-      while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') {
-        precision = std::min(precision * 10 + (fmt[i++] - '0'), 1000);
-      }
-    }
-    while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
-    if (i >= fmt.size()) throw RuntimeError("ValueError: incomplete format");
-    const char conv = fmt[i];
-    if (conv == '%') {
+    const PercentSpec spec = parse_percent_spec(fmt, i, arguments);
+    if (spec.conv == '%') {
       out += '%';
       continue;
     }
-    const Value v = take(key, keyed);
-    std::string body;
+    const Value v = arguments.take(spec.key, spec.keyed);
     bool numeric = false;
-    switch (conv) {
-      case 's':
-      case 'r':
-      case 'a':
-        body = conv == 's' ? py_str(v) : py_repr(v);
-        if (precision >= 0) body = utf8::from_utf32(utf8::to_utf32(body).substr(0, static_cast<size_t>(precision)));
-        break;
-      case 'c':
-        if (v.is_string() && utf8::length(v.as_string()) == 1) {
-          body = v.as_string();
-        } else if (v.is_int()) {
-          utf8::append(body, static_cast<char32_t>(v.as_int()));
-        } else {
-          throw RuntimeError("TypeError: %c requires int or char");
-        }
-        break;
-      case 'd':
-      case 'i':
-      case 'u':
-      case 'x':
-      case 'X':
-      case 'o':
-      case 'e':
-      case 'E':
-      case 'f':
-      case 'F':
-      case 'g':
-      case 'G': {
-        if (!v.is_number()) {
-          throw RuntimeError(std::string("TypeError: %") + conv + " format: a real number is required, not " +
-                             v.type_name());
-        }
-        numeric = true;
-        std::string spec = "%";
-        for (char f : flags) {
-          if (f == '+' || f == ' ' || f == '#') spec += f;
-        }
-        char buf[512];
-        if (conv == 'd' || conv == 'i' || conv == 'u' || conv == 'x' || conv == 'X' || conv == 'o') {
-          const long long n = v.is_float() ? static_cast<long long>(v.as_float()) : static_cast<long long>(v.to_int());
-          if (conv == 'x' || conv == 'X' || conv == 'o') {
-            spec += std::string("ll") + conv;
-            std::snprintf(buf, sizeof(buf), spec.c_str(), static_cast<unsigned long long>(n < 0 ? -n : n));
-            body = (n < 0 ? "-" : "") + std::string(buf);
-          } else {
-            spec += "lld";
-            std::snprintf(buf, sizeof(buf), spec.c_str(), n);
-            body = buf;
-          }
-        } else {
-          spec += "." + std::to_string(precision < 0 ? 6 : precision) + conv;
-          std::snprintf(buf, sizeof(buf), spec.c_str(), v.to_double());
-          body = buf;
-        }
-        break;
-      }
-      default: throw RuntimeError(std::string("ValueError: unsupported format character '") + conv + "'");
-    }
-    const int len = static_cast<int>(utf8::length(body));
-    if (width > len) {
-      const std::string fill(static_cast<size_t>(width - len), ' ');
-      if (flags.find('-') != std::string::npos) {
-        body += fill;
-      } else if (numeric && flags.find('0') != std::string::npos) {
-        const size_t sign = !body.empty() && (body[0] == '-' || body[0] == '+' || body[0] == ' ') ? 1 : 0;
-        body.insert(sign, std::string(static_cast<size_t>(width - len), '0'));
-      } else {
-        body = fill + body;
-      }
-    }
+    std::string body = format_percent_value(spec, v, numeric);
+    pad_percent_field(body, spec, numeric);
     out += body;
   }
-  if (!mapping && next_arg < positional.size()) {
-    throw RuntimeError("TypeError: not all arguments converted during string formatting");
-  }
+  arguments.check_all_converted();
   return out;
 }
 
