@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -175,6 +176,167 @@ TEST_F(LlmApiTest, MalformedChatJsonIsRefusedNamingTheField) {
   ASSERT_TRUE(r[1].error);
   EXPECT_NE(r[1].error->find("messages"), std::string::npos) << *r[1].error;
   EXPECT_FALSE(r[2].error);
+}
+
+TEST_F(LlmApiTest, ScoreGivesThePromptLogprobsOfGenerateInSequenceOrder) {
+  const std::vector<std::vector<int32_t>> seqs = {
+      {785, 3974, 13876, 38835, 374, 264}, {9707, 11, 1879}, {785, 3974, 13876, 38835, 374, 1}};
+  std::vector<size_t> order;
+  std::vector<RequestOutput> scored(seqs.size());
+  llm_->score(seqs, ScoreOptions{.top_logprobs = 3, .next_token = false}, [&](size_t i, RequestOutput&& out) {
+    order.push_back(i);
+    scored[i] = std::move(out);
+  });
+  EXPECT_EQ(order, (std::vector<size_t>{0, 1, 2}));
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    SCOPED_TRACE("sequence " + std::to_string(i));
+    // The same bits as a greedy one-token request with prompt_logprobs = 3, run alone.
+    SamplingParams p;
+    p.temperature = 0.0f;
+    p.max_tokens = 1;
+    p.prompt_logprobs = 3;
+    const std::vector<GenerateResult> alone = llm_->generate({PromptInput{.token_ids = seqs[i]}}, {p});
+    ASSERT_FALSE(alone[0].error) << *alone[0].error;
+    const RequestOutput& want = alone[0].output;
+    EXPECT_EQ(scored[i].prompt_token_ids, seqs[i]);
+    ASSERT_EQ(scored[i].prompt_logprobs.size(), seqs[i].size());
+    EXPECT_FALSE(scored[i].prompt_logprobs[0]);
+    for (size_t t = 1; t < seqs[i].size(); ++t) {
+      ASSERT_TRUE(scored[i].prompt_logprobs[t]);
+      const SampledToken& got = *scored[i].prompt_logprobs[t];
+      EXPECT_EQ(got.token.token_id, seqs[i][t]);
+      expect_same_bits(got.token, want.prompt_logprobs[t]->token);
+      ASSERT_EQ(got.top_logprobs.size(), 3u);
+      for (size_t k = 0; k < 3; ++k) expect_same_bits(got.top_logprobs[k], want.prompt_logprobs[t]->top_logprobs[k]);
+    }
+  }
+  // Sequences 0 and 2 share five tokens: their first four scores are the same bits.
+  for (size_t t = 1; t < 5; ++t)
+    expect_same_bits(scored[0].prompt_logprobs[t]->token, scored[2].prompt_logprobs[t]->token);
+}
+
+TEST_F(LlmApiTest, ScoreWholeRowsAreDistributionsAndLeaveTheEngineArgsAlone) {
+  const EngineArgs before = llm_->args();
+  const int64_t vocab = llm_->model_info().vocab_size;
+  const std::vector<std::vector<int32_t>> seqs = {{785, 3974, 13876}, {9707}};
+  std::vector<RequestOutput> scored(seqs.size());
+  llm_->score(seqs, ScoreOptions{.top_logprobs = -1, .next_token = true},
+              [&](size_t i, RequestOutput&& out) { scored[i] = std::move(out); });
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    SCOPED_TRACE("sequence " + std::to_string(i));
+    std::vector<const SampledToken*> rows;
+    for (size_t t = 1; t < seqs[i].size(); ++t) rows.push_back(&*scored[i].prompt_logprobs[t]);
+    ASSERT_EQ(scored[i].outputs.size(), 1u);
+    ASSERT_EQ(scored[i].outputs[0].logprobs.size(), 1u);
+    rows.push_back(&scored[i].outputs[0].logprobs[0]);
+    for (const SampledToken* row : rows) {
+      ASSERT_EQ(static_cast<int64_t>(row->top_logprobs.size()), vocab);
+      // Every id once; the probabilities sum to 1 (float32 log-softmax, summed in double: 1e-4).
+      std::vector<bool> seen(static_cast<size_t>(vocab), false);
+      double sum = 0.0;
+      for (const TokenLogprob& e : row->top_logprobs) {
+        ASSERT_FALSE(seen[static_cast<size_t>(e.token_id)]);
+        seen[static_cast<size_t>(e.token_id)] = true;
+        sum += std::exp(static_cast<double>(e.logprob));
+        if (e.token_id == row->token.token_id) {
+          EXPECT_TRUE(same_bits(e.logprob, row->token.logprob));
+        }
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-4);
+      EXPECT_EQ(row->top_logprobs[0].rank, 1);
+    }
+  }
+  EXPECT_EQ(llm_->args().max_num_seqs, before.max_num_seqs);
+  EXPECT_EQ(llm_->args().max_logprobs, before.max_logprobs);
+  EXPECT_EQ(llm_->args().max_num_batched_tokens, before.max_num_batched_tokens);
+}
+
+TEST_F(LlmApiTest, ScoreRefusesABadSequenceBeforeAnyOutput) {
+  auto refusal = [&](const std::vector<std::vector<int32_t>>& seqs, ScoreOptions o) -> std::string {
+    size_t outputs = 0;
+    try {
+      llm_->score(seqs, o, [&](size_t, RequestOutput&&) { ++outputs; });
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+      EXPECT_EQ(outputs, 0u);
+      return e.what();
+    }
+    ADD_FAILURE() << "no error";
+    return "";
+  };
+  const ScoreOptions top1{.top_logprobs = 1, .next_token = false};
+  EXPECT_NE(refusal({{1, 2}, {7}}, top1).find("sequence 1 has 1 token"), std::string::npos);
+  const std::string oov = refusal({{1, 2}, {1, 2}, {3, static_cast<int32_t>(llm_->model_info().vocab_size)}}, top1);
+  EXPECT_EQ(oov.rfind("sequence 2: ", 0), 0u) << oov;
+  const std::string context =
+      refusal({std::vector<int32_t>(static_cast<size_t>(llm_->model_info().max_model_len), 5)}, top1);
+  EXPECT_NE(context.find("max_position_embeddings"), std::string::npos) << context;
+  EXPECT_NE(refusal({{1, 2}}, ScoreOptions{.top_logprobs = 0, .next_token = false}).find("top_logprobs"),
+            std::string::npos);
+}
+
+TEST_F(LlmApiTest, GenerateOptionsSetIdsRulesAndAbort) {
+  std::vector<PromptInput> batch = prompts();
+  GenerateOptions o;
+  o.request_ids = {"a", "b", "c"};
+  o.max_tokens_rules.assign(3, MaxTokensRule::kAsGiven);
+  std::vector<size_t> seen;
+  o.on_result = [&](size_t i, GenerateResult& r) {
+    seen.push_back(i);
+    EXPECT_EQ(r.output.request_id, o.request_ids[i]);
+  };
+  o.return_outputs = false;
+  const std::vector<GenerateResult> r = llm_->generate(batch, {params()}, o);
+  EXPECT_EQ(seen.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(r[i].output.request_id, o.request_ids[i]);
+    EXPECT_TRUE(r[i].output.outputs.empty());  // handed to on_result only
+  }
+  // A rule or an id per prompt, or none.
+  o.request_ids = {"a"};
+  EXPECT_THROW(llm_->generate(batch, {params()}, o), Error);
+  o.request_ids.clear();
+  o.max_tokens_rules = {MaxTokensRule::kAsGiven};
+  EXPECT_THROW(llm_->generate(batch, {params()}, o), Error);
+  // kAsGiven refuses what kClipToContext cuts.
+  SamplingParams big = params();
+  big.max_tokens = llm_->model_info().max_model_len;
+  GenerateOptions as_given;
+  as_given.max_tokens_rules.assign(3, MaxTokensRule::kAsGiven);
+  EXPECT_TRUE(llm_->generate(batch, {big}, as_given)[0].error);
+  big.max_tokens = 4;  // keep the clipped run short
+  EXPECT_FALSE(llm_->generate(batch, {big})[0].error);
+  // on_step returning false aborts every request.
+  GenerateOptions stop;
+  int steps = 0;
+  stop.on_step = [&](const GenerateProgress& at) {
+    EXPECT_EQ(at.total, 3u);
+    return ++steps < 2;
+  };
+  for (const GenerateResult& g : llm_->generate(batch, {params()}, stop)) {
+    ASSERT_FALSE(g.error);
+    for (const CompletionOutput& c : g.output.outputs) EXPECT_EQ(c.finish_reason, "abort");
+  }
+}
+
+TEST_F(LlmApiTest, ModelInfoAndVocabularyLookups) {
+  const ModelInfo& m = llm_->model_info();
+  EXPECT_TRUE(m.has_tokenizer);
+  EXPECT_EQ(m.vocab_size, 151936);
+  EXPECT_GT(m.max_model_len, 0);
+  EXPECT_GT(m.num_tensors, 0);
+  EXPECT_GT(m.weight_bytes, 0);
+  ASSERT_FALSE(m.eos_token_ids.empty());
+  const std::optional<int32_t> im_end = llm_->token_to_id("<|im_end|>");
+  ASSERT_TRUE(im_end);
+  EXPECT_EQ(llm_->id_to_token(*im_end), "<|im_end|>");
+  EXPECT_FALSE(llm_->token_to_id("no such token, surely"));
+  EXPECT_FALSE(llm_->id_to_token(-1));
+  EXPECT_NE(llm_->tokenizer_config_json().find("<|im_end|>"), std::string::npos);
+  // The generated qwen3 model ships Qwen3's generation_config.json (0.6 / 0.95 / 20).
+  const GenerationDefaults& g = llm_->generation_defaults();
+  EXPECT_EQ(g.temperature, 0.6f);
+  EXPECT_EQ(g.top_k, 20);
 }
 
 }  // namespace

@@ -10,15 +10,14 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/json_input.h"
-#include "engine/llm_engine.h"
-#include "engine/speculative.h"
+#include "ditto/llm.h"
 #include "generate_jsonl.h"
 #include "model_options.h"
 
 namespace ditto {
 namespace {
 
-struct GenerateOptions {
+struct GenerateCommandOptions {
   ModelOptions model;
   std::vector<std::string> prompt_token_ids;  // "1,2,3" each
   std::vector<std::string> prompts;           // text each
@@ -46,7 +45,7 @@ nlohmann::ordered_json parse_json_flag(const std::string& text, const std::strin
 }
 
 // Every prompt flag as a PromptInput, in the order the kinds are listed (one kind per run).
-std::vector<PromptInput> prompt_inputs(const GenerateOptions& o) {
+std::vector<PromptInput> prompt_inputs(const GenerateCommandOptions& o) {
   const int kinds = !o.prompt_token_ids.empty() + !o.prompts.empty() + !o.chats.empty();
   if (kinds != 1)
     throw_invalid_argument("give prompts as exactly one of --prompt-token-ids, --prompt or --chat (each may repeat)");
@@ -69,7 +68,7 @@ std::vector<PromptInput> prompt_inputs(const GenerateOptions& o) {
   return out;
 }
 
-void run_generate(const GenerateOptions& o) {
+void run_generate(const GenerateCommandOptions& o) {
   if (serve_as_tensor_parallel_rank(o.model.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   if (!o.prompts_file.empty()) {
     if (!o.prompt_token_ids.empty() || !o.prompts.empty() || !o.chats.empty())
@@ -83,22 +82,24 @@ void run_generate(const GenerateOptions& o) {
   const std::vector<PromptInput> prompts = prompt_inputs(o);
   SamplingParams params = o.sampling;
   params.seed = o.seed;  // fixed (0 unless --seed): the same command gives the same text
-  LLMEngine llm(o.model.engine);
-  if (o.model.report_memory) report_load(llm.model_dir(), llm.model());
+  LLM llm(o.model.engine);
+  if (o.model.report_memory) report_load(llm.model_info());
+  const bool has_tokenizer = llm.model_info().has_tokenizer;
   // Every prompt through the front door and the engine, all in one batch; a given --max-tokens
   // must fit the context (the server's rule), the default is cut to it.
-  const std::vector<MaxTokensRule> rules(prompts.size(), MaxTokensRule::kAsGiven);
-  const std::vector<GenerateResult> results = llm.generate(prompts, {params}, false, nullptr, nullptr, rules);
+  GenerateOptions options;
+  options.max_tokens_rules.assign(prompts.size(), MaxTokensRule::kAsGiven);
+  const std::vector<GenerateResult> results = llm.generate(prompts, {params}, options);
   for (const GenerateResult& r : results)
     if (r.error) throw_invalid_argument(*r.error);
   for (size_t i = 0; i < results.size(); ++i) {
     const CompletionOutput& c = results[i].output.outputs.at(0);
     if (o.json) {
       nlohmann::ordered_json j = {{"prompt_index", i}, {"token_ids", c.token_ids}, {"finish_reason", c.finish_reason}};
-      if (llm.has_tokenizer()) j["text"] = c.text;
+      if (has_tokenizer) j["text"] = c.text;
       j["seed"] = results[i].output.seed;
       std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    } else if (llm.has_tokenizer()) {
+    } else if (has_tokenizer) {
       std::printf("%s\n", c.text.c_str());
     } else {
       std::string line;
@@ -111,7 +112,7 @@ void run_generate(const GenerateOptions& o) {
 }  // namespace
 
 void add_generate_command(CLI::App& app) {
-  auto o = std::make_shared<GenerateOptions>();
+  auto o = std::make_shared<GenerateCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "generate",
       "Generate through the batching engine. With --prompts: one JSON request per line with any sampling "

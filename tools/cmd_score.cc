@@ -5,31 +5,27 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "core/error.h"
-#include "engine/llm_engine.h"
+#include "ditto/llm.h"
 #include "model_options.h"
 
 namespace ditto {
 namespace {
 
-struct ScoreOptions {
+struct ScoreCommandOptions {
   ModelOptions model;
   std::vector<std::string> sequences;
   bool json = false;
   std::string logprobs_out;
 };
-
-// Tokens per engine step: bounds the logits a step holds to kMaxRowsPerStep · vocab floats however
-// long the sequences are. Chunked prefill cannot change a bit, so this is purely a memory choice.
-constexpr int64_t kMaxRowsPerStep = 256;
 
 // The full row: every token's logprob in id order, from a SampledToken whose top_logprobs hold the
 // whole vocabulary.
@@ -67,77 +63,34 @@ void write_scores(size_t seq, const RequestOutput& out, bool json, std::ofstream
   }
 }
 
-// Every sequence is a request through the engine's front door: its prompt_logprobs are the scores
-// (the top one beside each), and one greedy token after it gives the last row's distribution
-// (--logprobs-out). Sequences share engine steps as any requests do; each one's numbers are the
-// bits it gets alone.
-void run_score(const ScoreOptions& o) {
+// Every sequence is scored by LLM::score (teacher forcing through the engine's front door): the
+// scores with the top token beside each, and with --logprobs-out every row, the last one the
+// distribution after the sequence. Sequences share engine steps as any requests do; each one's
+// numbers are the bits it gets alone.
+void run_score(const ScoreCommandOptions& o) {
   if (serve_as_tensor_parallel_rank(o.model.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
-  std::vector<PromptInput> prompts;
-  for (const std::string& text : o.sequences) {
-    prompts.push_back(PromptInput{.token_ids = parse_token_ids(text, "--token-ids")});
-    if (prompts.back().token_ids->size() < 2 && o.logprobs_out.empty())
-      throw_invalid_argument("--token-ids: sequence " + std::to_string(prompts.size() - 1) +
-                             " has one token; scoring needs at least two (the first has no context)");
-  }
-  EngineArgs args = o.model.engine;
-  args.max_num_batched_tokens = kMaxRowsPerStep;
-  LLMEngine llm(args);
-  if (o.model.report_memory) report_load(llm.model_dir(), llm.model());
-  const int64_t vocab = llm.model().config().vocab_size;
-  // Checked here, as the front door would put it in terms of output ("leaves no room"): scoring
-  // takes one position past the sequence (its request asks for the token after the last).
-  const int64_t context = llm.model().config().max_position_embeddings;
-  for (size_t i = 0; i < prompts.size(); ++i)
-    if (const auto n = static_cast<int64_t>(prompts[i].token_ids->size()); n >= context)
-      throw_invalid_argument("--token-ids: sequence " + std::to_string(i) + " has " + std::to_string(n) +
-                             " tokens: scoring takes positions 0 to " + std::to_string(n) + " and position " +
-                             std::to_string(context) + " is past the model's context (max_position_embeddings = " +
-                             std::to_string(context) + "); give at most " + std::to_string(context - 1) + " tokens");
+  std::vector<std::vector<int32_t>> sequences;
+  for (const std::string& text : o.sequences) sequences.push_back(parse_token_ids(text, "--token-ids"));
+  LLM llm(o.model.engine);
+  if (o.model.report_memory) report_load(llm.model_info());
   const bool full_rows = !o.logprobs_out.empty();
-  if (full_rows) {
-    // Whole rows are vocab_size logprobs per token: one sequence at a time holds them.
-    args.max_logprobs = vocab;
-    args.max_num_seqs = 1;
-    llm.set_engine_args(args);
-  }
-  SamplingParams params;
-  params.temperature = 0.0f;
-  params.max_tokens = 1;
-  params.ignore_eos = true;
-  params.prompt_logprobs = full_rows ? vocab : 1;
-  if (full_rows) params.logprobs = vocab;
-
-  // Every sequence through the front door first: a bad one stops the run before any output.
-  std::vector<EngineRequest> requests;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    try {
-      requests.push_back(llm.input_processor().process(prompts[i], params, MaxTokensRule::kAsGiven));
-    } catch (const Error& e) {
-      throw Error(e.code(), "--token-ids: sequence " + std::to_string(i) + ": " + e.what(), e.param());
-    }
-    requests.back().request_id = std::to_string(i);
-  }
   std::ofstream out_file;
-  if (full_rows) {
+  auto open_rows = [&] {
     out_file.open(o.logprobs_out, std::ios::binary);
     if (!out_file)
       throw_invalid_argument("--logprobs-out: cannot open '" + o.logprobs_out + "': " + std::strerror(errno));
+  };
+  std::vector<float> row(full_rows ? static_cast<size_t>(llm.model_info().vocab_size) : 0);
+  try {
+    llm.score(sequences, ScoreOptions{.top_logprobs = full_rows ? -1 : 1, .next_token = full_rows},
+              [&](size_t i, RequestOutput&& out) {
+                if (full_rows && !out_file.is_open()) open_rows();  // only once every sequence passed the door
+                write_scores(i, out, o.json, full_rows ? &out_file : nullptr, row);
+              });
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string("--token-ids: ") + e.what(), e.param());
   }
-  std::unique_ptr<Engine> engine = llm.make_engine();
-  for (EngineRequest& r : requests) engine->add(std::move(r));
-  // Outputs are written in sequence order as soon as every earlier one is: with one sequence at a
-  // time (full rows), only the running one's rows are held.
-  std::map<size_t, RequestOutput> finished;
-  size_t next = 0;
-  std::vector<float> row(static_cast<size_t>(vocab));
-  while (engine->has_unfinished()) {
-    for (RequestOutput& out : engine->step()) finished.emplace(std::stoul(out.request_id), std::move(out));
-    for (auto it = finished.find(next); it != finished.end(); it = finished.find(++next)) {
-      write_scores(next, it->second, o.json, full_rows ? &out_file : nullptr, row);
-      finished.erase(it);
-    }
-  }
+  if (full_rows && !out_file.is_open()) open_rows();  // no sequences: an empty file
   if (out_file.is_open()) {
     out_file.close();  // close() reports errors a buffered write only meets at the end (e.g. a full disk)
     if (out_file.fail())
@@ -148,7 +101,7 @@ void run_score(const ScoreOptions& o) {
 }  // namespace
 
 void add_score_command(CLI::App& app) {
-  auto o = std::make_shared<ScoreOptions>();
+  auto o = std::make_shared<ScoreCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "score",
       "Log-probabilities of each token of a sequence given the tokens before it. For every position p >= 1 "

@@ -16,8 +16,8 @@
 #include "checkpoint/hub.h"
 #include "core/error.h"
 #include "core/json_input.h"
+#include "ditto/llm.h"
 #include "engine/generation_defaults.h"
-#include "engine/llm_engine.h"
 #include "engine/sampling_params_json.h"
 
 namespace ditto {
@@ -239,7 +239,7 @@ size_t run_generate_jsonl(const EngineArgs& engine_args, const JsonlOptions& o) 
     rules.push_back(lines[i].request.rule);
     line_of.push_back(i);
   }
-  LLMEngine llm(engine_args);
+  LLM llm(engine_args);
   std::ofstream out_file;
   if (o.output != "-") {
     out_file.open(o.output);
@@ -247,9 +247,12 @@ size_t run_generate_jsonl(const EngineArgs& engine_args, const JsonlOptions& o) 
   }
   std::ostream& out = o.output == "-" ? std::cout : out_file;
   OrderedWriter writer(lines, out);
-  if (!prompts.empty())
-    llm.generate(
-        prompts, params, true, [&](size_t k, const GenerateResult& r) { writer.put(line_of[k], r); }, nullptr, rules);
+  GenerateOptions options;
+  options.max_tokens_rules = std::move(rules);
+  options.progress_bar = true;
+  options.return_outputs = false;
+  options.on_result = [&](size_t k, GenerateResult& r) { writer.put(line_of[k], std::move(r)); };
+  if (!prompts.empty()) llm.generate(prompts, params, options);
   writer.flush();
   if (!out) throw_invalid_argument("--output: writing failed: " + std::string(std::strerror(errno)));
   return writer.failed();

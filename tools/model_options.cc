@@ -72,7 +72,15 @@ LoadedModel load_model(const ModelOptions& o) {
   lm.model =
       CausalLM::load(dir, lm.pool.get(),
                      a.tensor_parallel_size > 1 ? TensorParallelGroup::initialize(a.tensor_parallel_size) : nullptr);
-  if (o.report_memory) report_load(dir, *lm.model);
+  if (o.report_memory) {
+    const LoadStats& s = lm.model->load_stats();
+    ModelInfo info;
+    info.model_dir = dir;
+    info.num_tensors = s.num_tensors;
+    info.weight_bytes = s.weight_bytes;
+    info.load_seconds = s.seconds;
+    report_load(info);
+  }
   return lm;
 }
 
@@ -94,12 +102,12 @@ void note_random_weights(const std::string& command, const std::string& model) {
                command.c_str(), model_path.c_str());
 }
 
-void report_load(const std::string& dir, const CausalLM& model) {
-  const LoadStats& s = model.load_stats();
+void report_load(const ModelInfo& m) {
   const int64_t rss = peak_rss_bytes();
   std::fprintf(stderr, "loaded %s: %lld tensors, weights %.1f MB, peak RSS %.1f MB (%.3fx weights), %.2f s\n",
-               dir.c_str(), static_cast<long long>(s.num_tensors), s.weight_bytes / 1e6, rss / 1e6,
-               static_cast<double>(rss) / static_cast<double>(s.weight_bytes), s.seconds);
+               m.model_dir.c_str(), static_cast<long long>(m.num_tensors), static_cast<double>(m.weight_bytes) / 1e6,
+               static_cast<double>(rss) / 1e6, static_cast<double>(rss) / static_cast<double>(m.weight_bytes),
+               m.load_seconds);
 }
 
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& flag) {

@@ -40,7 +40,7 @@ struct LoadedModel {
 // Resolves, loads and (with --report-memory) prints the load statistics to stderr.
 LoadedModel load_model(const ModelOptions& options);
 // Prints --report-memory's line: tensors, weight bytes, peak RSS and load seconds (stderr).
-void report_load(const std::string& dir, const CausalLM& model);
+void report_load(const ModelInfo& model);
 
 // Prints to stderr that `model`'s weights are seeded random numbers when its files say so
 // (ModelConfig::random_weights), so that nobody takes its noise for a bug. `command`: "ditto serve".

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ditto {
 
@@ -60,5 +61,17 @@ struct EngineArgs {
   // Off by default; parse_speculative_config (engine/speculative.h) reads vLLM's JSON form.
   SpeculativeConfig speculative_config;
 };
+
+// The knobs a user sets by name — vLLM's LLM(...) keyword arguments, the EngineArgs member names
+// ("max_num_seqs", "speculative_config", ...) — in `ditto serve --help` order.
+std::vector<std::string> engine_arg_names();
+// Whether `name` is one of engine_arg_names().
+bool is_engine_arg(const std::string& name);
+// Sets the knob `name` from its value as JSON text: a number, a boolean, a string, an object
+// (speculative_config), or null for the default where the knob has one (max_model_len=None).
+// Sizes (kv_cache_memory) take bytes or text such as "4GiB". Throws Error(kInvalidArgument,
+// param = name) naming the knob, the form expected and the value, also for a name that is no knob
+// or text that is not JSON.
+void set_engine_arg(EngineArgs& args, const std::string& name, const std::string& json_value);
 
 }  // namespace ditto

@@ -35,6 +35,70 @@ struct GenerateResult {
   std::optional<std::string> error;  // "prompt I: why", naming the field at fault
 };
 
+// How far a generate() batch is: requests finished (or refused) of all, and the prompt and
+// generated tokens of the finished ones.
+struct GenerateProgress {
+  size_t done = 0;
+  size_t total = 0;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+};
+
+// Called with each result (prompt index, result) as soon as it is final; it may move the output
+// out when GenerateOptions::return_outputs is false.
+using ResultFn = std::function<void(size_t index, GenerateResult& result)>;
+// Called with each kDelta report (prompt index, report) of a streaming generate.
+using DeltaFn = std::function<void(size_t index, const RequestOutput& delta)>;
+// Called before every engine step and once at the end (its result then ignored); false aborts
+// every unfinished request (each ends with finish_reason "abort").
+using StepFn = std::function<bool(const GenerateProgress& progress)>;
+
+// What a generate() call may add to its prompts and parameters; every field is optional.
+struct GenerateOptions {
+  // One per prompt: how its max_tokens is settled against the context. Empty: kClipToContext for
+  // every prompt (vLLM's offline rule).
+  std::vector<MaxTokensRule> max_tokens_rules;
+  // One per prompt, the RequestOutput::request_id. Empty: "0", "1", ....
+  std::vector<std::string> request_ids;
+  // A progress line on stderr (when it is a terminal).
+  bool progress_bar = false;
+  // Each result as soon as it is final: a refused request right away (before the first step), the
+  // others as they finish, so not in input order.
+  ResultFn on_result;
+  // Set: every request streams; each kDelta report goes here (LLM::generate_stream).
+  DeltaFn on_delta;
+  // Progress before every engine step; returning false aborts the batch.
+  StepFn on_step;
+  // false: the returned results keep only request ids and errors, each output living only until
+  // on_result has seen it (a batch of large outputs, such as full-vocabulary logprobs, then holds
+  // only the unfinished ones).
+  bool return_outputs = true;
+};
+
+// The loaded model, as a front end needs to describe it.
+struct ModelInfo {
+  std::string model_dir;  // the directory or GGUF file loaded (a hub id resolved in the local cache)
+  int64_t vocab_size = 0;
+  int64_t max_model_len = 0;  // the context every request must fit (EngineArgs::max_model_len or the model's)
+  // Without a tokenizer only token-id prompts run (text, chats and stop strings are refused).
+  bool has_tokenizer = false;
+  std::vector<int32_t> eos_token_ids;
+  std::optional<int32_t> bos_token_id;
+  // The load: tensors read, their bytes in memory, and the seconds it took.
+  int64_t num_tensors = 0;
+  int64_t weight_bytes = 0;
+  double load_seconds = 0.0;
+};
+
+// What LLM::score computes per position.
+struct ScoreOptions {
+  // The most likely tokens reported at each position beside the scored one, in [1, vocab_size];
+  // -1: the whole vocabulary (every token's logprob: vocab_size entries).
+  int64_t top_logprobs = 1;
+  // Also the distribution after the last token (the scored output's outputs[0].logprobs[0]).
+  bool next_token = false;
+};
+
 class LLM {
  public:
   // Loads the model, tokenizer and chat template. Throws Error naming the file or field at fault;
@@ -45,16 +109,16 @@ class LLM {
   LLM& operator=(const LLM&) = delete;
 
   // Runs every prompt with its parameters (params.size() == 1: shared) and returns the results
-  // in input order, request ids "0", "1", .... A bad prompt or parameter becomes that result's
-  // error; the rest still run. max_tokens is cut to what the context leaves (vLLM's offline
-  // rule). `progress` prints a progress bar to stderr (when it is a terminal). `on_result`, if
-  // set, is called with each result (index, result) as soon as it is final — a refused request
-  // right away, the others as they finish, so not in input order; the returned vector still
-  // holds every result in input order. Throws Error(kInvalidArgument) when params.size() is
-  // neither 1 nor prompts.size().
-  using ResultFn = std::function<void(size_t index, const GenerateResult& result)>;
+  // in input order. A bad prompt or parameter becomes that result's error; the rest still run.
+  // `options` sets request ids, max_tokens rules, a progress bar and the callbacks (above); the
+  // returned vector holds every result in input order whatever the callbacks saw. Throws
+  // Error(kInvalidArgument) when params.size() is neither 1 nor prompts.size(), or when
+  // options.max_tokens_rules or options.request_ids is neither empty nor one per prompt.
   std::vector<GenerateResult> generate(const std::vector<PromptInput>& prompts,
-                                       const std::vector<SamplingParams>& params, bool progress = false,
+                                       const std::vector<SamplingParams>& params, const GenerateOptions& options = {});
+  // generate() with only a progress bar and on_result.
+  std::vector<GenerateResult> generate(const std::vector<PromptInput>& prompts,
+                                       const std::vector<SamplingParams>& params, bool progress,
                                        const ResultFn& on_result = nullptr);
 
   // Text prompts, one shared SamplingParams. Throws Error for the first bad request.
@@ -67,7 +131,6 @@ class LLM {
   // Returns what generate() returns — each result the reports appended, the same bits as
   // generate() gives for the same prompts and parameters. A refused prompt gets no report; its
   // result carries the error. Throws as generate().
-  using DeltaFn = std::function<void(size_t index, const RequestOutput& delta)>;
   std::vector<GenerateResult> generate_stream(const std::vector<PromptInput>& prompts,
                                               const std::vector<SamplingParams>& params, const DeltaFn& on_delta);
 
@@ -80,6 +143,30 @@ class LLM {
   std::string render_chat(const PromptInput& chat) const;
   // Token ids as text; skip_special_tokens drops special tokens (as SamplingParams' field).
   std::string detokenize(const std::vector<int32_t>& token_ids, bool skip_special_tokens = true) const;
+  // One vocabulary entry as the tokenizer stores it ("Ġthe", "<|im_end|>"), and back; nullopt for
+  // an id out of range, a string not in the vocabulary, or a model without a tokenizer.
+  std::optional<std::string> id_to_token(int32_t id) const;
+  std::optional<int32_t> token_to_id(const std::string& token) const;
+  // tokenizer_config.json as the tokenizer read it (a GGUF file's: built from its tokenizer keys),
+  // as JSON text; "{}" without a tokenizer.
+  std::string tokenizer_config_json() const;
+
+  // Teacher forcing: for every position p ≥ 1 of each token-id sequence, log P(ids[p] | ids[0..p-1])
+  // and the options.top_logprobs most likely tokens there, as the RequestOutput's prompt_logprobs
+  // (entry 0 empty: the first token has no context); with options.next_token, outputs[0].logprobs[0]
+  // is the distribution after the last token. Each sequence runs through the front door as a
+  // greedy request for one token; sequences share engine steps of at most 256 tokens (a memory
+  // bound; chunking changes no bit), one at a time when top_logprobs is -1, and each one's numbers
+  // are the bits it gets alone. on_scored(index, output) gets the outputs in sequence order, each
+  // as soon as every earlier one has come. Throws Error(kInvalidArgument) naming "sequence I"
+  // before any output when a sequence has fewer than two tokens (one is enough with next_token), a
+  // token out of the vocabulary, or no position left in the context for the token after it.
+  using ScoreFn = std::function<void(size_t index, RequestOutput&& output)>;
+  void score(const std::vector<std::vector<int32_t>>& sequences, const ScoreOptions& options, const ScoreFn& on_scored);
+
+  // The model's default sampling parameters, which the front door applies to every request.
+  const GenerationDefaults& generation_defaults() const;
+  const ModelInfo& model_info() const;
 
   // What the last generate() call's engine did.
   struct Stats {
@@ -99,6 +186,7 @@ class LLM {
 
  private:
   std::unique_ptr<LLMEngine> engine_;
+  ModelInfo info_;
 };
 
 // Tensor parallelism (EngineArgs::tensor_parallel_size N > 1, the program started N times by

@@ -50,4 +50,31 @@ struct SamplingParams {
   bool top_k_enabled() const { return top_k > 0; }
 };
 
+// How a request's max_tokens is settled against the context (max_model_len).
+enum class MaxTokensRule {
+  kAsGiven,        // the caller asked for it: prompt + max_tokens must fit, else an error (OpenAI's rule)
+  kClipToContext,  // a default, or the offline API: cut to what the context leaves (vLLM's offline rule)
+  kRestOfContext,  // none given for a chat: whatever the context and the KV cache leave (at most
+                   // generation_config's max_new_tokens)
+};
+
+// A model's default sampling parameters: the keys of its generation_config.json that vLLM's
+// generation_config="auto" reads (temperature, top_p, top_k, min_p, repetition_penalty,
+// max_new_tokens). The front door applies them to every request before the request's own values,
+// whatever the front end. Unset: the key is absent (or EngineArgs::generation_config is "vllm").
+struct GenerationDefaults {
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int64_t> top_k;
+  std::optional<float> min_p;
+  std::optional<float> repetition_penalty;
+  std::optional<int64_t> max_new_tokens;  // the default max_tokens; also caps a chat's default
+  std::string source;                     // the file they came from; "" for none
+
+  // `p` with every key present set (max_new_tokens as max_tokens).
+  void apply(SamplingParams& p) const;
+  // "temperature=0.6, top_p=0.95, top_k=20" (the keys present, SamplingParams' names); "" for none.
+  std::string describe() const;
+};
+
 }  // namespace ditto

@@ -16,24 +16,19 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "core/error.h"
 #include "ditto/engine_args.h"
+#include "ditto/error.h"
 #include "ditto/llm.h"
 #include "ditto/prompt_input.h"
 #include "ditto/request_output.h"
 #include "ditto/sampling_params.h"
-#include "engine/engine_args_table.h"
-#include "engine/llm_engine.h"
-#include "engine/speculative.h"
 
 namespace py = pybind11;
 
 namespace ditto {
 namespace {
 
-// What one Python LLM holds: the loaded model and its engines (an LLMEngine), entered with the GIL
+// What one Python LLM holds: the public ditto::LLM (include/ditto/llm.h), entered with the GIL
 // released.
 class PyLLM {
  public:
@@ -49,15 +44,16 @@ class PyLLM {
                                       const std::vector<SamplingParams>& params,
                                       const std::vector<std::string>& request_ids,
                                       const std::vector<bool>& rest_of_context, const py::object& on_step) {
-    std::vector<MaxTokensRule> rules;
+    GenerateOptions options;
+    options.request_ids = request_ids;
     for (bool rest : rest_of_context)
-      rules.push_back(rest ? MaxTokensRule::kRestOfContext : MaxTokensRule::kClipToContext);
+      options.max_tokens_rules.push_back(rest ? MaxTokensRule::kRestOfContext : MaxTokensRule::kClipToContext);
     std::optional<std::string> refused;
     std::optional<py::error_already_set> raised;
-    auto on_result = [&](size_t, const GenerateResult& r) {
+    options.on_result = [&](size_t, const GenerateResult& r) {
       if (r.error && !refused) refused = *r.error;
     };
-    auto step = [&](const LLMEngine::Progress& at) {
+    options.on_step = [&](const GenerateProgress& at) {
       if (refused || raised) return false;
       py::gil_scoped_acquire gil;
       try {
@@ -72,10 +68,10 @@ class PyLLM {
     std::vector<GenerateResult> results;
     {
       py::gil_scoped_release release;
-      results = llm_.generate(prompts, params, /*progress=*/false, on_result, nullptr, rules, step, request_ids);
+      results = llm_.generate(prompts, params, options);
     }
     if (raised) throw std::move(*raised);
-    if (refused) throw_invalid_argument(*refused);
+    if (refused) throw Error(ErrorCode::kInvalidArgument, *refused);
     std::vector<RequestOutput> out;
     out.reserve(results.size());
     for (GenerateResult& r : results) out.push_back(std::move(r.output));
@@ -83,36 +79,30 @@ class PyLLM {
   }
 
   std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const {
-    return llm_.input_processor().encode(PromptInput{.text = text, .add_special_tokens = add_special_tokens}).first;
+    return llm_.tokenize(PromptInput{.text = text, .add_special_tokens = add_special_tokens});
   }
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
-    return llm_.input_processor().decode(ids, skip_special_tokens);
+    return llm_.detokenize(ids, skip_special_tokens);
   }
-  // The rendered chat and its token ids (apply_chat_template), through the front door's encoder.
+  // The rendered chat and its token ids (apply_chat_template), through the front door.
   std::pair<std::vector<int32_t>, std::string> render_chat(const PromptInput& p) const {
-    return llm_.input_processor().encode(p);
+    return {llm_.tokenize(p), llm_.render_chat(p)};
   }
-  std::optional<std::string> id_to_token(int32_t id) const { return llm_.input_processor().id_to_token(id); }
-  std::optional<int32_t> token_to_id(const std::string& token) const {
-    return llm_.input_processor().token_to_id(token);
-  }
-  std::optional<int32_t> bos_token_id() const { return llm_.input_processor().bos_token_id(); }
-  // tokenizer_config.json as the tokenizer read it (a GGUF file's: built from its tokenizer keys),
-  // as JSON text; "{}" without a tokenizer.
-  std::string tokenizer_config_json() const {
-    return llm_.has_tokenizer() ? llm_.input_processor().tokenizer_config().dump() : "{}";
-  }
+  std::optional<std::string> id_to_token(int32_t id) const { return llm_.id_to_token(id); }
+  std::optional<int32_t> token_to_id(const std::string& token) const { return llm_.token_to_id(token); }
+  std::optional<int32_t> bos_token_id() const { return llm_.model_info().bos_token_id; }
+  std::string tokenizer_config_json() const { return llm_.tokenizer_config_json(); }
 
-  bool has_tokenizer() const { return llm_.has_tokenizer(); }
-  int64_t vocab_size() const { return llm_.input_processor().limits().vocab_size; }
-  int64_t max_model_len() const { return llm_.max_model_len(); }
-  const std::vector<int32_t>& eos_token_ids() const { return llm_.eos_token_ids(); }
-  const std::string& model_dir() const { return llm_.model_dir(); }
+  bool has_tokenizer() const { return llm_.model_info().has_tokenizer; }
+  int64_t vocab_size() const { return llm_.model_info().vocab_size; }
+  int64_t max_model_len() const { return llm_.model_info().max_model_len; }
+  const std::vector<int32_t>& eos_token_ids() const { return llm_.model_info().eos_token_ids; }
+  const std::string& model_dir() const { return llm_.model_info().model_dir; }
   const EngineArgs& args() const { return llm_.args(); }
   // The model's default sampling parameters (the front door's, from generation_config), by
   // SamplingParams' names: only the keys the configuration sets.
   py::dict generation_defaults() const {
-    const GenerationDefaults& g = llm_.input_processor().generation_defaults();
+    const GenerationDefaults& g = llm_.generation_defaults();
     // A float32 as the shortest decimal that reads back as it (0.6, not 0.6000000238418579): the
     // value the file gave, and the same float32 when the engine reads it again.
     auto shortest = [](float v) {
@@ -131,7 +121,7 @@ class PyLLM {
   }
 
  private:
-  LLMEngine llm_;
+  LLM llm_;
 };
 
 }  // namespace
@@ -168,19 +158,14 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readwrite("max_logprobs", &EngineArgs::max_logprobs)
       .def_readwrite("tensor_parallel_size", &EngineArgs::tensor_parallel_size)
       .def_readwrite("generation_config", &EngineArgs::generation_config)
-      // Any knob of the one table (engine/engine_args_table.h) by its name, the value as JSON text
-      // (null: the default); ValueError naming the keyword for a bad value, KeyError for no such knob.
+      // Any knob by its name, the value as JSON text (null: the default); ValueError naming the
+      // keyword for a bad value, KeyError for no such knob.
       .def("set", [](EngineArgs& a, const std::string& name, const std::string& value) {
-        const EngineArgField* field = find_engine_arg(name);
-        if (field == nullptr || name.find('-') != std::string::npos) throw py::key_error(name);
-        set_engine_arg(a, *field, nlohmann::json::parse(value), name);
+        if (!is_engine_arg(name)) throw py::key_error(name);
+        set_engine_arg(a, name, value);
       });
-  // The table's knobs, in its order: the keyword arguments LLM(...) passes to EngineArgs.set.
-  m.def("engine_arg_names", [] {
-    std::vector<std::string> names;
-    for (const EngineArgField& f : engine_arg_fields()) names.emplace_back(f.name);
-    return names;
-  });
+  // The knobs, in --help order: the keyword arguments LLM(...) passes to EngineArgs.set.
+  m.def("engine_arg_names", &engine_arg_names);
 
   // Tensor parallelism under mpirun (model/tensor_parallel_worker.h): True on ranks other than 0,
   // after serving rank 0 until it shut the group down (the GIL released meanwhile).

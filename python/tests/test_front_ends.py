@@ -1,5 +1,6 @@
 """One request, every front end, the same bits (issue 29): the same prompt and seed through the
-Python LLM, `ditto generate --prompts` (the CLI's JSON lines) and `ditto serve`'s
+Python LLM, `ditto generate --prompts` (the CLI's JSON lines, a program written against the public
+C++ API: it holds a `ditto::LLM` and nothing else of the engine) and `ditto serve`'s
 /v1/completions give the same token ids' text, the same logprob for every generated token (compared
 as float64 values: each front end carries the engine's float32 exactly) and the same seed; none of
 the requests sets a sampling parameter, so all three sample with the model's generation_config.json

@@ -114,6 +114,30 @@ const EngineArgField* find_engine_arg(const std::string& name) {
   return nullptr;
 }
 
+std::vector<std::string> engine_arg_names() {
+  std::vector<std::string> names;
+  for (const EngineArgField& f : engine_arg_fields()) names.emplace_back(f.name);
+  return names;
+}
+
+bool is_engine_arg(const std::string& name) {
+  for (const EngineArgField& f : engine_arg_fields())
+    if (name == f.name) return true;
+  return false;
+}
+
+void set_engine_arg(EngineArgs& args, const std::string& name, const std::string& json_value) {
+  const EngineArgField* field = is_engine_arg(name) ? find_engine_arg(name) : nullptr;
+  if (field == nullptr) throw_invalid_field(name, "'" + name + "' is not an engine argument");
+  nlohmann::json value;
+  try {
+    value = nlohmann::json::parse(json_value);
+  } catch (const nlohmann::json::exception&) {
+    throw_invalid_field(name, name + ": '" + json_value + "' is not JSON text");
+  }
+  set_engine_arg(args, *field, value, name);
+}
+
 void set_engine_arg(EngineArgs& args, const EngineArgField& field, const json& value, const std::string& where) {
   if (value.is_null() && field.nullable) return;
   const auto refuse = [&](const std::string& expected) {

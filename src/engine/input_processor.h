@@ -26,14 +26,6 @@ namespace ditto {
 class ChatTemplate;
 class Tokenizer;
 
-// How max_tokens is settled against the context (max_model_len).
-enum class MaxTokensRule {
-  kAsGiven,        // the caller asked for it: prompt + max_tokens must fit, else an error (OpenAI's rule)
-  kClipToContext,  // a default, or the offline API: cut to what the context leaves (vLLM's offline rule)
-  kRestOfContext,  // none given for a chat: whatever the context and the KV cache leave (at most
-                   // generation_config's max_new_tokens)
-};
-
 // A request ready for Engine::add(): tokens in the vocabulary, prompt within the context,
 // parameters valid, max_tokens resolved, and the whole fitting the KV cache alone.
 struct EngineRequest {

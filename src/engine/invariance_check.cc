@@ -116,7 +116,7 @@ class Checker {
   // Reference: every request alone (batch of one), roomy cache, default budget.
   void run_alone() {
     for (size_t i = 0; i < prompts_.size(); ++i) {
-      std::vector<GenerateResult> r = llm_.generate({prompts_[i]}, {params_[i]}, false, nullptr, fault_);
+      std::vector<GenerateResult> r = llm_.generate({prompts_[i]}, {params_[i]}, {}, fault_);
       if (r[0].error) throw_invalid_argument("prompt " + std::to_string(i) + ": " + *r[0].error);
       alone_.push_back(std::move(r[0]));
     }
@@ -136,7 +136,7 @@ class Checker {
       ps.push_back(c.prompt);
       pp.push_back(c.params);
     }
-    const std::vector<GenerateResult> got = engine.generate(ps, pp, false, nullptr, fault_);
+    const std::vector<GenerateResult> got = engine.generate(ps, pp, {}, fault_);
     InvarianceRow row{.name = name, .note = engine_note(engine)};
     for (size_t k = 0; k < order.size(); ++k) {
       ++row.cases;
@@ -261,7 +261,7 @@ class Checker {
     sp.max_tokens = 1;
     sp.prompt_logprobs = 0;
     const std::vector<GenerateResult> got =
-        rescore.empty() ? std::vector<GenerateResult>{} : llm_.generate(rescore, {sp}, false, nullptr, fault_);
+        rescore.empty() ? std::vector<GenerateResult>{} : llm_.generate(rescore, {sp}, {}, fault_);
     for (size_t k = 0; k < got.size(); ++k) {
       const RequestOutput& out = alone_[which[k].first].output;
       const CompletionOutput& c = out.outputs[which[k].second];

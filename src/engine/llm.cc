@@ -1,19 +1,53 @@
 #include "ditto/llm.h"
 
+#include <algorithm>
+#include <map>
+
 #include "core/error.h"
 #include "engine/llm_engine.h"
+#include "model/causal_lm.h"
 #include "parallel/tensor_parallel.h"
 
 namespace ditto {
 
-LLM::LLM(const EngineArgs& args) : engine_(std::make_unique<LLMEngine>(args)) {}
+namespace {
+
+ModelInfo describe(const LLMEngine& engine) {
+  const InputProcessor& door = engine.input_processor();
+  const LoadStats& load = engine.model().load_stats();
+  return ModelInfo{.model_dir = engine.model_dir(),
+                   .vocab_size = door.limits().vocab_size,
+                   .max_model_len = engine.max_model_len(),
+                   .has_tokenizer = engine.has_tokenizer(),
+                   .eos_token_ids = engine.eos_token_ids(),
+                   .bos_token_id = engine.has_tokenizer() ? door.bos_token_id() : std::nullopt,
+                   .num_tensors = load.num_tensors,
+                   .weight_bytes = load.weight_bytes,
+                   .load_seconds = load.seconds};
+}
+
+// Scoring's engine steps hold at most this many tokens' logits (kScoreRowsPerStep · vocab floats)
+// however long the sequences are. Chunked prefill cannot change a bit: a memory choice only.
+constexpr int64_t kScoreRowsPerStep = 256;
+
+}  // namespace
+
+LLM::LLM(const EngineArgs& args) : engine_(std::make_unique<LLMEngine>(args)), info_(describe(*engine_)) {}
 
 LLM::~LLM() = default;
 
 std::vector<GenerateResult> LLM::generate(const std::vector<PromptInput>& prompts,
+                                          const std::vector<SamplingParams>& params, const GenerateOptions& options) {
+  return engine_->generate(prompts, params, options);
+}
+
+std::vector<GenerateResult> LLM::generate(const std::vector<PromptInput>& prompts,
                                           const std::vector<SamplingParams>& params, bool progress,
                                           const ResultFn& on_result) {
-  return engine_->generate(prompts, params, progress, on_result);
+  GenerateOptions options;
+  options.progress_bar = progress;
+  options.on_result = on_result;
+  return engine_->generate(prompts, params, options);
 }
 
 std::vector<RequestOutput> LLM::generate(const std::vector<std::string>& prompts, const SamplingParams& params) {
@@ -29,7 +63,9 @@ std::vector<RequestOutput> LLM::generate(const std::vector<std::string>& prompts
 
 std::vector<GenerateResult> LLM::generate_stream(const std::vector<PromptInput>& prompts,
                                                  const std::vector<SamplingParams>& params, const DeltaFn& on_delta) {
-  return engine_->generate(prompts, params, /*progress=*/false, nullptr, nullptr, {}, nullptr, {}, on_delta);
+  GenerateOptions options;
+  options.on_delta = on_delta;
+  return engine_->generate(prompts, params, options);
 }
 
 std::vector<int32_t> LLM::tokenize(const PromptInput& prompt) const {
@@ -44,6 +80,100 @@ std::string LLM::render_chat(const PromptInput& chat) const {
 std::string LLM::detokenize(const std::vector<int32_t>& token_ids, bool skip_special_tokens) const {
   return engine_->input_processor().decode(token_ids, skip_special_tokens);
 }
+
+std::optional<std::string> LLM::id_to_token(int32_t id) const {
+  if (!info_.has_tokenizer) return std::nullopt;
+  return engine_->input_processor().id_to_token(id);
+}
+
+std::optional<int32_t> LLM::token_to_id(const std::string& token) const {
+  if (!info_.has_tokenizer) return std::nullopt;
+  return engine_->input_processor().token_to_id(token);
+}
+
+std::string LLM::tokenizer_config_json() const {
+  return info_.has_tokenizer ? engine_->input_processor().tokenizer_config().dump() : "{}";
+}
+
+void LLM::score(const std::vector<std::vector<int32_t>>& sequences, const ScoreOptions& options,
+                const ScoreFn& on_scored) {
+  const int64_t vocab = info_.vocab_size;
+  if (options.top_logprobs != -1 && (options.top_logprobs < 1 || options.top_logprobs > vocab))
+    throw_invalid_field("top_logprobs", "score: top_logprobs must be -1 (the whole vocabulary) or in [1, " +
+                                            std::to_string(vocab) + "] (vocab_size), got " +
+                                            std::to_string(options.top_logprobs));
+  const bool full_rows = options.top_logprobs == -1;
+  const int64_t top = full_rows ? vocab : options.top_logprobs;
+  // Scoring takes one position past each sequence (its request asks for the token after the
+  // last): said here in those terms, where the front door would say "leaves no room for output".
+  const int64_t context = info_.max_model_len;
+  const std::string context_name = context == engine_->model().config().max_position_embeddings
+                                       ? "the model's context (max_position_embeddings = "
+                                       : "the context (max_model_len = ";
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const auto n = static_cast<int64_t>(sequences[i].size());
+    const std::string name = "sequence " + std::to_string(i);
+    if (n < (options.next_token ? 1 : 2))
+      throw_invalid_argument(name + " has " + std::to_string(n) + " token" + (n == 1 ? "" : "s") +
+                             ": scoring needs at least two (the first has no context)");
+    if (n >= context)
+      throw_invalid_argument(name + " has " + std::to_string(n) + " tokens: scoring takes positions 0 to " +
+                             std::to_string(n) + " and position " + std::to_string(context) + " is past " +
+                             context_name + std::to_string(context) + "); give at most " + std::to_string(context - 1) +
+                             " tokens");
+  }
+  // The engine's limits for this call: short steps, and whole rows one sequence at a time.
+  const EngineArgs saved = engine_->args();
+  EngineArgs args = saved;
+  args.max_num_batched_tokens = std::min(args.max_num_batched_tokens, kScoreRowsPerStep);
+  args.max_logprobs = std::max(args.max_logprobs, top);
+  if (full_rows) args.max_num_seqs = 1;
+  engine_->set_engine_args(args);
+  struct Restore {
+    LLMEngine& engine;
+    const EngineArgs& args;
+    ~Restore() { engine.set_engine_args(args); }
+  } restore{*engine_, saved};
+
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.max_tokens = 1;
+  params.ignore_eos = true;
+  params.prompt_logprobs = top;
+  if (options.next_token) params.logprobs = top;
+  std::vector<PromptInput> prompts;
+  prompts.reserve(sequences.size());
+  for (const std::vector<int32_t>& ids : sequences) prompts.push_back(PromptInput{.token_ids = ids});
+  // Every sequence through the front door before any step: a bad one stops the call before any
+  // output. Outputs then go out in sequence order as soon as every earlier one has come; with one
+  // sequence at a time (whole rows), only the running one's rows are held.
+  std::optional<Error> refused;
+  std::map<size_t, RequestOutput> finished;
+  size_t next = 0;
+  GenerateOptions run;
+  run.max_tokens_rules.assign(prompts.size(), MaxTokensRule::kAsGiven);
+  run.return_outputs = false;
+  run.on_result = [&](size_t i, GenerateResult& r) {
+    if (r.error && !refused) {
+      // "prompt I: why" → "sequence I: why"
+      const std::string why = r.error->substr(std::min(r.error->find(": ") + 2, r.error->size()));
+      refused.emplace(ErrorCode::kInvalidArgument, "sequence " + std::to_string(i) + ": " + why);
+    }
+    if (refused) return;  // the others are aborted, unreported
+    finished.emplace(i, std::move(r.output));
+    for (auto it = finished.find(next); it != finished.end(); it = finished.find(++next)) {
+      on_scored(next, std::move(it->second));
+      finished.erase(it);
+    }
+  };
+  run.on_step = [&](const GenerateProgress&) { return !refused; };
+  engine_->generate(prompts, {params}, run);
+  if (refused) throw *refused;
+}
+
+const GenerationDefaults& LLM::generation_defaults() const { return engine_->input_processor().generation_defaults(); }
+
+const ModelInfo& LLM::model_info() const { return info_; }
 
 const LLM::Stats& LLM::last_stats() const { return engine_->last_stats(); }
 

@@ -156,23 +156,30 @@ std::unique_ptr<Engine> LLMEngine::make_engine(EngineConfig::LogitsHook logits_h
 }
 
 std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& prompts,
-                                                const std::vector<SamplingParams>& params, bool progress,
-                                                const LLM::ResultFn& on_result, EngineConfig::LogitsHook logits_hook,
-                                                const std::vector<MaxTokensRule>& rules, const StepFn& on_step,
-                                                const std::vector<std::string>& request_ids,
-                                                const LLM::DeltaFn& on_delta) {
+                                                const std::vector<SamplingParams>& params,
+                                                const GenerateOptions& options, EngineConfig::LogitsHook logits_hook) {
+  const std::vector<MaxTokensRule>& rules = options.max_tokens_rules;
+  const std::vector<std::string>& request_ids = options.request_ids;
+  const ResultFn& on_result = options.on_result;
+  const DeltaFn& on_delta = options.on_delta;
+  const StepFn& on_step = options.on_step;
+  const std::string for_prompts = " for " + std::to_string(prompts.size()) + " prompts";
   if (params.size() != 1 && params.size() != prompts.size())
-    throw_invalid_argument("generate: " + std::to_string(params.size()) + " SamplingParams for " +
-                           std::to_string(prompts.size()) + " prompts (give one, or one per prompt)");
-  DITTO_CHECK(rules.empty() || rules.size() == prompts.size()) << "one MaxTokensRule per prompt";
-  DITTO_CHECK(request_ids.empty() || request_ids.size() == prompts.size()) << "one request id per prompt";
+    throw_invalid_argument("generate: " + std::to_string(params.size()) + " SamplingParams" + for_prompts +
+                           " (give one, or one per prompt)");
+  if (!rules.empty() && rules.size() != prompts.size())
+    throw_invalid_argument("generate: " + std::to_string(rules.size()) + " max_tokens_rules" + for_prompts +
+                           " (give none, or one per prompt)");
+  if (!request_ids.empty() && request_ids.size() != prompts.size())
+    throw_invalid_argument("generate: " + std::to_string(request_ids.size()) + " request_ids" + for_prompts +
+                           " (give none, or one per prompt)");
   const std::unique_ptr<Engine> engine_owner = make_engine(std::move(logits_hook));
   Engine& engine = *engine_owner;
 
   std::vector<GenerateResult> results(prompts.size());
   std::vector<bool> streams(prompts.size(), false);  // reported in kDelta pieces, appended here
   std::unordered_map<std::string, size_t> index;     // request id → prompt index
-  Progress at{.total = prompts.size()};
+  GenerateProgress at{.total = prompts.size()};
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::string id = request_ids.empty() ? std::to_string(i) : request_ids[i];
     results[i].output.request_id = id;
@@ -196,7 +203,7 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
       if (on_result) on_result(i, results[i]);
     }
   }
-  const bool bar = progress && isatty(STDERR_FILENO);
+  const bool bar = options.progress_bar && isatty(STDERR_FILENO);
   bool aborted = false;
   while (engine.has_unfinished()) {
     if (!aborted && on_step && !on_step(at)) {
@@ -217,6 +224,11 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
       for (const CompletionOutput& c : whole.outputs) at.output_tokens += static_cast<int64_t>(c.token_ids.size());
       ++at.done;
       if (on_result) on_result(i, results[i]);
+      if (!options.return_outputs) {
+        std::string id = std::move(results[i].output.request_id);
+        results[i].output = RequestOutput{};
+        results[i].output.request_id = std::move(id);
+      }
     }
     if (bar) std::fprintf(stderr, "\rgenerating: %zu/%zu requests done", at.done, at.total);
   }

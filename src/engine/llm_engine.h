@@ -63,33 +63,12 @@ class LLMEngine {
   // harness's negative control); null in real use.
   std::unique_ptr<Engine> make_engine(EngineConfig::LogitsHook logits_hook = nullptr) const;
 
-  // How far a generate() batch is: requests finished (or refused) of all, and the prompt and
-  // generated tokens of the finished ones.
-  struct Progress {
-    size_t done = 0;
-    size_t total = 0;
-    int64_t prompt_tokens = 0;
-    int64_t output_tokens = 0;
-  };
-  // Called before every engine step and once at the end (its result then ignored); returning
-  // false aborts every unfinished request (each ends with finish_reason "abort") and generate()
-  // returns once the engine has reported them.
-  using StepFn = std::function<bool(const Progress&)>;
-
-  // Runs every prompt through a fresh engine (the offline API's batch; LLM::generate). A bad
-  // prompt or parameter becomes that result's error ("prompt I: ..."), reported to on_result
-  // before the first step; the rest still run. max_tokens is settled by `rules` (one per prompt),
-  // or cut to the context when `rules` is empty (MaxTokensRule::kClipToContext, vLLM's offline
-  // rule). Request ids are `request_ids` (one per prompt) or "0", "1", .... With `on_delta` every
-  // request streams (LLM::generate_stream): each kDelta report goes to on_delta, and the results
-  // are the reports appended.
+  // Runs every prompt through a fresh engine (the offline API's batch; LLM::generate, whose
+  // contract this is). `logits_hook` is a test double (the invariance harness's negative control);
+  // null in real use.
   std::vector<GenerateResult> generate(const std::vector<PromptInput>& prompts,
-                                       const std::vector<SamplingParams>& params, bool progress = false,
-                                       const LLM::ResultFn& on_result = nullptr,
-                                       EngineConfig::LogitsHook logits_hook = nullptr,
-                                       const std::vector<MaxTokensRule>& rules = {}, const StepFn& on_step = nullptr,
-                                       const std::vector<std::string>& request_ids = {},
-                                       const LLM::DeltaFn& on_delta = nullptr);
+                                       const std::vector<SamplingParams>& params, const GenerateOptions& options = {},
+                                       EngineConfig::LogitsHook logits_hook = nullptr);
   const LLM::Stats& last_stats() const { return stats_; }
 
  private:
