@@ -66,6 +66,7 @@ void run_serve(ServeOptions o) {
   o.server.max_request_body_bytes = parse_size_bytes(o.max_request_body, "--max-request-body-bytes");
   if (o.server.served_model_name.empty()) o.server.served_model_name = o.engine.model;
   validate_server_options(o.server);  // before the (long) model load
+  check_listen_address(o.server);
   note_random_weights("ditto serve", o.engine.model);
   LLMEngine llm(o.engine);
   if (const GenerationDefaults& g = llm.input_processor().generation_defaults(); !g.describe().empty())

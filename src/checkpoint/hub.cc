@@ -1,6 +1,7 @@
 #include "checkpoint/hub.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,20 @@ bool looks_like_hub_id(const std::string& s) {
   if (s.find('/', slash + 1) != std::string::npos) return false;
   const std::string org = s.substr(0, slash);
   return org != "." && org != ".." && org[0] != '~' && s.substr(slash + 1) != "..";
+}
+
+// A mistyped local path rather than a hub id: a GGUF file name, or a path whose first part is a
+// folder here ("models/nope.gguf", "checkpoints/qwen3" beside a checkpoints/ folder).
+bool looks_like_local_path(const std::string& s) {
+  const std::string lower = [&] {
+    std::string l = s;
+    for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return l;
+  }();
+  if (lower.size() > 5 && lower.compare(lower.size() - 5, 5, ".gguf") == 0) return true;
+  std::error_code ec;
+  const size_t slash = s.find('/');
+  return slash != std::string::npos && fs::is_directory(s.substr(0, slash), ec);
 }
 
 std::string trim(std::string s) {
@@ -98,6 +113,12 @@ std::string resolve_model_path(const std::string& model) {
   if (!looks_like_hub_id(model)) {
     throw_not_found(model + ": no such model directory (and not a hub id of the form org/name)");
   }
+  if (looks_like_local_path(model))
+    throw_not_found(model + ": no such file or directory (" +
+                    (fs::is_directory(model.substr(0, model.find('/')), ec)
+                         ? "'" + model.substr(0, model.find('/')) + "' is a folder here, so this is read as a path"
+                         : std::string("a GGUF file name is read as a path")) +
+                    ", not a hub id; check the name, or pass the model's full path)");
   const std::string folder = "models--" + model.substr(0, model.find('/')) + "--" + model.substr(model.find('/') + 1);
   std::string looked;
   for (const auto& cache : hub_cache_dirs()) {

@@ -153,6 +153,24 @@ TEST(Hub, NeitherDirectoryNorHubId) {
   DITTO_EXPECT_MESSAGE_HAS(error_message([&] { resolve_model_path(path); }, ErrorCode::kNotFound), path);
 }
 
+TEST(Hub, AMistypedLocalPathIsNotTakenForAHubId) {
+  TempDir root;
+  ScopedEnv env;
+  isolate(env, root);
+  // "models/nope.gguf" beside a models/ folder (the README's own style) and a bare GGUF name: both
+  // paths, said so, with no download hint.
+  fs::create_directories(root.file("models"));
+  const fs::path cwd = fs::current_path();
+  fs::current_path(root.file(""));
+  const std::string beside_folder = error_message([] { resolve_model_path("models/nope"); }, ErrorCode::kNotFound);
+  const std::string gguf = error_message([] { resolve_model_path("org/nope.GGUF"); }, ErrorCode::kNotFound);
+  fs::current_path(cwd);
+  DITTO_EXPECT_MESSAGE_HAS(beside_folder, "models/nope: no such file or directory", "'models' is a folder here");
+  DITTO_EXPECT_MESSAGE_HAS(gguf, "org/nope.GGUF: no such file or directory", "GGUF file name");
+  EXPECT_EQ(beside_folder.find("huggingface-cli"), std::string::npos) << beside_folder;
+  EXPECT_EQ(gguf.find("huggingface-cli"), std::string::npos) << gguf;
+}
+
 TEST(Hub, CacheDirPrecedence) {
   TempDir root;
   ScopedEnv env;

@@ -504,6 +504,20 @@ void validate_server_options(const ServerOptions& options) {
     throw_invalid_argument("--log-format must be text or json, got '" + options.log_format + "'");
 }
 
+namespace {
+
+[[noreturn]] void throw_cannot_listen(const ServerOptions& o, const std::string& why) {
+  throw_invalid_argument("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + why +
+                         " (--host, --port)");
+}
+
+}  // namespace
+
+void check_listen_address(const ServerOptions& options) {
+  if (options.port == 0) return;
+  if (const std::string why = bind_failure(options.host, options.port); !why.empty()) throw_cannot_listen(options, why);
+}
+
 HttpServer::HttpServer(LLMEngine& llm, const ServerOptions& options)
     : impl_((validate_server_options(options), std::make_unique<Impl>(llm, options))) {
   Impl& s = *impl_;
@@ -520,6 +534,7 @@ HttpServer::HttpServer(LLMEngine& llm, const ServerOptions& options)
   s.server.set_read_timeout(options.timeout_seconds, 0);
   s.server.set_write_timeout(options.timeout_seconds, 0);
   s.server.set_keep_alive_timeout(5);
+  s.server.set_socket_options([](socket_t fd) { listening_socket_options(fd); });
   s.routes();
 }
 
@@ -529,9 +544,10 @@ int HttpServer::bind() {
   Impl& s = *impl_;
   const int port = s.options.port == 0 ? s.server.bind_to_any_port(s.options.host)
                                        : (s.server.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1);
-  if (port < 0)
-    throw_invalid_argument("cannot listen on " + s.options.host + ":" + std::to_string(s.options.port) +
-                           " (address in use, or not an address of this machine)");
+  if (port < 0) {
+    const std::string why = bind_failure(s.options.host, s.options.port);
+    throw_cannot_listen(s.options, why.empty() ? "address in use, or not an address of this machine" : why);
+  }
   s.bound_port = port;
   widen_listen_backlog(port, 1024);
   return port;

@@ -61,6 +61,11 @@ struct ServerOptions {
 // parser, auto tool choice without a parser, or a log format other than text or json.
 void validate_server_options(const ServerOptions& options);
 
+// Before the (long) model load: throws Error(kInvalidArgument) naming host:port and the operating
+// system's reason ("Address already in use") when the server could not listen there now. Port 0
+// (any free port) always passes.
+void check_listen_address(const ServerOptions& options);
+
 class HttpServer {
  public:
   // Starts the engine thread. `llm` must outlive the server. Throws Error(kInvalidArgument) for

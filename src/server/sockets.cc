@@ -2,11 +2,15 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 
 namespace ditto {
@@ -71,6 +75,36 @@ void widen_listen_backlog(int port, int backlog) {
       ::listen(fd, backlog);
     return false;
   });
+}
+
+void listening_socket_options(int fd) {
+  int yes = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+}
+
+std::string bind_failure(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) return gai_strerror(rc);
+  std::string why;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    listening_socket_options(fd);
+    const bool bound = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    why = bound ? "" : std::strerror(errno);
+    ::close(fd);
+    if (bound) break;
+  }
+  freeaddrinfo(found);
+  return why;
 }
 
 // True when the peer of `fd` has hung up (or the socket failed). Pipelined data is left unread.

@@ -140,3 +140,22 @@ def test_sigterm_drains_requests_in_flight_within_timeout(timeout, max_tokens, r
     finally:
         if s.proc.poll() is None:
             s.proc.kill()
+
+
+def test_a_second_server_on_a_busy_port_stops_naming_it():
+    """Two servers never share a port (issue 30): the second stops at start with the operating
+    system's reason, as vLLM and llama-server do, and the first keeps every request."""
+    import subprocess
+    from serve_client import DITTO, MODEL
+    s = Server()
+    try:
+        second = subprocess.run([DITTO, "serve", MODEL, "--port", str(s.port), "--threads", "1"],
+                                capture_output=True, text=True, timeout=300)
+        assert second.returncode != 0, second.stdout
+        assert "listening" not in second.stdout, second.stdout
+        assert f"cannot listen on 127.0.0.1:{s.port}: Address already in use" in second.stderr, second.stderr
+        for _ in range(10):
+            status, resp = s.request("GET", "/v1/models")
+            assert status == 200 and json.loads(resp)["data"][0]["id"] == NAME, resp
+    finally:
+        s.close()
