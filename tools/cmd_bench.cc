@@ -19,7 +19,7 @@
 
 #include "bench/machine_limits.h"
 #include "bench/model_bench.h"
-#include "bench_speculative.h"
+#include "bench/speculative_bench.h"
 #include "checkpoint/hub.h"
 #include "commands.h"
 #include "core/cpu_features.h"
@@ -45,7 +45,7 @@ struct BenchOptions {
   int64_t num_requests = 64;
   int64_t output_tokens = 128;
   // --scenario speculative: the configuration compared with plain decoding ("": the default ngram
-  // one, bench_speculative.cc), the scenario's subject rather than an engine setting.
+  // one, bench/speculative_bench.h), the scenario's subject rather than an engine setting.
   std::string speculative_config;
   float temperature = 0.0f;
 };
@@ -147,6 +147,71 @@ void run_offline(const BenchOptions& o) {
               tokens_per_s / batch1, batch1);
   std::printf("peak RSS         %10.1f MB = %.3f x (weights %.1f MB + KV cache %.1f MB)\n", rss / 1e6, memory_ratio,
               weights / 1e6, args.kv_cache_memory / 1e6);
+}
+
+// The speculative scenario's numbers as one JSON object: per workload, tokens/s off and on, their
+// ratio, the guesses accepted, and the effective weight bytes/s against the read bandwidth.
+nlohmann::ordered_json speculative_json(const SpeculativeBenchResult& r, float temperature, int64_t max_tokens) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const SpeculativeWorkloadResult& w : r.workloads) {
+    const SpeculationStats& s = w.speculation;
+    rows.push_back({{"workload", w.workload},
+                    {"prompts", w.prompts},
+                    {"decode_tokens", w.decode_tokens},
+                    {"decode_tokens_per_s_off", w.decode_tokens_per_s_off},
+                    {"decode_tokens_per_s_on", w.decode_tokens_per_s_on},
+                    {"speedup", w.decode_tokens_per_s_on / w.decode_tokens_per_s_off},
+                    {"spec_decode_num_drafts", s.num_drafts},
+                    {"spec_decode_num_draft_tokens", s.num_draft_tokens},
+                    {"spec_decode_num_accepted_tokens", s.num_accepted_tokens},
+                    {"acceptance_rate", s.acceptance_rate()},
+                    {"effective_bytes_per_s_on", w.effective_bytes_per_s_on},
+                    {"effective_bytes_per_s_on_over_read_bandwidth", w.effective_bytes_per_s_on / r.read_bandwidth}});
+  }
+  return {{"scenario", "speculative"},
+          {"model", r.model_dir},
+          {"isa", std::string(isa_name(active_isa()))},
+          {"speculative_config", r.speculative_config},
+          {"temperature", temperature},
+          {"max_tokens", max_tokens},
+          {"decode_weight_bytes", r.decode_weight_bytes},
+          {"read_bandwidth_gbps", r.read_bandwidth / 1e9},
+          {"workloads", rows}};
+}
+
+// The speculative scenario's numbers as a table, from speculative_json's object.
+void print_speculative_table(const nlohmann::ordered_json& j) {
+  std::printf("model            %s (%.1f MB of weights per decode step)\n", j["model"].get<std::string>().c_str(),
+              j["decode_weight_bytes"].get<int64_t>() / 1e6);
+  std::printf("speculation      %s\n", j["speculative_config"].get<std::string>().c_str());
+  std::printf("read bandwidth   %10.2f GB/s\n", j["read_bandwidth_gbps"].get<double>());
+  std::printf("%-12s %8s %10s %10s %8s %16s %16s\n", "workload", "tokens", "off tok/s", "on tok/s", "on/off",
+              "accepted", "on bytes/s / bw");
+  for (const auto& row : j["workloads"]) {
+    const std::string accepted = std::to_string(row["spec_decode_num_accepted_tokens"].get<int64_t>()) + "/" +
+                                 std::to_string(row["spec_decode_num_draft_tokens"].get<int64_t>());
+    std::printf("%-12s %8lld %10.2f %10.2f %8.3f %16s %16.3f\n", row["workload"].get<std::string>().c_str(),
+                static_cast<long long>(row["decode_tokens"].get<int64_t>()),
+                row["decode_tokens_per_s_off"].get<double>(), row["decode_tokens_per_s_on"].get<double>(),
+                row["speedup"].get<double>(), accepted.c_str(),
+                row["effective_bytes_per_s_on_over_read_bandwidth"].get<double>());
+  }
+}
+
+// --scenario speculative (src/bench/speculative_bench.h): batch-1 decode with --speculative-config
+// on ÷ off, on a copying and a non-copying workload, with their outputs compared token for token.
+void run_speculative(const BenchOptions& o) {
+  const SpeculativeBenchResult r =
+      measure_speculative_speed(o.model.engine, {.speculative_config = o.speculative_config,
+                                                 .max_tokens = o.output_tokens,
+                                                 .temperature = o.temperature,
+                                                 .repeat = o.repeat});
+  const nlohmann::ordered_json j = speculative_json(r, o.temperature, o.output_tokens);
+  if (o.json) {
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    print_speculative_table(j);
+  }
 }
 
 // The decode step budget of the fastest decode run: milliseconds per step by phase, the share of
@@ -331,13 +396,7 @@ void run_model_scenario(BenchOptions o) {
 void run_bench(const BenchOptions& options) {
   if (serve_as_tensor_parallel_rank(options.model.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   if (options.scenario == "offline") return run_offline(options);
-  if (options.scenario == "speculative")
-    return run_speculative_bench({.model = options.model,
-                                  .speculative_config = options.speculative_config,
-                                  .max_tokens = options.output_tokens,
-                                  .temperature = options.temperature,
-                                  .repeat = options.repeat,
-                                  .json = options.json});
+  if (options.scenario == "speculative") return run_speculative(options);
   if (options.scenario != "model")
     throw_invalid_argument(
         "--scenario must be 'model' (prefill and batch-1 decode), 'offline' or 'speculative', got '" +
