@@ -10,7 +10,6 @@
 // reported (a phase stops repeating once it has used 20 s, so slow kernels still finish), the
 // median beside it.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -19,12 +18,12 @@
 
 #include "bench/machine_limits.h"
 #include "bench/model_bench.h"
-#include "bench_speculative.h"
+#include "bench/offline_bench.h"
+#include "bench/speculative_bench.h"
 #include "checkpoint/hub.h"
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
-#include "engine/engine.h"
 #include "kernels/kernel_tuning.h"
 #include "model_options.h"
 #include "parallel/tensor_parallel.h"
@@ -45,7 +44,7 @@ struct BenchOptions {
   int64_t num_requests = 64;
   int64_t output_tokens = 128;
   // --scenario speculative: the configuration compared with plain decoding ("": the default ngram
-  // one, bench_speculative.cc), the scenario's subject rather than an engine setting.
+  // one, bench/speculative_bench.h), the scenario's subject rather than an engine setting.
   std::string speculative_config;
   float temperature = 0.0f;
 };
@@ -65,88 +64,136 @@ void check_flags(const BenchOptions& o) {
   in_range("--repeat", o.repeat, 1, kMaxRepeat);
 }
 
-// --scenario offline: num_requests random prompts of --prompt-tokens (default 256) tokens, each generating
-// output_tokens tokens (temperature 0.8, seeded, ignore_eos), all submitted at once to the
-// engine; against batch-1 decode of the same model measured in the same run.
-void run_offline(const BenchOptions& o) {
-  const int64_t offline_prompt = o.prompt_tokens > 0 ? o.prompt_tokens : 256;
-  if (o.num_requests < 1 || o.output_tokens < 1 || offline_prompt < 1)
-    throw_invalid_argument("--num-requests, --output-tokens and --prompt-tokens must be at least 1");
-  const EngineArgs& args = o.model.engine;
-  const std::string dir = resolve_model_path(args.model);
-  LoadedModel lm = load_model(o.model);
-  const CausalLM& model = *lm.model;
-
-  // Batch-1 decode of output_tokens steps, as the default scenario measures it.
-  ModelSpeedOptions so;
-  so.prompt_tokens = 1;
-  so.decode_tokens = o.output_tokens;
-  so.block_size = args.block_size;
-  so.repeat.repetitions = 1;
-  const double batch1 = o.output_tokens / ModelSpeedBench(model, so).time_decode().best_seconds;
-
-  EngineConfig config;
-  config.block_size = args.block_size;
-  config.num_kv_blocks = kv_blocks_for_memory(model.config(), args.block_size, args.kv_cache_memory);
-  config.scheduler.max_num_batched_tokens = args.max_num_batched_tokens;
-  config.scheduler.long_prefill_token_threshold = args.long_prefill_token_threshold;
-  Engine engine(model, nullptr, {}, config);
-  const std::vector<int32_t> prompt_ids =
-      random_prompt(o.num_requests * offline_prompt, model.config().vocab_size, o.seed);
-  SamplingParams p;
-  p.temperature = 0.8f;
-  p.max_tokens = o.output_tokens;
-  p.ignore_eos = true;
-  const auto start = std::chrono::steady_clock::now();
-  for (int64_t r = 0; r < o.num_requests; ++r) {
-    p.seed = static_cast<uint64_t>(r);
-    const auto first = prompt_ids.begin() + r * offline_prompt;
-    engine.add_request(std::to_string(r), std::vector<int32_t>(first, first + offline_prompt), p);
-  }
-  int64_t generated = 0;
-  while (engine.has_unfinished())
-    for (const RequestOutput& out : engine.step())
-      for (const CompletionOutput& c : out.outputs) generated += static_cast<int64_t>(c.token_ids.size());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double tokens_per_s = generated / seconds;
-  const int64_t weights = model.load_stats().weight_bytes;
-  const int64_t rss = peak_rss_bytes();
-  const double memory_ratio = static_cast<double>(rss) / static_cast<double>(weights + args.kv_cache_memory);
-  const nlohmann::ordered_json j = {
+// The offline scenario's numbers as one JSON object.
+nlohmann::ordered_json offline_json(const std::string& dir, int threads, const EngineArgs& args,
+                                    const OfflineBenchOptions& o, const OfflineBenchResult& r, int64_t weights,
+                                    int64_t rss) {
+  return {
       {"scenario", "offline"},
       {"model", dir},
       {"isa", std::string(isa_name(active_isa()))},
-      {"threads", lm.pool->num_threads()},
+      {"threads", threads},
       {"num_requests", o.num_requests},
-      {"prompt_tokens", offline_prompt},
+      {"prompt_tokens", o.prompt_tokens},
       {"output_tokens", o.output_tokens},
       {"max_num_batched_tokens", args.max_num_batched_tokens},
-      {"long_prefill_token_threshold", engine.scheduler().long_prefill_token_threshold()},
+      {"long_prefill_token_threshold", r.long_prefill_token_threshold},
       {"kv_cache_bytes", args.kv_cache_memory},
-      {"seconds", seconds},
-      {"engine_steps", engine.num_steps()},
-      {"preemptions", engine.scheduler().num_preemptions()},
-      {"generated_tokens", generated},
-      {"generated_tokens_per_s", tokens_per_s},
-      {"total_tokens_per_s", (generated + o.num_requests * offline_prompt) / seconds},
-      {"batch1_decode_tokens_per_s", batch1},
-      {"throughput_ratio_to_batch1_decode", tokens_per_s / batch1},
+      {"seconds", r.seconds},
+      {"engine_steps", r.engine_steps},
+      {"preemptions", r.preemptions},
+      {"generated_tokens", r.generated_tokens},
+      {"generated_tokens_per_s", r.generated_tokens_per_s},
+      {"total_tokens_per_s", (r.generated_tokens + o.num_requests * o.prompt_tokens) / r.seconds},
+      {"batch1_decode_tokens_per_s", r.batch1_decode_tokens_per_s},
+      {"throughput_ratio_to_batch1_decode", r.generated_tokens_per_s / r.batch1_decode_tokens_per_s},
       {"weight_bytes", weights},
       {"peak_rss_bytes", rss},
-      {"peak_rss_over_weights_plus_kv", memory_ratio},
+      {"peak_rss_over_weights_plus_kv", static_cast<double>(rss) / static_cast<double>(weights + args.kv_cache_memory)},
   };
+}
+
+// The offline scenario's numbers as three lines, from offline_json's object.
+void print_offline_table(const nlohmann::ordered_json& j) {
+  const auto num = [&](const char* key) { return j[key].get<double>(); };
+  const auto count = [&](const char* key) { return static_cast<long long>(j[key].get<int64_t>()); };
+  std::printf("offline: %lld requests x (%lld prompt + %lld output tokens) in %.1f s, %lld steps, %lld preemptions\n",
+              count("num_requests"), count("prompt_tokens"), count("output_tokens"), num("seconds"),
+              count("engine_steps"), count("preemptions"));
+  std::printf("generated        %10.2f tokens/s (%.2fx batch-1 decode at %.2f tokens/s)\n",
+              num("generated_tokens_per_s"), num("throughput_ratio_to_batch1_decode"),
+              num("batch1_decode_tokens_per_s"));
+  std::printf("peak RSS         %10.1f MB = %.3f x (weights %.1f MB + KV cache %.1f MB)\n",
+              count("peak_rss_bytes") / 1e6, num("peak_rss_over_weights_plus_kv"), count("weight_bytes") / 1e6,
+              count("kv_cache_bytes") / 1e6);
+}
+
+// --scenario offline (src/bench/offline_bench.h): --num-requests random prompts of --prompt-tokens
+// (default 256) tokens, each generating --output-tokens tokens, all submitted at once, against
+// batch-1 decode of the same model; with the process's peak RSS against weights + KV cache.
+void run_offline(const BenchOptions& o) {
+  const OfflineBenchOptions options{.num_requests = o.num_requests,
+                                    .prompt_tokens = o.prompt_tokens > 0 ? o.prompt_tokens : 256,
+                                    .output_tokens = o.output_tokens,
+                                    .seed = o.seed};
+  check_offline_options(options);  // before the (slow) load
+  const EngineArgs& args = o.model.engine;
+  const std::string dir = resolve_model_path(args.model);
+  LoadedModel lm = load_model(o.model);
+  const OfflineBenchResult r = measure_offline_throughput(*lm.model, args, options);
+  const int64_t rss = peak_rss_bytes();
+  const nlohmann::ordered_json j =
+      offline_json(dir, lm.pool->num_threads(), args, options, r, lm.model->load_stats().weight_bytes, rss);
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
-    return;
+  } else {
+    print_offline_table(j);
   }
-  std::printf("offline: %lld requests x (%lld prompt + %lld output tokens) in %.1f s, %lld steps, %lld preemptions\n",
-              static_cast<long long>(o.num_requests), static_cast<long long>(offline_prompt),
-              static_cast<long long>(o.output_tokens), seconds, static_cast<long long>(engine.num_steps()),
-              static_cast<long long>(engine.scheduler().num_preemptions()));
-  std::printf("generated        %10.2f tokens/s (%.2fx batch-1 decode at %.2f tokens/s)\n", tokens_per_s,
-              tokens_per_s / batch1, batch1);
-  std::printf("peak RSS         %10.1f MB = %.3f x (weights %.1f MB + KV cache %.1f MB)\n", rss / 1e6, memory_ratio,
-              weights / 1e6, args.kv_cache_memory / 1e6);
+}
+
+// The speculative scenario's numbers as one JSON object: per workload, tokens/s off and on, their
+// ratio, the guesses accepted, and the effective weight bytes/s against the read bandwidth.
+nlohmann::ordered_json speculative_json(const SpeculativeBenchResult& r, float temperature, int64_t max_tokens) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const SpeculativeWorkloadResult& w : r.workloads) {
+    const SpeculationStats& s = w.speculation;
+    rows.push_back({{"workload", w.workload},
+                    {"prompts", w.prompts},
+                    {"decode_tokens", w.decode_tokens},
+                    {"decode_tokens_per_s_off", w.decode_tokens_per_s_off},
+                    {"decode_tokens_per_s_on", w.decode_tokens_per_s_on},
+                    {"speedup", w.decode_tokens_per_s_on / w.decode_tokens_per_s_off},
+                    {"spec_decode_num_drafts", s.num_drafts},
+                    {"spec_decode_num_draft_tokens", s.num_draft_tokens},
+                    {"spec_decode_num_accepted_tokens", s.num_accepted_tokens},
+                    {"acceptance_rate", s.acceptance_rate()},
+                    {"effective_bytes_per_s_on", w.effective_bytes_per_s_on},
+                    {"effective_bytes_per_s_on_over_read_bandwidth", w.effective_bytes_per_s_on / r.read_bandwidth}});
+  }
+  return {{"scenario", "speculative"},
+          {"model", r.model_dir},
+          {"isa", std::string(isa_name(active_isa()))},
+          {"speculative_config", r.speculative_config},
+          {"temperature", temperature},
+          {"max_tokens", max_tokens},
+          {"decode_weight_bytes", r.decode_weight_bytes},
+          {"read_bandwidth_gbps", r.read_bandwidth / 1e9},
+          {"workloads", rows}};
+}
+
+// The speculative scenario's numbers as a table, from speculative_json's object.
+void print_speculative_table(const nlohmann::ordered_json& j) {
+  std::printf("model            %s (%.1f MB of weights per decode step)\n", j["model"].get<std::string>().c_str(),
+              j["decode_weight_bytes"].get<int64_t>() / 1e6);
+  std::printf("speculation      %s\n", j["speculative_config"].get<std::string>().c_str());
+  std::printf("read bandwidth   %10.2f GB/s\n", j["read_bandwidth_gbps"].get<double>());
+  std::printf("%-12s %8s %10s %10s %8s %16s %16s\n", "workload", "tokens", "off tok/s", "on tok/s", "on/off",
+              "accepted", "on bytes/s / bw");
+  for (const auto& row : j["workloads"]) {
+    const std::string accepted = std::to_string(row["spec_decode_num_accepted_tokens"].get<int64_t>()) + "/" +
+                                 std::to_string(row["spec_decode_num_draft_tokens"].get<int64_t>());
+    std::printf("%-12s %8lld %10.2f %10.2f %8.3f %16s %16.3f\n", row["workload"].get<std::string>().c_str(),
+                static_cast<long long>(row["decode_tokens"].get<int64_t>()),
+                row["decode_tokens_per_s_off"].get<double>(), row["decode_tokens_per_s_on"].get<double>(),
+                row["speedup"].get<double>(), accepted.c_str(),
+                row["effective_bytes_per_s_on_over_read_bandwidth"].get<double>());
+  }
+}
+
+// --scenario speculative (src/bench/speculative_bench.h): batch-1 decode with --speculative-config
+// on ÷ off, on a copying and a non-copying workload, with their outputs compared token for token.
+void run_speculative(const BenchOptions& o) {
+  const SpeculativeBenchResult r =
+      measure_speculative_speed(o.model.engine, {.speculative_config = o.speculative_config,
+                                                 .max_tokens = o.output_tokens,
+                                                 .temperature = o.temperature,
+                                                 .repeat = o.repeat});
+  const nlohmann::ordered_json j = speculative_json(r, o.temperature, o.output_tokens);
+  if (o.json) {
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    print_speculative_table(j);
+  }
 }
 
 // The decode step budget of the fastest decode run: milliseconds per step by phase, the share of
@@ -331,13 +378,7 @@ void run_model_scenario(BenchOptions o) {
 void run_bench(const BenchOptions& options) {
   if (serve_as_tensor_parallel_rank(options.model.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   if (options.scenario == "offline") return run_offline(options);
-  if (options.scenario == "speculative")
-    return run_speculative_bench({.model = options.model,
-                                  .speculative_config = options.speculative_config,
-                                  .max_tokens = options.output_tokens,
-                                  .temperature = options.temperature,
-                                  .repeat = options.repeat,
-                                  .json = options.json});
+  if (options.scenario == "speculative") return run_speculative(options);
   if (options.scenario != "model")
     throw_invalid_argument(
         "--scenario must be 'model' (prefill and batch-1 decode), 'offline' or 'speculative', got '" +

@@ -1,29 +1,22 @@
-#include "bench_speculative.h"
+#include "bench/speculative_bench.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "bench/machine_limits.h"
-#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/llm_engine.h"
-#include "engine/speculative.h"
 #include "model/causal_lm.h"
 
 namespace ditto {
 namespace {
-
-// Prompt lookup, 6 guesses from suffixes of 2 to 4 tokens: the best of the settings tried on
-// SmolLM2-135M (k 4, 6, 8, 12; suffixes 1-3, 2-4, 3-5; docs/SPECULATIVE.md).
-constexpr const char* kDefaultConfig =
-    R"({"method": "ngram", "num_speculative_tokens": 6, "prompt_lookup_min": 2, "prompt_lookup_max": 4})";
 
 struct Workload {
   const char* name;
@@ -79,7 +72,7 @@ Run run_workload(const LLMEngine& llm, Engine& engine, const Workload& w, const 
     PromptInput prompt;
     prompt.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", text}}}).dump();
     EngineRequest r = llm.input_processor().process(prompt, params, MaxTokensRule::kClipToContext);
-    r.request_id = "0";
+    r.request_id = std::string("0");  // not = "0": GCC 12's false -Wrestrict (its bug 105329) here
     engine.add(std::move(r));
     std::chrono::steady_clock::time_point first;
     bool started = false;
@@ -103,12 +96,12 @@ Run run_workload(const LLMEngine& llm, Engine& engine, const Workload& w, const 
   return run;
 }
 
-// One row of the report: `repeat` rounds of `w` with speculation off (engines[0]) and on
-// (engines[1]), alternating so both see the same machine, keeping each mode's best decode rate.
-// Throws if speculation changed a token. Raises `bandwidth` to the best pass of `meter` between runs.
-nlohmann::ordered_json bench_workload(const LLMEngine& llm, Engine* const (&engines)[2], const Workload& w,
-                                      const SamplingParams& params, int repeat, int64_t weight_bytes,
-                                      ReadBandwidthMeter& meter, double& bandwidth) {
+// One workload: `repeat` rounds of `w` with speculation off (engines[0]) and on (engines[1]),
+// alternating so both see the same machine, keeping each mode's best decode rate. Throws if
+// speculation changed a token. Raises `bandwidth` to the best pass of `meter` between runs.
+SpeculativeWorkloadResult bench_workload(const LLMEngine& llm, Engine* const (&engines)[2], const Workload& w,
+                                         const SamplingParams& params, int repeat, ReadBandwidthMeter& meter,
+                                         double& bandwidth) {
   double best[2] = {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
   Run last[2];
   for (int r = 0; r < repeat; ++r) {
@@ -122,64 +115,26 @@ nlohmann::ordered_json bench_workload(const LLMEngine& llm, Engine* const (&engi
       throw_error(ErrorCode::kInternal, std::string("speculative decoding changed the output of workload '") + w.name +
                                             "': the invariance contract is broken");
   }
-  const double off_tps = 1.0 / best[0];
   const double on_tps = 1.0 / best[1];
-  const SpeculationStats& s = last[1].speculation;
-  return {{"workload", w.name},
-          {"prompts", w.prompts.size()},
-          {"decode_tokens", last[0].decode_tokens},
-          {"decode_tokens_per_s_off", off_tps},
-          {"decode_tokens_per_s_on", on_tps},
-          {"speedup", on_tps / off_tps},
-          {"spec_decode_num_drafts", s.num_drafts},
-          {"spec_decode_num_draft_tokens", s.num_draft_tokens},
-          {"spec_decode_num_accepted_tokens", s.num_accepted_tokens},
-          {"acceptance_rate", s.acceptance_rate()},
-          {"effective_bytes_per_s_on", on_tps * static_cast<double>(weight_bytes)}};
-}
-
-void print_json(const SpeculativeBenchOptions& o, const std::string& model_dir, int64_t weight_bytes, double bandwidth,
-                const nlohmann::ordered_json& rows) {
-  const nlohmann::ordered_json j = {
-      {"scenario", "speculative"},
-      {"model", model_dir},
-      {"isa", std::string(isa_name(active_isa()))},
-      {"speculative_config", o.speculative_config.empty() ? kDefaultConfig : o.speculative_config},
-      {"temperature", o.temperature},
-      {"max_tokens", o.max_tokens},
-      {"decode_weight_bytes", weight_bytes},
-      {"read_bandwidth_gbps", bandwidth / 1e9},
-      {"workloads", rows}};
-  std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-}
-
-void print_table(const SpeculativeBenchOptions& o, const std::string& model_dir, int64_t weight_bytes, double bandwidth,
-                 const nlohmann::ordered_json& rows) {
-  std::printf("model            %s (%.1f MB of weights per decode step)\n", model_dir.c_str(), weight_bytes / 1e6);
-  std::printf("speculation      %s\n", o.speculative_config.empty() ? kDefaultConfig : o.speculative_config.c_str());
-  std::printf("read bandwidth   %10.2f GB/s\n", bandwidth / 1e9);
-  std::printf("%-12s %8s %10s %10s %8s %16s %16s\n", "workload", "tokens", "off tok/s", "on tok/s", "on/off",
-              "accepted", "on bytes/s / bw");
-  for (const auto& row : rows) {
-    const std::string accepted = std::to_string(row["spec_decode_num_accepted_tokens"].get<int64_t>()) + "/" +
-                                 std::to_string(row["spec_decode_num_draft_tokens"].get<int64_t>());
-    std::printf("%-12s %8lld %10.2f %10.2f %8.3f %16s %16.3f\n", row["workload"].get<std::string>().c_str(),
-                static_cast<long long>(row["decode_tokens"].get<int64_t>()),
-                row["decode_tokens_per_s_off"].get<double>(), row["decode_tokens_per_s_on"].get<double>(),
-                row["speedup"].get<double>(), accepted.c_str(),
-                row["effective_bytes_per_s_on_over_read_bandwidth"].get<double>());
-  }
+  return {.workload = w.name,
+          .prompts = static_cast<int64_t>(w.prompts.size()),
+          .decode_tokens = last[0].decode_tokens,
+          .decode_tokens_per_s_off = 1.0 / best[0],
+          .decode_tokens_per_s_on = on_tps,
+          .speculation = last[1].speculation,
+          .effective_bytes_per_s_on = on_tps * static_cast<double>(llm.model().decode_weight_bytes())};
 }
 
 }  // namespace
 
-void run_speculative_bench(const SpeculativeBenchOptions& o) {
+SpeculativeBenchResult measure_speculative_speed(const EngineArgs& engine_args, const SpeculativeBenchOptions& o) {
   if (o.repeat < 1 || o.repeat > 100) throw_invalid_argument("--repeat must be in [1, 100]");
   if (o.max_tokens < 2) throw_invalid_argument("--output-tokens must be at least 2 for the speculative scenario");
-  EngineArgs args = o.model.engine;
+  SpeculativeBenchResult result;
+  result.speculative_config = o.speculative_config.empty() ? kDefaultSpeculativeBenchConfig : o.speculative_config;
+  EngineArgs args = engine_args;
   args.kv_cache_memory = int64_t{256} << 20;
-  const SpeculativeConfig on =
-      parse_speculative_config(o.speculative_config.empty() ? kDefaultConfig : o.speculative_config);
+  const SpeculativeConfig on = parse_speculative_config(result.speculative_config);
   if (!on.enabled()) throw_invalid_argument("--speculative-config: the scenario needs speculation on");
   LLMEngine llm(args);
   if (!llm.has_tokenizer()) throw_invalid_argument(llm.model_dir() + ": the speculative scenario needs a tokenizer");
@@ -195,20 +150,13 @@ void run_speculative_bench(const SpeculativeBenchOptions& o) {
   params.max_tokens = o.max_tokens;
   ThreadPool pool(args.threads > 0 ? args.threads : default_num_threads());
   ReadBandwidthMeter meter(&pool);
-  double bandwidth = meter.measure();
-  const int64_t weight_bytes = llm.model().decode_weight_bytes();
-
-  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  result.read_bandwidth = meter.measure();
   for (const Workload& w : workloads())
-    rows.push_back(bench_workload(llm, engines, w, params, o.repeat, weight_bytes, meter, bandwidth));
-  bandwidth = std::max(bandwidth, meter.measure());
-  for (auto& row : rows)
-    row["effective_bytes_per_s_on_over_read_bandwidth"] = row["effective_bytes_per_s_on"].get<double>() / bandwidth;
-  if (o.json) {
-    print_json(o, llm.model_dir(), weight_bytes, bandwidth, rows);
-  } else {
-    print_table(o, llm.model_dir(), weight_bytes, bandwidth, rows);
-  }
+    result.workloads.push_back(bench_workload(llm, engines, w, params, o.repeat, meter, result.read_bandwidth));
+  result.read_bandwidth = std::max(result.read_bandwidth, meter.measure());
+  result.model_dir = llm.model_dir();
+  result.decode_weight_bytes = llm.model().decode_weight_bytes();
+  return result;
 }
 
 }  // namespace ditto
