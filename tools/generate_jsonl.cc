@@ -25,8 +25,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// One input line: its prompt, parameters and how max_tokens is settled. Unknown fields are
-// listed in `ignored` (the server's rule: vLLM ignores them too). Throws Error(kInvalidArgument)
+// One input line: its prompt, parameters and how max_tokens is settled. vLLM fields that would
+// change the result and that ditto lacks are refused (refuse_unimplemented_fields); unknown
+// fields are listed in `ignored` (the server's rule: vLLM ignores them too). Throws Error(kInvalidArgument)
 // naming the field.
 struct Line {
   PromptInput prompt;
@@ -43,7 +44,9 @@ Line parse_line(const Json& line, const SamplingParams& defaults) {
   Line l;
   l.params = defaults;
   for (const auto& [key, value] : line.items())
-    if (!own.contains(key) && !sampling_params_keys().contains(key)) l.ignored.push_back(key);
+    if (!own.contains(key) && !sampling_params_keys().contains(key) && !unimplemented_field_keys().contains(key))
+      l.ignored.push_back(key);
+  refuse_unimplemented_fields(line);
   PromptInput& prompt = l.prompt;
   if (line.contains("prompt"))
     prompt.text = read_field("prompt", [&] { return json_string(line["prompt"], "prompt"); });

@@ -1,6 +1,7 @@
 #include "engine/sampling_params_json.h"
 
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/json_input.h"
@@ -12,11 +13,67 @@ using Json = nlohmann::ordered_json;
 
 bool present(const Json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
 
+// One vLLM field ditto refuses, and when its value asks for nothing (the field's no-op).
+struct UnimplementedField {
+  const char* name;
+  bool (*inert)(const Json& value);
+  const char* what;  // what it asks for, in the refusal
+};
+
+bool is_null(const Json& v) { return v.is_null(); }
+bool is_false(const Json& v) { return v.is_null() || v == false; }
+bool is_true(const Json& v) { return v.is_null() || v == true; }
+bool is_one(const Json& v) { return v.is_null() || (v.is_number() && v.get<double>() == 1.0); }
+bool is_empty(const Json& v) { return v.is_null() || ((v.is_array() || v.is_object()) && v.empty()); }
+
+const std::vector<UnimplementedField>& unimplemented_fields() {
+  static const std::vector<UnimplementedField> fields = {
+      {"use_beam_search", is_false, "beam search"},
+      {"length_penalty", is_one, "beam search's length penalty"},
+      {"allowed_token_ids", is_null, "a token allow-list"},
+      {"bad_words", is_empty, "banned words"},
+      {"truncate_prompt_tokens", is_null, "prompt truncation"},
+      {"logits_processors", is_empty, "custom logits processors"},
+      {"vllm_xargs", is_empty, "custom logits processors' arguments"},
+      {"structured_outputs", is_null, "structured outputs"},
+      {"guided_json", is_null, "structured outputs"},
+      {"guided_regex", is_null, "structured outputs"},
+      {"guided_choice", is_null, "structured outputs"},
+      {"guided_grammar", is_null, "structured outputs"},
+      {"structural_tag", is_null, "structured outputs"},
+      {"guided_decoding_backend", is_null, "structured outputs"},
+      {"guided_whitespace_pattern", is_null, "structured outputs"},
+      {"thinking_token_budget", is_null, "a thinking budget"},
+      {"prompt_embeds", is_null, "prompt embeddings"},
+      {"mm_processor_kwargs", is_empty, "multimodal inputs"},
+      {"spaces_between_special_tokens", is_true, "no spaces between special tokens"},
+      {"return_token_ids", is_false, "token ids in the response"},
+  };
+  return fields;
+}
+
 int64_t count(const Json& body, const char* key) {
   return read_field(key, [&] { return json_int(body[key], key); });
 }
 
 }  // namespace
+
+void refuse_unimplemented_fields(const Json& body) {
+  for (const UnimplementedField& f : unimplemented_fields())
+    if (body.contains(f.name) && !f.inert(body[f.name]))
+      throw_invalid_field(f.name, std::string("field '") + f.name + "' (" + f.what +
+                                      ") is not supported by ditto yet; the request is refused rather than "
+                                      "answered without it (README: the server section lists what is supported)");
+}
+
+const std::set<std::string>& unimplemented_field_keys() {
+  static const std::set<std::string> keys = [] {
+    std::set<std::string> k;
+    for (const UnimplementedField& f : unimplemented_fields()) k.insert(f.name);
+    return k;
+  }();
+  return keys;
+}
 
 const std::set<std::string>& sampling_params_keys() {
   static const std::set<std::string> keys = {"n",

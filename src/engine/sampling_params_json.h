@@ -23,6 +23,20 @@ bool read_sampling_params(const nlohmann::ordered_json& body, SamplingParams& pa
 // The keys read_sampling_params reads.
 const std::set<std::string>& sampling_params_keys();
 
+// vLLM request fields that would change the result and that ditto does not implement (yet): beam
+// search (use_beam_search, length_penalty), allowed_token_ids, bad_words, truncate_prompt_tokens,
+// logits_processors, vllm_xargs, structured outputs (structured_outputs, guided_json,
+// guided_regex, guided_choice, guided_grammar, structural_tag, guided_decoding_backend,
+// guided_whitespace_pattern), thinking_token_budget, prompt_embeds, mm_processor_kwargs,
+// spaces_between_special_tokens, return_token_ids. One present at other than its no-op value
+// (use_beam_search false, length_penalty 1, bad_words [], spaces_between_special_tokens true,
+// return_token_ids false, null for the rest) is refused: Error(kInvalidArgument, param = the
+// field) naming it — never dropped. The server's bodies and `generate --prompts` lines share it.
+void refuse_unimplemented_fields(const nlohmann::ordered_json& body);
+
+// The keys refuse_unimplemented_fields reads (so a front end does not call them unknown).
+const std::set<std::string>& unimplemented_field_keys();
+
 // Runs a strict field reader (core/json_input.h) and gives its Error the field's name as param.
 template <typename F>
 auto read_field(const std::string& name, F&& read) {

@@ -59,7 +59,15 @@ bool parse_sampling(const Json& body, ApiRequest& r) {
     if (present(so, "include_usage"))
       r.include_usage =
           field("stream_options", [&] { return json_bool(so["include_usage"], "stream_options.include_usage"); });
+    if (present(so, "continuous_usage_stats") && field("stream_options", [&] {
+          return json_bool(so["continuous_usage_stats"], "stream_options.continuous_usage_stats");
+        }))
+      throw_bad_param("stream_options",
+                      "stream_options.continuous_usage_stats (usage in every chunk) is not supported "
+                      "by ditto yet; the request is refused rather than answered without it");
   }
+  if (r.stream && p.prompt_logprobs)  // vLLM's rule: they come whole, with the response
+    throw_bad_param("prompt_logprobs", "prompt_logprobs are not available when stream is true");
   if (present(body, "user")) field("user", [&] { return json_string(body["user"], "user"); });
   if (present(body, "logit_bias")) {
     const Json& lb = body["logit_bias"];
@@ -72,6 +80,26 @@ bool parse_sampling(const Json& body, ApiRequest& r) {
       throw_bad_param("response_format", "only response_format {\"type\": \"text\"} is supported");
   }
   return max_tokens_given;
+}
+
+// The chat fields vLLM honours that ditto does not (yet), at other than their no-op values:
+// refused naming the field (never dropped).
+void refuse_unimplemented_chat_fields(const Json& body) {
+  auto refuse = [](const char* name, const std::string& what) {
+    throw_bad_param(name, std::string("field '") + name + "' (" + what +
+                              ") is not supported by ditto yet; the request is refused rather than answered "
+                              "without it (README: the server section lists what is supported)");
+  };
+  auto is = [&](const char* name, bool value) {
+    return present(body, name) && field(name, [&] { return json_bool(body[name], name); }) == value;
+  };
+  if (is("echo", true)) refuse("echo", "the last message echoed before the reply");
+  if (is("add_special_tokens", true))
+    refuse("add_special_tokens", "special tokens added on top of the chat template's");
+  if (is("parallel_tool_calls", false)) refuse("parallel_tool_calls", "at most one tool call");
+  if (is("include_reasoning", false)) refuse("include_reasoning", "the reasoning left out of the response");
+  if (present(body, "chat_template")) refuse("chat_template", "a chat template per request");
+  if (present(body, "documents")) refuse("documents", "documents passed to the chat template");
 }
 
 int64_t parse_max_tokens(const Json& body, const char* key) {
@@ -115,7 +143,7 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
   static const std::set<std::string> shared = {"model",           "best_of",  "stream",
                                                "stream_options",  "user",     "logit_bias",
                                                "response_format", "logprobs", "return_tokens_as_token_ids"};
-  static const std::set<std::string> completions = {"prompt", "echo", "suffix"};
+  static const std::set<std::string> completions = {"prompt", "echo", "suffix", "add_special_tokens"};
   static const std::set<std::string> chat = {"messages",
                                              "tools",
                                              "tool_choice",
@@ -124,11 +152,20 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
                                              "add_generation_prompt",
                                              "continue_final_message",
                                              "max_completion_tokens",
-                                             "top_logprobs"};
+                                             "top_logprobs",
+                                             "echo",
+                                             "add_special_tokens",
+                                             "include_reasoning",
+                                             "reasoning_effort",
+                                             "chat_template",
+                                             "documents"};
   const auto& own = endpoint == ApiEndpoint::kCompletions ? completions : chat;
   for (const auto& [key, value] : body.items())
-    if (!shared.contains(key) && !own.contains(key) && !sampling_params_keys().contains(key))
+    if (!shared.contains(key) && !own.contains(key) && !sampling_params_keys().contains(key) &&
+        !unimplemented_field_keys().contains(key))
       r.ignored_fields.push_back(key);
+  refuse_unimplemented_fields(body);
+  if (endpoint == ApiEndpoint::kChatCompletions) refuse_unimplemented_chat_fields(body);
 
   if (present(body, "model")) r.model = field("model", [&] { return json_string(body["model"], "model"); });
   r.max_tokens_given = parse_sampling(body, r);
@@ -160,6 +197,11 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
                           json_excerpt(prompt));
     }
     if (r.prompts.size() > 1024) throw_bad_param("prompt", "at most 1024 prompts per request");
+    if (present(body, "add_special_tokens")) {
+      const bool add =
+          field("add_special_tokens", [&] { return json_bool(body["add_special_tokens"], "add_special_tokens"); });
+      for (PromptInput& in : r.prompts) in.add_special_tokens = add;
+    }
     if (present(body, "suffix")) throw_bad_param("suffix", "suffix is not supported");
     if (present(body, "echo")) r.echo = field("echo", [&] { return json_bool(body["echo"], "echo"); });
     if (present(body, "logprobs"))
@@ -186,11 +228,23 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
         throw_bad_param("tool_choice", "tool_choice \"none\" and \"auto\" are supported, got " + json_excerpt(tc));
       if (tc == "none") in.tools.clear();
     }
+    Json kwargs = Json::object();
     if (present(body, "chat_template_kwargs")) {
       if (!body["chat_template_kwargs"].is_object())
         throw_bad_param("chat_template_kwargs", "field 'chat_template_kwargs' must be an object");
-      in.chat_template_kwargs = body["chat_template_kwargs"].dump();
+      kwargs = body["chat_template_kwargs"];
     }
+    // vLLM passes reasoning_effort to the chat template (templates that know it, e.g. gpt-oss's,
+    // read it; others ignore it); a chat_template_kwargs entry of the same name wins.
+    if (present(body, "reasoning_effort")) {
+      const std::string effort =
+          field("reasoning_effort", [&] { return json_string(body["reasoning_effort"], "reasoning_effort"); });
+      if (effort != "minimal" && effort != "low" && effort != "medium" && effort != "high")
+        throw_bad_param("reasoning_effort", "reasoning_effort must be minimal, low, medium or high, got " +
+                                                json_excerpt(body["reasoning_effort"]));
+      if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = effort;
+    }
+    if (!kwargs.empty()) in.chat_template_kwargs = kwargs.dump();
     if (present(body, "add_generation_prompt"))
       r.add_generation_prompt = field(
           "add_generation_prompt", [&] { return json_bool(body["add_generation_prompt"], "add_generation_prompt"); });
@@ -358,30 +412,35 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       }
       choice["finish_reason"] = finish_reason;
       choice["stop_reason"] = stop_reason_json(c);
-      if (!chat && request_.params.prompt_logprobs) {
-        Json pl = Json::array();
-        for (const auto& e : r.prompt_logprobs) {
-          if (!e) {
-            pl.push_back(nullptr);
-            continue;
-          }
-          Json m = Json::object();
-          m[std::to_string(e->token.token_id)] = {
-              {"logprob", e->token.logprob}, {"rank", e->token.rank}, {"decoded_token", token_text(e->token)}};
-          for (const TokenLogprob& t : e->top_logprobs)
-            m[std::to_string(t.token_id)] = {
-                {"logprob", t.logprob}, {"rank", t.rank}, {"decoded_token", token_text(t)}};
-          pl.push_back(std::move(m));
-        }
-        choice["prompt_logprobs"] = std::move(pl);
-      }
+      if (!chat && request_.params.prompt_logprobs) choice["prompt_logprobs"] = prompt_logprobs_json(r);
       choices.push_back(std::move(choice));
     }
   }
-  return {{"id", id_},           {"object", chat ? "chat.completion" : "text_completion"},
-          {"created", created_}, {"model", model_name_},
-          {"choices", choices},  {"usage", usage_json(prompt_tokens, completion_tokens)},
-          {"seed", seed_json()}};
+  Json j = {{"id", id_},           {"object", chat ? "chat.completion" : "text_completion"},
+            {"created", created_}, {"model", model_name_},
+            {"choices", choices},  {"usage", usage_json(prompt_tokens, completion_tokens)},
+            {"seed", seed_json()}};
+  // vLLM's chat response carries the (one) prompt's logprobs beside the choices.
+  if (chat && request_.params.prompt_logprobs && !outputs.empty())
+    j["prompt_logprobs"] = prompt_logprobs_json(outputs[0]);
+  return j;
+}
+
+Json ApiFormatter::prompt_logprobs_json(const RequestOutput& r) const {
+  Json pl = Json::array();
+  for (const auto& e : r.prompt_logprobs) {
+    if (!e) {
+      pl.push_back(nullptr);
+      continue;
+    }
+    Json m = Json::object();
+    m[std::to_string(e->token.token_id)] = {
+        {"logprob", e->token.logprob}, {"rank", e->token.rank}, {"decoded_token", token_text(e->token)}};
+    for (const TokenLogprob& t : e->top_logprobs)
+      m[std::to_string(t.token_id)] = {{"logprob", t.logprob}, {"rank", t.rank}, {"decoded_token", token_text(t)}};
+    pl.push_back(std::move(m));
+  }
+  return pl;
 }
 
 Json ApiFormatter::seed_json() const { return request_.params.seed ? Json(*request_.params.seed) : Json(nullptr); }

@@ -145,6 +145,9 @@ class ApiFormatter {
                                              size_t& text_offset) const;
   nlohmann::ordered_json chat_logprobs(const CompletionOutput& c) const;
   nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens) const;
+  // vLLM's prompt_logprobs: per prompt token null (the first) or {token id: {logprob, rank,
+  // decoded_token}} for the token and its top alternatives.
+  nlohmann::ordered_json prompt_logprobs_json(const RequestOutput& r) const;
   nlohmann::ordered_json chunk(nlohmann::ordered_json choice) const;
   // The request's seed (the server draws one for a request without), as every body reports it.
   nlohmann::ordered_json seed_json() const;

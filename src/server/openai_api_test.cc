@@ -120,6 +120,69 @@ TEST(OpenAiApiTest, ErrorsNameTheParameter) {
   EXPECT_EQ(parse_error(kCompletions, "[1]").status(), 400);
 }
 
+// Issue 30: a vLLM field that would change the result is honoured or refused naming it, never
+// dropped; at its no-op value it passes, and only fields nobody reads are "ignored" (logged).
+TEST(OpenAiApiTest, ResultChangingFieldsAreHonouredOrRefusedByName) {
+  const std::string chat = R"("messages": [{"role": "user", "content": "hi"}])";
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {R"("use_beam_search": true)", "use_beam_search"},
+      {R"("length_penalty": 0.5)", "length_penalty"},
+      {R"("allowed_token_ids": [1, 2])", "allowed_token_ids"},
+      {R"("bad_words": ["x"])", "bad_words"},
+      {R"("truncate_prompt_tokens": 5)", "truncate_prompt_tokens"},
+      {R"("guided_json": {"type": "object"})", "guided_json"},
+      {R"("guided_choice": ["a", "b"])", "guided_choice"},
+      {R"("structured_outputs": {"regex": "a+"})", "structured_outputs"},
+      {R"("thinking_token_budget": 10)", "thinking_token_budget"},
+      {R"("prompt_embeds": "AAAA")", "prompt_embeds"},
+      {R"("return_token_ids": true)", "return_token_ids"},
+      {R"("spaces_between_special_tokens": false)", "spaces_between_special_tokens"},
+      {R"("logits_processors": ["x"])", "logits_processors"},
+  };
+  for (const auto& [field, param] : refused) {
+    for (ApiEndpoint e : {kCompletions, kChat}) {
+      const std::string body = "{" + (e == kChat ? chat : std::string(R"("prompt": "x")")) + ", " + field + "}";
+      const ApiError err = parse_error(e, body);
+      EXPECT_EQ(err.status(), 400) << body;
+      EXPECT_EQ(err.body()["error"]["param"], param) << body << " -> " << err.what();
+      EXPECT_NE(std::string(err.what()).find("not supported by ditto"), std::string::npos) << err.what();
+    }
+  }
+  const std::vector<std::pair<std::string, std::string>> chat_refused = {
+      {R"("echo": true)", "echo"},
+      {R"("add_special_tokens": true)", "add_special_tokens"},
+      {R"("parallel_tool_calls": false)", "parallel_tool_calls"},
+      {R"("include_reasoning": false)", "include_reasoning"},
+      {R"("chat_template": "{{ messages }}")", "chat_template"},
+      {R"("documents": [{"text": "d"}])", "documents"},
+      {R"("stream": true, "stream_options": {"continuous_usage_stats": true})", "stream_options"},
+      {R"("stream": true, "prompt_logprobs": 1)", "prompt_logprobs"},
+      {R"("reasoning_effort": "extreme")", "reasoning_effort"},
+  };
+  for (const auto& [field, param] : chat_refused) {
+    const std::string body = "{" + chat + ", " + field + "}";
+    EXPECT_EQ(parse_error(kChat, body).body()["error"]["param"], param) << body;
+  }
+  // At their no-op values they pass, and none is listed as ignored.
+  const ApiRequest inert = parse(kChat, "{" + chat + R"(, "use_beam_search": false, "length_penalty": 1,
+      "bad_words": [], "allowed_token_ids": null, "return_token_ids": false, "spaces_between_special_tokens": true,
+      "echo": false, "add_special_tokens": false, "parallel_tool_calls": true, "include_reasoning": true,
+      "metadata": {"k": "v"}})");
+  EXPECT_EQ(inert.ignored_fields, std::vector<std::string>{"metadata"});
+  // Honoured: completions' add_special_tokens reaches every prompt; chat's reasoning_effort goes to
+  // the template (a chat_template_kwargs entry wins); chat prompt_logprobs are kept.
+  const ApiRequest add = parse(kCompletions, R"({"prompt": ["a", "b"], "add_special_tokens": false})");
+  EXPECT_FALSE(add.prompts.at(0).add_special_tokens);
+  EXPECT_FALSE(add.prompts.at(1).add_special_tokens);
+  EXPECT_TRUE(parse(kCompletions, R"({"prompt": "a"})").prompts.at(0).add_special_tokens);
+  const ApiRequest effort = parse(kChat, "{" + chat + R"(, "reasoning_effort": "low"})");
+  EXPECT_EQ(Json::parse(effort.prompts.at(0).chat_template_kwargs)["reasoning_effort"], "low");
+  const ApiRequest both = parse(
+      kChat, "{" + chat + R"(, "reasoning_effort": "low", "chat_template_kwargs": {"reasoning_effort": "high"}})");
+  EXPECT_EQ(Json::parse(both.prompts.at(0).chat_template_kwargs)["reasoning_effort"], "high");
+  EXPECT_EQ(parse(kChat, "{" + chat + R"(, "prompt_logprobs": 2})").params.prompt_logprobs, 2);
+}
+
 class FormatterTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -290,6 +353,29 @@ TEST_F(FormatterTest, ChatShapes) {
   EXPECT_TRUE(chunks[1]["choices"][0]["delta"].empty());
   EXPECT_EQ(chunks[1]["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(s.stream_chunks(0, full).empty());  // nothing new
+}
+
+// vLLM's chat response carries prompt_logprobs beside the choices (they used to be computed and dropped).
+TEST_F(FormatterTest, ChatPromptLogprobsAreReturned) {
+  ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "prompt_logprobs": 1})");
+  RequestOutput full = result({tokenizer_->encode("Sure", false)}, false);
+  ASSERT_GE(full.prompt_token_ids.size(), 1u);
+  const int32_t id = full.prompt_token_ids.back();
+  full.prompt_logprobs.back() = SampledToken{entry(id, -2.25f, 3), {entry(id + 1, -0.75f, 1)}};
+  ApiFormatter f(req, *door_, "chatcmpl-1", 5, "m", {"Hello"});
+  const Json body = f.response({full});
+  ASSERT_TRUE(body.contains("prompt_logprobs")) << body.dump();
+  const Json& pl = body["prompt_logprobs"];
+  ASSERT_EQ(pl.size(), full.prompt_token_ids.size());
+  const Json& last = pl.back()[std::to_string(id)];
+  EXPECT_EQ(last["logprob"].get<float>(), -2.25f);
+  EXPECT_EQ(last["rank"], 3);
+  EXPECT_EQ(pl.back()[std::to_string(id + 1)]["rank"], 1);
+  EXPECT_FALSE(body["choices"][0].contains("prompt_logprobs"));  // completions put them per choice
+  // Without the field, no key.
+  ApiRequest plain = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_FALSE(
+      ApiFormatter(plain, *door_, "chatcmpl-2", 5, "m", {"Hello"}).response({full}).contains("prompt_logprobs"));
 }
 
 // With the reasoning and tool-call parsers on, streaming token by token sends the same

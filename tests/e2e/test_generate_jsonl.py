@@ -121,6 +121,20 @@ def test_bad_lines_get_their_own_errors(ditto_bin, model, tmp_path):
     assert errors[14] == "line 15: field 'temperature' must be a number, got true"
 
 
+def test_result_changing_fields_ditto_lacks_fail_their_line(ditto_bin, model, tmp_path):
+    """A vLLM field that would change the result is refused naming it (the server's 400), never
+    dropped; at its no-op value it passes (issue 30)."""
+    lines = [
+        {"prompt": "x", "max_tokens": 2, "use_beam_search": True},
+        {"prompt": "x", "max_tokens": 2, "guided_choice": ["a", "b"]},
+        {"prompt": "x", "max_tokens": 2, "use_beam_search": False, "bad_words": [], "temperature": 0},
+    ]
+    out = generate(ditto_bin, model, tmp_path, lines, failing=2)
+    assert out[0]["error"].startswith("line 1: field 'use_beam_search' (beam search) is not supported by ditto yet")
+    assert out[1]["error"].startswith("line 2: field 'guided_choice' (structured outputs) is not supported")
+    assert "error" not in out[2] and len(out[2]["outputs"][0]["token_ids"]) == 2
+
+
 def test_blank_lines_keep_line_numbers_and_bad_paths_are_refused(ditto_bin, model, tmp_path):
     out = generate(ditto_bin, model, tmp_path, ["", "", {"prompt": "a", "max_tokens": -1}], failing=1)
     assert out == [{"request_id": "0", "error": "line 3: max_tokens must be at least 1, got -1"}]
