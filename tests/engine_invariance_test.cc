@@ -191,6 +191,43 @@ TEST_F(EngineInvarianceTest, AbortFreesBlocksAndReportsAbort) {
   EXPECT_EQ(engine.kv_cache().num_free_blocks(), 16);
 }
 
+// vLLM's num_cached_tokens (issue 30): the prompt tokens the prefix cache held when a request first
+// ran — 0 cold, the whole blocks before the last token when the same prompt comes again (its
+// outputs the same bits), 0 with prefix caching off; a kDelta request's reports carry it too.
+TEST_F(EngineInvarianceTest, NumCachedTokensCountsPrefixCacheHits) {
+  for (bool caching : {true, false}) {
+    EngineConfig config;
+    config.block_size = 16;
+    config.num_kv_blocks = 64;
+    config.enable_prefix_caching = caching;
+    Engine engine(*model2_, nullptr, kEos, config);
+    SamplingParams p;
+    p.temperature = 0.0f;
+    p.max_tokens = 4;
+    p.ignore_eos = true;
+    const std::vector<int32_t> prompt(50, 7);
+    auto run_one = [&](const std::string& id, RequestOutputKind kind) {
+      SamplingParams q = p;
+      q.output_kind = kind;
+      engine.add_request(id, prompt, q);
+      RequestOutput whole;
+      std::vector<int64_t> reported;
+      while (engine.has_unfinished())
+        for (RequestOutput& out : engine.step()) {
+          reported.push_back(out.num_cached_tokens);
+          append_delta(whole, std::move(out));
+        }
+      for (int64_t n : reported) EXPECT_EQ(n, whole.num_cached_tokens) << id;  // the same in every report
+      return whole;
+    };
+    const RequestOutput cold = run_one("cold", RequestOutputKind::kFinalOnly);
+    const RequestOutput warm = run_one("warm", RequestOutputKind::kDelta);
+    EXPECT_EQ(cold.num_cached_tokens, 0);
+    EXPECT_EQ(warm.num_cached_tokens, caching ? 48 : 0) << "caching " << caching;  // 3 whole blocks of 16
+    EXPECT_EQ(warm.outputs.at(0).token_ids, cold.outputs.at(0).token_ids);
+  }
+}
+
 // No request starves behind a long one: a 5-token request sent while a 16,384-token prompt is
 // prefilling gets its first token in the next step and a token in every step after (the long prompt
 // takes at most long_prefill_token_threshold, by default a quarter of the budget, of a step it

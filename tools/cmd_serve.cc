@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "checkpoint/hub.h"
 #include "commands.h"
@@ -22,15 +23,47 @@
 #include "engine/speculative.h"
 #include "model_options.h"
 #include "server/http_server.h"
+#include "vllm_flags.h"
 
 namespace ditto {
 namespace {
 
 struct ServeOptions {
-  EngineArgs engine;  // engine.model: the positional MODEL
+  EngineArgs engine;  // engine.model: the positional MODEL (or --model, as vLLM's)
+  std::string model_flag;
+  std::string tokenizer;  // vLLM's --tokenizer: only the model's own
+  std::vector<std::string> served_model_names;
   ServerOptions server;
   std::string max_request_body = "32MiB";
+  VllmFlagReport vllm_flags;
 };
+
+// MODEL as a positional argument or as vLLM's --model (one of them; both only when they agree), and
+// vLLM's --tokenizer only when it names the model itself.
+void settle_model(ServeOptions& o) {
+  if (!o.model_flag.empty()) {
+    if (!o.engine.model.empty() && o.engine.model != o.model_flag)
+      throw_invalid_argument("MODEL is given twice, as '" + o.engine.model + "' and as --model '" + o.model_flag +
+                             "'; give one");
+    o.engine.model = o.model_flag;
+  }
+  if (o.engine.model.empty()) throw_invalid_argument("give the model: ditto serve MODEL (or --model MODEL)");
+  if (!o.tokenizer.empty() && o.tokenizer != o.engine.model &&
+      resolve_model_path(o.tokenizer) != resolve_model_path(o.engine.model))
+    throw_invalid_argument("--tokenizer " + o.tokenizer +
+                           ": ditto reads the model's own tokenizer; a separate one is not supported yet — refused "
+                           "rather than run with another tokenizer");
+  // Several occurrences add names; a name given twice counts once.
+  for (const std::string& name : o.served_model_names) {
+    if (o.server.served_model_name.empty()) {
+      o.server.served_model_name = name;
+    } else if (name != o.server.served_model_name &&
+               std::find(o.server.served_model_aliases.begin(), o.server.served_model_aliases.end(), name) ==
+                   o.server.served_model_aliases.end()) {
+      o.server.served_model_aliases.push_back(name);
+    }
+  }
+}
 
 // VLLM_BATCH_INVARIANT and DITTO_BATCH_INVARIANT, as vLLM users set them: "1" (or unset) is what
 // ditto always does; "0" asks for a faster non-invariant mode that ditto does not have (its
@@ -51,6 +84,8 @@ void check_batch_invariant_env() {
 void run_serve(ServeOptions o) {
   if (serve_as_tensor_parallel_rank(o.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   check_batch_invariant_env();
+  settle_model(o);
+  apply_vllm_flag_report(o.vllm_flags, "ditto serve");
   // SIGINT/SIGTERM are taken by one thread with sigwait, so every other thread (created below,
   // inheriting this mask) never runs a handler; that thread stops the server cleanly.
   sigset_t signals;
@@ -132,13 +167,18 @@ void add_serve_command(CLI::App& app) {
       "serve",
       "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions (streaming or not), /v1/models, "
       "/tokenize, /detokenize, /health, /version, /metrics. Every answer is the same bits under any load.");
-  cmd->add_option("model", o->engine.model, "Model directory, or a hub id in the local Hugging Face cache")->required();
-  cmd->add_option("--host", o->server.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("model", o->engine.model, "Model directory, GGUF file, or a hub id in the local Hugging Face cache");
+  cmd->add_option("--model", o->model_flag, "The model, as vLLM's flag (instead of MODEL)");
+  cmd->add_option("--tokenizer", o->tokenizer, "vLLM's; only the model itself (ditto reads the model's tokenizer)");
+  cmd->add_option("--host", o->server.host,
+                  "Address to listen on (vLLM's default: every interface; 127.0.0.1 for this machine only)")
+      ->capture_default_str();
   cmd->add_option("--port", o->server.port, "Port to listen on (0: any free port, printed at start)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  cmd->add_option("--served-model-name", o->server.served_model_name,
-                  "The model name clients send and responses carry (default: MODEL as given)");
+  cmd->add_option("--served-model-name", o->served_model_names,
+                  "The model name(s) clients send; responses carry the first (default: MODEL as given)")
+      ->expected(1, 64);
   cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
   add_engine_flags(cmd, o->engine);
   cmd->add_flag("--disable-log-requests", o->server.disable_log_requests,
@@ -173,6 +213,18 @@ void add_serve_command(CLI::App& app) {
       "--enable-auto-tool-choice", o->server.enable_auto_tool_choice,
       "Return <tool_call> blocks of chat replies to requests with tools as tool_calls (needs --tool-call-parser)");
   cmd->add_option("--tool-call-parser", o->server.tool_call_parser, "Tool-call format: hermes (Qwen3's)");
+  cmd->add_flag("--enable-prompt-tokens-details", o->server.enable_prompt_tokens_details,
+                "usage.prompt_tokens_details.cached_tokens: prompt tokens the prefix cache held (vLLM's flag)");
+  cmd->add_flag("--return-tokens-as-token-ids", o->server.return_tokens_as_token_ids,
+                "Logprob tokens as \"token_id:N\" in every response (vLLM's flag)");
+  cmd->add_flag("--enable-force-include-usage", o->server.enable_force_include_usage,
+                "Every streamed response ends with a usage chunk, asked for or not (vLLM's flag)");
+  cmd->add_flag("--exclude-tools-when-tool-choice-none", o->server.exclude_tools_when_tool_choice_none,
+                "tool_choice \"none\" leaves the tools out of the prompt (vLLM's flag; by default they stay and no "
+                "tool calls are returned)");
+  add_vllm_serve_flags(cmd, o->engine, o->vllm_flags);
+  cmd->add_flag_callback(
+      "--enable-log-requests", [] {}, "vLLM's; ditto logs every request unless --disable-log-requests");
   cmd->callback([o] { run_serve(*o); });
 }
 

@@ -53,6 +53,9 @@ struct EngineArgs {
   // max_new_tokens), "vllm" (none: SamplingParams' own defaults), or a folder holding a
   // generation_config.json. A request's own values always win.
   std::string generation_config = "auto";
+  // The chat template in place of the model's (vLLM's --chat-template): a Jinja file, or the
+  // template text itself; "" for the model's own. The model's special tokens stay.
+  std::string chat_template;
   // Processes the model is split over (vLLM's tensor_parallel_size), one per MPI rank, launched
   // with `mpirun -np N`; outputs are bit-identical for every N (docs/INVARIANCE.md). Each rank holds
   // 1/N of the weights and of kv_cache_memory's KV heads. Only rank 0 may construct an engine; the

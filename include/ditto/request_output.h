@@ -69,7 +69,11 @@ struct RequestOutput {
   std::vector<std::optional<SampledToken>> prompt_logprobs;
   std::vector<CompletionOutput> outputs;  // n choices, by index
   uint64_t seed = 0;                      // the seed used (drawn from the OS if none was given)
-  bool finished = false;                  // every choice has finished (the last report)
+  // Prompt tokens whose K/V the prefix cache already held when the request first ran (vLLM's
+  // num_cached_tokens; choice 0's). It says how much work was saved, which depends on what ran
+  // before: it is not part of the invariance contract (the outputs are the same bits either way).
+  int64_t num_cached_tokens = 0;
+  bool finished = false;  // every choice has finished (the last report)
 };
 
 }  // namespace ditto

@@ -42,7 +42,9 @@ class CompletionOutput:
 class RequestOutput:
     """One prompt's result: its prompt (None when given as token ids), prompt_token_ids,
     prompt_logprobs (None first: the first token has no context) and its n outputs. `seed` is
-    ditto's addition: the seed the request ran with, so it can be repeated."""
+    ditto's addition: the seed the request ran with, so it can be repeated. num_cached_tokens:
+    the prompt tokens the prefix cache already held (vLLM's; it depends on what ran before, not
+    part of the invariance contract)."""
 
     request_id: str
     prompt: Optional[str]
@@ -93,4 +95,5 @@ def from_engine(out, prompt_is_text: bool, want_logprobs: bool, want_prompt_logp
         outputs=outputs,
         finished=out.finished,
         seed=out.seed,
+        num_cached_tokens=out.num_cached_tokens,
     )

@@ -238,6 +238,7 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readonly("prompt_logprobs", &RequestOutput::prompt_logprobs)
       .def_readonly("outputs", &RequestOutput::outputs)
       .def_readonly("seed", &RequestOutput::seed)
+      .def_readonly("num_cached_tokens", &RequestOutput::num_cached_tokens)
       .def_readonly("finished", &RequestOutput::finished);
 
   py::class_<PyLLM>(m, "Engine")

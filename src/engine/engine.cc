@@ -225,6 +225,7 @@ std::vector<SequenceStep> Engine::prepare_inputs(const std::vector<ScheduledSequ
       step.all_logits = true;
     }
     step.start_position = static_cast<int32_t>(s.seq->num_computed_tokens);
+    if (s.seq->choice == 0) output_.set_num_cached_tokens(s.seq->request, s.seq->num_cached_tokens);
     step.block_table = kv_.block_table(s.seq->id);  // stable: nothing allocates until the step ends
     // Prompt logprobs need every prompt row's logits (choice 0 computes them for the request).
     step.all_logits = step.all_logits || (req.params.prompt_logprobs && s.seq->choice == 0 &&

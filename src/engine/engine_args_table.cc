@@ -83,14 +83,18 @@ const std::vector<EngineArgField>& engine_arg_fields() {
       {"max_logprobs", "--max-logprobs", "The most logprobs (and prompt_logprobs) a request may ask for (vLLM's)",
        K::kInteger, 0, int64_t{1} << 20, true, true, false, assign_member<&EngineArgs::max_logprobs>,
        show_member<&EngineArgs::max_logprobs>},
-      {"enable_prefix_caching", "--no-prefix-caching", "Recompute shared prompt prefixes", K::kBool, 0, 0, false, false,
-       false, assign_member<&EngineArgs::enable_prefix_caching>, show_member<&EngineArgs::enable_prefix_caching>},
+      {"enable_prefix_caching", "--no-prefix-caching,--no-enable-prefix-caching", "Recompute shared prompt prefixes",
+       K::kBool, 0, 0, false, false, false, assign_member<&EngineArgs::enable_prefix_caching>,
+       show_member<&EngineArgs::enable_prefix_caching>},
       {"generation_config", "--generation-config",
        "Default sampling parameters of a request that leaves them out (vLLM's): auto (the model's "
        "generation_config.json: temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens), vllm "
        "(none), or a folder holding a generation_config.json",
        K::kString, 0, 0, true, true, false, assign_member<&EngineArgs::generation_config>,
        show_member<&EngineArgs::generation_config>},
+      {"chat_template", "--chat-template",
+       "A chat template in place of the model's (vLLM's): a Jinja file, or the template text itself", K::kString, 0, 0,
+       true, false, true, assign_member<&EngineArgs::chat_template>, show_member<&EngineArgs::chat_template>},
       {"speculative_config", "--speculative-config",
        "Speculative decoding as JSON (vLLM's keys): {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
        "\"prompt_lookup_max\": 4} or {\"model\": DRAFT, \"num_speculative_tokens\": 4}; outputs are the same bits "

@@ -41,10 +41,12 @@ LLMEngine::LLMEngine(const EngineArgs& args) : args_(args) {
                     format_gib(*available) + " is available after loading the model (MemAvailable, /proc/meminfo)");
   try {
     tokenizer_ = load_tokenizer(model_dir_);
-    chat_template_ = std::make_unique<ChatTemplate>(load_chat_template(model_dir_));
+    if (args.chat_template.empty()) chat_template_ = std::make_unique<ChatTemplate>(load_chat_template(model_dir_));
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kNotFound) throw;
   }
+  if (!args.chat_template.empty())  // asked for: its errors are the caller's
+    chat_template_ = std::make_unique<ChatTemplate>(load_chat_template(model_dir_, args.chat_template));
   // Stop at generation_config.json's eos_token_id (else config.json's) and the tokenizer's
   // eos_token, as vLLM does.
   for (int64_t id : model_eos_token_ids(model_dir_, model_->config()))
@@ -82,6 +84,7 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
   args_.model = loaded.model;
   args_.threads = loaded.threads;
   args_.tensor_parallel_size = loaded.tensor_parallel_size;
+  args_.chat_template = loaded.chat_template;
   const ModelConfig& c = model_->config();
   if (args_.max_model_len < 0 || args_.max_model_len > c.max_position_embeddings)
     throw_invalid_field("max_model_len",

@@ -22,6 +22,13 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_path);
 // Error(kNotFound) when the model has no chat template; kInvalidArgument when it does not parse.
 ChatTemplate load_chat_template(const std::string& model_path);
 
+// `chat_template` in place of the model's (vLLM's --chat-template): a file holding a Jinja
+// template, or the template itself (text with '{' or a newline), with the model's special tokens
+// (tokenizer_config.json's, or a GGUF file's). Throws Error(kNotFound, param = "chat_template")
+// for a name that is neither a file nor a template, Error(kInvalidArgument) naming the file and
+// line for a template that does not parse.
+ChatTemplate load_chat_template(const std::string& model_path, const std::string& chat_template);
+
 // The ids that end a sequence, as vLLM and llama.cpp stop: a directory's generation_config.json
 // eos_token_id (else config.json's); for a GGUF file, llama.cpp's end-of-generation set
 // (tokenizer/gguf_vocab.h HfTokenizerFiles::eos_token_ids: the eos, eot and eom ids and the tokens

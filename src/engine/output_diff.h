@@ -28,7 +28,8 @@ inline bool same_entry(const SampledToken& a, const SampledToken& b) {
 }
 
 // Every field the invariance contract covers, bit for bit (request_id and seed aside: they echo
-// the request — a seed drawn for a greedy request differs run to run and changes nothing). Returns "" or the first
+// the request — a seed drawn for a greedy request differs run to run and changes nothing;
+// num_cached_tokens aside: it counts the work the prefix cache saved, which depends on load). Returns "" or the first
 // field that differs ("prompt_logprobs[17]", "choice 1 token_ids", ...).
 inline std::string diff(const RequestOutput& a, const RequestOutput& b) {
   if (a.prompt != b.prompt) return "prompt";

@@ -52,7 +52,7 @@ ChatMessageParts ChatOutputParser::feed(std::string_view text, bool finished) {
     } else if (!finished && kThinkOpen.starts_with(rest)) {
       return out;  // may still become "<think>"
     } else {
-      state_ = State::kBody;
+      state_ = parsers_.reasoning_started ? State::kReasoning : State::kBody;
     }
   }
   if (state_ == State::kReasoning) {
@@ -100,6 +100,13 @@ ChatMessageParts ChatOutputParser::feed(std::string_view text, bool finished) {
   }
   pending_ = std::string(rest);  // a copy first: rest views pending_
   return out;
+}
+
+bool prompt_opens_reasoning(std::string_view prompt) {
+  const size_t open = prompt.rfind(kThinkOpen);
+  if (open == std::string_view::npos) return false;
+  const size_t close = prompt.rfind(kThinkClose);
+  return close == std::string_view::npos || close < open;
 }
 
 ChatMessageParts parse_chat_output(std::string_view text, bool finished, const ChatOutputParsers& parsers) {

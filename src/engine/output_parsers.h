@@ -22,8 +22,19 @@ namespace ditto {
 struct ChatOutputParsers {
   bool reasoning = false;   // <think>…</think> at the start → reasoning_content
   bool tool_calls = false;  // <tool_call>…</tool_call> blocks → tool_calls
+  // The output starts inside the reasoning (with reasoning on): the prompt opened <think> (a
+  // template that thinks in its generation prompt, e.g. Qwen3-*-Thinking-2507), or vLLM's
+  // deepseek_r1 parser, which takes an output without </think> as all reasoning. Then everything
+  // up to </think> is reasoning (a leading <think> the model writes anyway is dropped). Without
+  // it, only an output that starts with <think> has reasoning, and one that does not is content.
+  bool reasoning_started = false;
   bool any() const { return reasoning || tool_calls; }
 };
+
+// Whether `prompt` (a rendered chat) ends inside a reasoning block: its last <think> comes after
+// its last </think> (Qwen3-*-Thinking-2507 and DeepSeek-R1-0528 templates open it in the
+// generation prompt; Qwen3's enable_thinking=false closes an empty one).
+bool prompt_opens_reasoning(std::string_view prompt);
 
 class ChatOutputParser {
  public:

@@ -23,6 +23,27 @@ TEST(OutputParsersTest, SplitsReasoningContentAndToolCalls) {
   EXPECT_EQ(v.tool_calls[1].arguments, "{}");
 }
 
+// vLLM's rules (issue 30): a template that opens <think> in the prompt (Qwen3-*-Thinking-2507) or
+// the deepseek_r1 parser starts the output inside the reasoning; otherwise an output that does not
+// start with <think> is all content.
+TEST(OutputParsersTest, ReasoningStartedInThePrompt) {
+  const ChatOutputParsers started{.reasoning = true, .tool_calls = false, .reasoning_started = true};
+  const ChatMessageParts v = parse_chat_output("weigh it up\n</think>\n\nParis.", true, started);
+  EXPECT_EQ(v.reasoning, "weigh it up\n");
+  EXPECT_EQ(v.content, "\n\nParis.");
+  EXPECT_EQ(parse_chat_output("<think>again</think>ok", true, started).reasoning, "again");  // a leading tag is dropped
+  const ChatMessageParts cut = parse_chat_output("still thinking, cut by max_tokens", true, started);
+  EXPECT_EQ(cut.reasoning, "still thinking, cut by max_tokens");  // no </think>: all reasoning
+  EXPECT_TRUE(cut.content.empty());
+  const ChatOutputParsers plain{.reasoning = true, .tool_calls = false, .reasoning_started = false};
+  EXPECT_EQ(parse_chat_output("weigh it up</think>Paris.", true, plain).content, "weigh it up</think>Paris.");
+  // Which prompts opened it: the last <think> after the last </think>.
+  EXPECT_TRUE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n"));
+  EXPECT_TRUE(prompt_opens_reasoning("<think>a</think>b<|im_start|>assistant\n<think>\n"));
+  EXPECT_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n"));  // enable_thinking=false
+  EXPECT_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n"));
+}
+
 TEST(OutputParsersTest, OffMeansEverythingIsContent) {
   const std::string text = "<think>x</think><tool_call>{\"name\": \"f\"}</tool_call>";
   const ChatMessageParts v = parse_chat_output(text, true, {});
@@ -99,7 +120,8 @@ TEST(OutputParsersTest, PiecesAddUpToTheWhole) {
   for (int trial = 0; trial < 3000; ++trial) {
     const std::string text = random_text(rng);
     for (const ChatOutputParsers parsers :
-         {kBoth, ChatOutputParsers{.reasoning = true}, ChatOutputParsers{.tool_calls = true}, ChatOutputParsers{}}) {
+         {kBoth, ChatOutputParsers{.reasoning = true}, ChatOutputParsers{.tool_calls = true}, ChatOutputParsers{},
+          ChatOutputParsers{.reasoning = true, .tool_calls = true, .reasoning_started = true}}) {
       const ChatMessageParts whole = parse_chat_output(text, true, parsers);
       ChatOutputParser parser(parsers);
       ChatMessageParts sum;

@@ -26,6 +26,7 @@ struct OutputProcessor::Request {
   bool sent_prompt = false;
   bool sent_prompt_logprobs = false;
   size_t stop_holdback = 0;  // bytes of unfinished text withheld: a stop string may still cut them
+  bool cached_tokens_set = false;
 };
 
 OutputProcessor::OutputProcessor(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
@@ -118,11 +119,20 @@ void OutputProcessor::set_prompt_logprob(int64_t key, int64_t position, SampledT
   requests_.at(key)->out.prompt_logprobs[static_cast<size_t>(position)] = std::move(s);
 }
 
+void OutputProcessor::set_num_cached_tokens(int64_t key, int64_t num_cached_tokens) {
+  Request& req = *requests_.at(key);
+  if (!req.cached_tokens_set && num_cached_tokens >= 0) {
+    req.out.num_cached_tokens = num_cached_tokens;
+    req.cached_tokens_set = true;
+  }
+}
+
 bool OutputProcessor::finished(int64_t key) const { return requests_.at(key)->unfinished == 0; }
 
 std::optional<RequestOutput> OutputProcessor::take_delta(Request& req) const {
   RequestOutput d;
   d.request_id = req.out.request_id;
+  d.num_cached_tokens = req.out.num_cached_tokens;
   d.finished = req.unfinished == 0;
   bool any = d.finished;
   if (!req.sent_prompt) {
@@ -196,6 +206,7 @@ std::vector<RequestOutput> OutputProcessor::report(std::span<const int64_t> keys
 
 void append_delta(RequestOutput& acc, RequestOutput&& delta) {
   if (acc.request_id.empty()) acc.request_id = delta.request_id;
+  acc.num_cached_tokens = delta.num_cached_tokens;
   if (!delta.prompt_token_ids.empty()) {
     acc.prompt = std::move(delta.prompt);
     acc.prompt_token_ids = std::move(delta.prompt_token_ids);

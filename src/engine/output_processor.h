@@ -54,6 +54,10 @@ class OutputProcessor {
   bool wants_prompt_logprob(int64_t key, int64_t position) const;
   void set_prompt_logprob(int64_t key, int64_t position, SampledToken&& s);
 
+  // The prompt tokens choice 0 found in the prefix cache when it first ran (RequestOutput's
+  // num_cached_tokens); the first value given stands.
+  void set_num_cached_tokens(int64_t key, int64_t num_cached_tokens);
+
   // True once every choice of the request has finished.
   bool finished(int64_t key) const;
 

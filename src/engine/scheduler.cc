@@ -100,6 +100,7 @@ std::vector<ScheduledSequence> Scheduler::schedule() {
       break;
     }
     waiting_.pop_front();
+    if (seq->num_cached_tokens < 0) seq->num_cached_tokens = seq->num_computed_tokens;
     running_.push_back(seq);
     out.push_back({seq, n});
     budget -= n;

@@ -19,6 +19,7 @@ struct Sequence {
   int64_t num_computed_tokens = 0;  // leading token_ids whose K/V is in the cache
   bool use_prefix_cache = true;     // false when prompt logprobs are wanted (every row computed)
   int64_t num_preemptions = 0;
+  int64_t num_cached_tokens = -1;  // prompt tokens the prefix cache held when first scheduled (-1: not yet)
   // Speculative decoding: tokens guessed to follow token_ids, verified in the next step that
   // schedules this sequence (then cleared), how many to guess next, and the back-off that pauses
   // guessing after guesses that all failed (engine.cc, Engine::propose and Engine::verify).

@@ -124,13 +124,18 @@ struct HttpServer::Impl {
   }
 
   void check_model(const std::optional<std::string>& model) const {
-    if (model && *model != options.served_model_name && *model != options.model_path)
-      throw Error(
-          ErrorCode::kNotFound,
-          "The model `" + *model + "` does not exist. This server serves `" + options.served_model_name + "`" +
-              (options.model_path != options.served_model_name ? " (also reachable as `" + options.model_path + "`)."
-                                                               : "."),
-          "model");
+    const std::vector<std::string>& aliases = options.served_model_aliases;
+    if (!model || *model == options.served_model_name || *model == options.model_path ||
+        std::find(aliases.begin(), aliases.end(), *model) != aliases.end())
+      return;
+    std::string names = "`" + options.served_model_name + "`";
+    for (const std::string& a : aliases) names += ", `" + a + "`";
+    throw Error(
+        ErrorCode::kNotFound,
+        "The model `" + *model + "` does not exist. This server serves " + names +
+            (options.model_path != options.served_model_name ? " (also reachable as `" + options.model_path + "`)."
+                                                             : "."),
+        "model");
   }
 
   Json parse_body(const httplib::Request& req) const { return parse_json_input<Json>(req.body, "request body"); }
@@ -209,6 +214,11 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
     const std::string engine_id = r.prompts.size() > 1 ? job->id + "-" + std::to_string(i) : job->id;
     engine_requests[i].request_id = engine_id;
     engine_requests[i].output_parsers = r.parsers;
+    // vLLM's rules: deepseek_r1 reads an output without </think> as all reasoning; qwen3 does when
+    // the template opened <think> in the prompt (the Thinking-2507 models).
+    if (r.parsers.reasoning)
+      engine_requests[i].output_parsers.reasoning_started =
+          options.reasoning_parser == "deepseek_r1" || prompt_opens_reasoning(engine_requests[i].prompt);
     try {
       engine.submit(std::move(engine_requests[i]), job->channel, i);
     } catch (const Error& e) {
@@ -239,9 +249,14 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
     std::fprintf(stderr, "ditto serve: ignoring unsupported fields: %s\n", names.c_str());
   }
   const bool chat = endpoint == ApiEndpoint::kChatCompletions;
+  request.prompt_tokens_details = options.enable_prompt_tokens_details;
+  request.return_tokens_as_token_ids = request.return_tokens_as_token_ids || options.return_tokens_as_token_ids;
+  if (request.stream && options.enable_force_include_usage) request.include_usage = true;
   if (chat) {
+    if (request.tool_choice_none && options.exclude_tools_when_tool_choice_none) request.prompts[0].tools.clear();
     request.parsers.reasoning = !options.reasoning_parser.empty();
-    request.parsers.tool_calls = options.enable_auto_tool_choice && !request.prompts[0].tools.empty();
+    request.parsers.tool_calls =
+        options.enable_auto_tool_choice && !request.prompts[0].tools.empty() && !request.tool_choice_none;
   }
   std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
   access_record().request_id = job->id;
@@ -416,14 +431,18 @@ void HttpServer::Impl::routes() {
                 handle_generate(ApiEndpoint::kChatCompletions, req, res);
               }));
   server.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
-               Json model = {{"id", options.served_model_name},
-                             {"object", "model"},
-                             {"created", static_cast<int64_t>(std::time(nullptr))},
-                             {"owned_by", "ditto"},
-                             {"root", options.model_path},
-                             {"parent", nullptr},
-                             {"max_model_len", context()}};
-               send_json(res, 200, {{"object", "list"}, {"data", Json::array({model})}});
+               Json data = Json::array();
+               std::vector<std::string> names = {options.served_model_name};
+               names.insert(names.end(), options.served_model_aliases.begin(), options.served_model_aliases.end());
+               for (const std::string& name : names)
+                 data.push_back({{"id", name},
+                                 {"object", "model"},
+                                 {"created", static_cast<int64_t>(std::time(nullptr))},
+                                 {"owned_by", "ditto"},
+                                 {"root", options.model_path},
+                                 {"parent", nullptr},
+                                 {"max_model_len", context()}});
+               send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
              }));
   refuse_other_methods(server, {{"/v1/completions", "POST"},
                                 {"/v1/chat/completions", "POST"},
@@ -488,6 +507,8 @@ void HttpServer::Impl::handle_detokenize(const httplib::Request& req, httplib::R
 
 void validate_server_options(const ServerOptions& options) {
   if (options.served_model_name.empty()) throw_invalid_argument("--served-model-name must not be empty");
+  for (const std::string& a : options.served_model_aliases)
+    if (a.empty()) throw_invalid_argument("--served-model-name: a name must not be empty");
   if (options.max_queued_requests < 1) throw_invalid_argument("--max-queued-requests must be at least 1");
   if (options.max_request_body_bytes < 1024) throw_invalid_argument("--max-request-body-bytes must be at least 1024");
   if (options.max_connections < 1) throw_invalid_argument("--max-connections must be at least 1");

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ditto/llm.h"
 
@@ -25,11 +26,14 @@ class AsyncEngine;
 class ServerMetrics;
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";
+  std::string host = "0.0.0.0";   // every IPv4 interface, as vLLM's default
   int port = 8000;                // 0: any free port (see bind())
   std::string served_model_name;  // the `model` clients name; requests naming another get 404
-  std::string model_path;         // reported as the model's root in /v1/models
-  std::string api_key;            // empty: no authentication
+  // Further names a request may give (vLLM's `--served-model-name a b`: the first is the one
+  // responses carry); /v1/models lists every name.
+  std::vector<std::string> served_model_aliases;
+  std::string model_path;  // reported as the model's root in /v1/models
+  std::string api_key;     // empty: no authentication
   int64_t max_request_body_bytes = int64_t{32} << 20;
   int64_t max_queued_requests = 1024;  // beyond this, 503
   int http_threads = 0;                // connections served at once (threads started on demand); 0: 192
@@ -53,6 +57,17 @@ struct ServerOptions {
   // send tools get <tool_call> blocks as tool_calls.
   std::string reasoning_parser;
   bool enable_auto_tool_choice = false;
+  // tool_choice "none" leaves the tools out of the prompt (vLLM's flag; by default they stay, and
+  // only the parsing of tool calls is off).
+  bool exclude_tools_when_tool_choice_none = false;
+  // usage.prompt_tokens_details.cached_tokens in every response (vLLM's flag; off as in vLLM).
+  bool enable_prompt_tokens_details = false;
+  // Logprob tokens as "token_id:N" for every request (vLLM's --return-tokens-as-token-ids; a
+  // request may also ask for it itself).
+  bool return_tokens_as_token_ids = false;
+  // A streamed response ends with a usage chunk even without stream_options.include_usage (vLLM's
+  // --enable-force-include-usage).
+  bool enable_force_include_usage = false;
   std::string tool_call_parser;
 };
 

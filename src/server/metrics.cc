@@ -117,10 +117,8 @@ void ServerMetrics::set_spec_decode(int64_t num_drafts, int64_t num_draft_tokens
 
 std::string ServerMetrics::labels() const { return "model_name=\"" + escape_label(model_name_) + "\""; }
 
-std::string ServerMetrics::render() const {
-  std::lock_guard lock(mu_);
+void ServerMetrics::render_family(std::string& out, const std::string& p, bool ditto_only) const {
   const std::string l = labels();
-  std::string out;
   auto gauge = [&](const std::string& name, const char* help, const std::string& value) {
     header(out, name, "gauge", help);
     out += name + "{" + l + "} " + value + "\n";
@@ -129,44 +127,56 @@ std::string ServerMetrics::render() const {
     header(out, name, "counter", help);
     out += name + "{" + l + "} " + std::to_string(value) + "\n";
   };
-  gauge("ditto:num_requests_running", "Sequences in the engine's running batch.", std::to_string(running_));
-  gauge("ditto:num_requests_waiting", "Sequences waiting to be scheduled.", std::to_string(waiting_));
-  gauge("ditto:kv_cache_usage_perc", "Fraction of KV cache blocks in use (1 = full).", number(kv_cache_usage_));
-  counter("ditto:prompt_tokens_total", "Prompt tokens of accepted requests.", prompt_tokens_);
-  counter("ditto:generation_tokens_total", "Generated tokens.", generation_tokens_);
-  counter("ditto:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", prefix_query_tokens_);
-  counter("ditto:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", prefix_hit_tokens_);
-  gauge("ditto:prefix_cache_hit_rate", "prefix_cache_hits_total / prefix_cache_queries_total (0 before any query).",
-        number(prefix_query_tokens_ > 0
-                   ? static_cast<double>(prefix_hit_tokens_) / static_cast<double>(prefix_query_tokens_)
-                   : 0.0));
-  counter("ditto:spec_decode_num_drafts_total", "Speculative verifications (a sequence's step with guesses).",
+  gauge(p + "num_requests_running", "Sequences in the engine's running batch.", std::to_string(running_));
+  gauge(p + "num_requests_waiting", "Sequences waiting to be scheduled.", std::to_string(waiting_));
+  gauge(p + "kv_cache_usage_perc", "Fraction of KV cache blocks in use (1 = full).", number(kv_cache_usage_));
+  counter(p + "prompt_tokens_total", "Prompt tokens of accepted requests.", prompt_tokens_);
+  counter(p + "generation_tokens_total", "Generated tokens.", generation_tokens_);
+  counter(p + "prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", prefix_query_tokens_);
+  counter(p + "prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", prefix_hit_tokens_);
+  if (ditto_only)
+    gauge(p + "prefix_cache_hit_rate", "prefix_cache_hits_total / prefix_cache_queries_total (0 before any query).",
+          number(prefix_query_tokens_ > 0
+                     ? static_cast<double>(prefix_hit_tokens_) / static_cast<double>(prefix_query_tokens_)
+                     : 0.0));
+  counter(p + "spec_decode_num_drafts_total", "Speculative verifications (a sequence's step with guesses).",
           spec_drafts_);
-  counter("ditto:spec_decode_num_draft_tokens_total", "Tokens guessed by the speculative proposer.",
-          spec_draft_tokens_);
-  counter("ditto:spec_decode_num_accepted_tokens_total",
+  counter(p + "spec_decode_num_draft_tokens_total", "Tokens guessed by the speculative proposer.", spec_draft_tokens_);
+  counter(p + "spec_decode_num_accepted_tokens_total",
           "Guessed tokens accepted (equal to the token the model sampled there).", spec_accepted_tokens_);
-  gauge("ditto:spec_decode_acceptance_rate",
-        "spec_decode_num_accepted_tokens_total / spec_decode_num_draft_tokens_total (0 before any guess).",
-        number(spec_draft_tokens_ > 0
-                   ? static_cast<double>(spec_accepted_tokens_) / static_cast<double>(spec_draft_tokens_)
-                   : 0.0));
-  header(out, "ditto:request_success_total", "counter", "Finished engine requests by finish reason.");
+  if (ditto_only)
+    gauge(p + "spec_decode_acceptance_rate",
+          "spec_decode_num_accepted_tokens_total / spec_decode_num_draft_tokens_total (0 before any guess).",
+          number(spec_draft_tokens_ > 0
+                     ? static_cast<double>(spec_accepted_tokens_) / static_cast<double>(spec_draft_tokens_)
+                     : 0.0));
+  header(out, p + "request_success_total", "counter", "Finished engine requests by finish reason.");
   for (const char* reason : {"stop", "length", "abort", "error"}) {
     const auto found = finished_.find(reason);
-    out += "ditto:request_success_total{" + l + ",finished_reason=\"" + reason + "\"} " +
+    out += p + "request_success_total{" + l + ",finished_reason=\"" + reason + "\"} " +
            std::to_string(found == finished_.end() ? 0 : found->second) + "\n";
   }
-  header(out, "ditto:http_requests_total", "counter", "HTTP responses by status code.");
-  for (const auto& [status, count] : http_status_)
-    out += "ditto:http_requests_total{" + l + ",status=\"" + std::to_string(status) + "\"} " + std::to_string(count) +
-           "\n";
-  header(out, "ditto:time_to_first_token_seconds", "histogram", "Seconds from arrival to the first generated token.");
-  ttft_.render(out, "ditto:time_to_first_token_seconds", l);
-  header(out, "ditto:inter_token_latency_seconds", "histogram", "Seconds between a request's successive tokens.");
-  itl_.render(out, "ditto:inter_token_latency_seconds", l);
-  header(out, "ditto:e2e_request_latency_seconds", "histogram", "Seconds from arrival to the last token.");
-  e2e_.render(out, "ditto:e2e_request_latency_seconds", l);
+  if (ditto_only) {
+    header(out, p + "http_requests_total", "counter", "HTTP responses by status code.");
+    for (const auto& [status, count] : http_status_)
+      out += p + "http_requests_total{" + l + ",status=\"" + std::to_string(status) + "\"} " + std::to_string(count) +
+             "\n";
+  }
+  header(out, p + "time_to_first_token_seconds", "histogram", "Seconds from arrival to the first generated token.");
+  ttft_.render(out, p + "time_to_first_token_seconds", l);
+  header(out, p + "inter_token_latency_seconds", "histogram", "Seconds between a request's successive tokens.");
+  itl_.render(out, p + "inter_token_latency_seconds", l);
+  header(out, p + "e2e_request_latency_seconds", "histogram", "Seconds from arrival to the last token.");
+  e2e_.render(out, p + "e2e_request_latency_seconds", l);
+}
+
+std::string ServerMetrics::render() const {
+  std::lock_guard lock(mu_);
+  std::string out;
+  render_family(out, "ditto:", /*ditto_only=*/true);
+  // The same series under vLLM's names, for those vLLM has, so that its Grafana dashboards and
+  // autoscalers find them.
+  render_family(out, "vllm:", /*ditto_only=*/false);
   return out;
 }
 

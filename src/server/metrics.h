@@ -52,11 +52,16 @@ class ServerMetrics {
   // guesses, tokens guessed, guesses accepted.
   void set_spec_decode(int64_t num_drafts, int64_t num_draft_tokens, int64_t num_accepted_tokens);
 
-  // The whole exposition text.
+  // The whole exposition text: every series as ditto:NAME, and those vLLM has also as vllm:NAME
+  // (its dashboards' names: num_requests_running, kv_cache_usage_perc, prompt_tokens_total,
+  // request_success_total, time_to_first_token_seconds, ...).
   std::string render() const;
 
  private:
   std::string labels() const;
+  // The series under `prefix` ("ditto:" or "vllm:"); ditto_only adds those vLLM has not (hit and
+  // acceptance rates, HTTP statuses). The caller holds mu_.
+  void render_family(std::string& out, const std::string& prefix, bool ditto_only) const;
 
   std::string model_name_;
   mutable std::mutex mu_;

@@ -56,6 +56,19 @@ TEST(MetricsTest, RendersCountersGaugesAndHistograms) {
   EXPECT_TRUE(has_line(t, "ditto:spec_decode_num_draft_tokens_total{" + l + "} 20"));
   EXPECT_TRUE(has_line(t, "ditto:spec_decode_num_accepted_tokens_total{" + l + "} 15"));
   EXPECT_TRUE(has_line(t, "ditto:spec_decode_acceptance_rate{" + l + "} 0.75"));
+  // vLLM's names for the series vLLM has (issue 30), the same values; ditto's own rates and HTTP
+  // statuses only under ditto:.
+  EXPECT_TRUE(has_line(t, "vllm:num_requests_running{" + l + "} 3"));
+  EXPECT_TRUE(has_line(t, "vllm:kv_cache_usage_perc{" + l + "} 0.25"));
+  EXPECT_TRUE(has_line(t, "vllm:prompt_tokens_total{" + l + "} 12"));
+  EXPECT_TRUE(has_line(t, "vllm:generation_tokens_total{" + l + "} 30"));
+  EXPECT_TRUE(has_line(t, "vllm:request_success_total{" + l + ",finished_reason=\"stop\"} 1"));
+  EXPECT_TRUE(has_line(t, "vllm:prefix_cache_hits_total{" + l + "} 40"));
+  EXPECT_TRUE(has_line(t, "vllm:spec_decode_num_accepted_tokens_total{" + l + "} 15"));
+  EXPECT_TRUE(has_line(t, "vllm:time_to_first_token_seconds_count{" + l + "} 1"));
+  EXPECT_TRUE(has_line(t, "# TYPE vllm:e2e_request_latency_seconds histogram"));
+  EXPECT_EQ(t.find("vllm:prefix_cache_hit_rate"), std::string::npos);
+  EXPECT_EQ(t.find("vllm:http_requests_total"), std::string::npos);
 }
 
 }  // namespace

@@ -226,7 +226,9 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
       const Json& tc = body["tool_choice"];
       if (!(tc == "none" || tc == "auto"))
         throw_bad_param("tool_choice", "tool_choice \"none\" and \"auto\" are supported, got " + json_excerpt(tc));
-      if (tc == "none") in.tools.clear();
+      // vLLM's default keeps the tools in the prompt (the same prompt tokens as with "auto") and
+      // returns no tool calls; --exclude-tools-when-tool-choice-none leaves them out.
+      r.tool_choice_none = tc == "none";
     }
     Json kwargs = Json::object();
     if (present(body, "chat_template_kwargs")) {
@@ -380,17 +382,20 @@ Json ApiFormatter::chat_logprobs(const CompletionOutput& c) const {
   return {{"content", content}};
 }
 
-Json ApiFormatter::usage_json(int64_t prompt, int64_t completion) const {
-  return {{"prompt_tokens", prompt}, {"total_tokens", prompt + completion}, {"completion_tokens", completion}};
+Json ApiFormatter::usage_json(int64_t prompt, int64_t completion, int64_t cached) const {
+  Json u = {{"prompt_tokens", prompt}, {"total_tokens", prompt + completion}, {"completion_tokens", completion}};
+  if (request_.prompt_tokens_details) u["prompt_tokens_details"] = {{"cached_tokens", cached}};
+  return u;
 }
 
 Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
   const bool chat = request_.endpoint == ApiEndpoint::kChatCompletions;
   Json choices = Json::array();
-  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   for (size_t slot = 0; slot < outputs.size(); ++slot) {
     const RequestOutput& r = outputs[slot];
     prompt_tokens += static_cast<int64_t>(r.prompt_token_ids.size());
+    cached_tokens += r.num_cached_tokens;
     for (const CompletionOutput& c : r.outputs) {
       completion_tokens += static_cast<int64_t>(c.token_ids.size());
       Json choice = {{"index", static_cast<int64_t>(slot) * request_.params.n + c.index}};
@@ -400,7 +405,9 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
         Json message = {{"role", "assistant"}};
         message["content"] = view.content.empty() && !view.tool_calls.empty() ? Json(nullptr) : Json(view.content);
         if (request_.parsers.reasoning)
-          message["reasoning_content"] = view.reasoning.empty() ? Json(nullptr) : Json(view.reasoning);
+          // `reasoning` is current vLLM's name; `reasoning_content` stays while clients migrate.
+          for (const char* key : {"reasoning", "reasoning_content"})
+            message[key] = view.reasoning.empty() ? Json(nullptr) : Json(view.reasoning);
         message["tool_calls"] = tool_calls_json(view.tool_calls, 0, slot, c.index, /*streaming=*/false);
         if (!view.tool_calls.empty() && finish_reason == "stop") finish_reason = "tool_calls";
         choice["message"] = std::move(message);
@@ -418,7 +425,7 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
   }
   Json j = {{"id", id_},           {"object", chat ? "chat.completion" : "text_completion"},
             {"created", created_}, {"model", model_name_},
-            {"choices", choices},  {"usage", usage_json(prompt_tokens, completion_tokens)},
+            {"choices", choices},  {"usage", usage_json(prompt_tokens, completion_tokens, cached_tokens)},
             {"seed", seed_json()}};
   // vLLM's chat response carries the (one) prompt's logprobs beside the choices.
   if (chat && request_.params.prompt_logprobs && !outputs.empty())
@@ -461,6 +468,7 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
   const bool chat = request_.endpoint == ApiEndpoint::kChatCompletions;
   SlotStream& stream = streams_[slot];
   stream.prompt_tokens += static_cast<int64_t>(r.prompt_token_ids.size());  // the first report's
+  stream.cached_tokens = r.num_cached_tokens;                               // every report carries it
   std::vector<Json> out;
   for (const CompletionOutput& c : r.outputs) {
     ChoiceStream& e = stream.choices[static_cast<size_t>(c.index)];
@@ -476,7 +484,7 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
       const ChatMessageParts piece = message_parts(c);
       Json delta = Json::object();
       if (!started) delta["role"] = "assistant";
-      if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
+      if (!piece.reasoning.empty()) delta["reasoning"] = delta["reasoning_content"] = piece.reasoning;
       if (!piece.content.empty() || !started) delta["content"] = piece.content;
       if (!piece.tool_calls.empty())
         delta["tool_calls"] = tool_calls_json(piece.tool_calls, e.tool_calls, slot, c.index, /*streaming=*/true);
@@ -538,8 +546,10 @@ std::pair<int64_t, int64_t> ApiFormatter::streamed_tokens() const {
 
 Json ApiFormatter::usage_chunk() const {
   const auto [prompt_tokens, completion_tokens] = streamed_tokens();
+  int64_t cached_tokens = 0;
+  for (const SlotStream& s : streams_) cached_tokens += s.cached_tokens;
   Json j = chunk(nullptr);
-  j["usage"] = usage_json(prompt_tokens, completion_tokens);
+  j["usage"] = usage_json(prompt_tokens, completion_tokens, cached_tokens);
   return j;
 }
 

@@ -84,6 +84,10 @@ struct ApiRequest {
   // the server from its flags and the request's tools; the formatter reads the parts from
   // CompletionOutput::message).
   ChatOutputParsers parsers;
+  bool tool_choice_none = false;  // chat: tool_choice "none" (the tools stay in the prompt)
+  // usage.prompt_tokens_details.cached_tokens in responses (set by the server from vLLM's
+  // --enable-prompt-tokens-details).
+  bool prompt_tokens_details = false;
   bool add_generation_prompt = true;    // chat
   bool continue_final_message = false;  // chat
   std::vector<std::string> ignored_fields;
@@ -135,6 +139,7 @@ class ApiFormatter {
   struct SlotStream {
     int64_t prompt_tokens = 0;
     int64_t completion_tokens = 0;
+    int64_t cached_tokens = 0;
     std::vector<ChoiceStream> choices;
   };
   nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, size_t slot,
@@ -144,7 +149,7 @@ class ApiFormatter {
   nlohmann::ordered_json completion_logprobs(const RequestOutput& r, const CompletionOutput& c, bool with_prompt,
                                              size_t& text_offset) const;
   nlohmann::ordered_json chat_logprobs(const CompletionOutput& c) const;
-  nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens) const;
+  nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) const;
   // vLLM's prompt_logprobs: per prompt token null (the first) or {token id: {logprob, rank,
   // decoded_token}} for the token and its top alternatives.
   nlohmann::ordered_json prompt_logprobs_json(const RequestOutput& r) const;

@@ -69,10 +69,12 @@ TEST(OpenAiApiTest, ChatFields) {
   EXPECT_EQ(Json::parse(r.prompts[0].chat_template_kwargs)["enable_thinking"], false);
   EXPECT_EQ(r.ignored_fields, std::vector<std::string>{"metadata"});
   EXPECT_FALSE(parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": false})").params.logprobs);
-  EXPECT_TRUE(parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function",
-      "function": {"name": "f"}}], "tool_choice": "none"})")
-                  .prompts[0]
-                  .tools.empty());
+  // tool_choice "none" keeps the tools in the prompt, as vLLM's default (issue 30); the server turns
+  // the parsing of tool calls off.
+  const ApiRequest none = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type":
+      "function", "function": {"name": "f"}}], "tool_choice": "none"})");
+  EXPECT_EQ(Json::parse(none.prompts[0].tools).size(), 1u);
+  EXPECT_TRUE(none.tool_choice_none);
 }
 
 TEST(OpenAiApiTest, ErrorsNameTheParameter) {
@@ -392,6 +394,7 @@ TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
   const Json message = whole.response({full})["choices"][0]["message"];
   EXPECT_EQ(whole.response({full})["choices"][0]["finish_reason"], "tool_calls");
   EXPECT_EQ(message["reasoning_content"], "\nLet me see.\n");
+  EXPECT_EQ(message["reasoning"], message["reasoning_content"]);  // vLLM's current name beside the old one
   EXPECT_EQ(message["content"], "\n\nChecking.");
   ASSERT_EQ(message["tool_calls"].size(), 1u);
   EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
@@ -405,6 +408,9 @@ TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
       const Json& choice = chunk["choices"][0];
       const Json& d = choice["delta"];
       if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+      if (d.contains("reasoning_content")) {
+        EXPECT_EQ(d["reasoning"], d["reasoning_content"]);
+      }
       if (d.contains("content")) content += d["content"].get<std::string>();
       if (d.contains("tool_calls"))
         for (Json c : d["tool_calls"]) {

@@ -153,7 +153,7 @@ def test_a_second_server_on_a_busy_port_stops_naming_it():
                                 capture_output=True, text=True, timeout=300)
         assert second.returncode != 0, second.stdout
         assert "listening" not in second.stdout, second.stdout
-        assert f"cannot listen on 127.0.0.1:{s.port}: Address already in use" in second.stderr, second.stderr
+        assert f"cannot listen on 0.0.0.0:{s.port}: Address already in use" in second.stderr, second.stderr
         for _ in range(10):
             status, resp = s.request("GET", "/v1/models")
             assert status == 200 and json.loads(resp)["data"][0]["id"] == NAME, resp

@@ -1,0 +1,152 @@
+"""A vLLM launch line starts `ditto serve` unchanged (issue 30): --model, several
+--served-model-name names, --chat-template, --enable-prefix-caching, and vLLM's GPU-only flags
+(accepted, one warning line each); a flag that would change the results and that ditto does not
+have is refused at start, naming it.
+
+The client and its environment (DITTO_BIN, DITTO_TEST_MODEL) are serve_client.py's.
+"""
+import json
+import subprocess
+
+from serve_client import DITTO, MODEL, NAME, Server
+
+GPU_ONLY = ["--gpu-memory-utilization", "0.9", "--enforce-eager", "--trust-remote-code", "--swap-space", "4",
+            "--disable-log-stats", "--seed", "0"]
+SAME_AS_DITTO = ["--dtype", "auto", "--kv-cache-dtype", "auto", "--pipeline-parallel-size", "1",
+                 "--logprobs-mode", "raw_logprobs", "--enable-prefix-caching"]
+
+
+def test_a_vllm_launch_line_starts_and_its_names_answer():
+    s = Server("--served-model-name", NAME, "second-name", *GPU_ONLY, *SAME_AS_DITTO, "--tokenizer", MODEL)
+    try:
+        status, models = s.request("GET", "/v1/models")
+        assert status == 200
+        assert [m["id"] for m in json.loads(models)["data"]] == [NAME, "second-name"]
+        body = {"prompt": "Hello", "max_tokens": 3, "temperature": 0, "seed": 1}
+        status, first = s.post("/v1/completions", {"model": NAME, **body})
+        assert status == 200, first
+        status, second = s.post("/v1/completions", {"model": "second-name", **body})
+        assert status == 200, second
+        assert second["model"] == NAME  # responses carry the first name, as vLLM's
+        assert second["choices"][0]["text"] == first["choices"][0]["text"]
+        status, missing = s.post("/v1/completions", {"model": "third", **body})
+        assert status == 404 and "second-name" in missing["error"]["message"], missing
+    finally:
+        s.close()
+    warnings = [l for l in s.stderr if ": warning: " in l]
+    for flag in ("--gpu-memory-utilization 0.9", "--enforce-eager", "--trust-remote-code", "--swap-space 4",
+                 "--disable-log-stats", "--seed 0"):
+        assert sum(f"warning: {flag} is vLLM's and does nothing here" in l for l in warnings) == 1, (flag, warnings)
+    assert len(warnings) == 6, warnings  # flags that ask for what ditto does anyway say nothing
+
+
+def test_the_model_as_a_flag_and_no_prefix_caching():
+    proc = subprocess.Popen([DITTO, "serve", "--model", MODEL, "--port", "0", "--threads", "2",
+                             "--no-enable-prefix-caching"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "listening on http://0.0.0.0:" in line, line + proc.stderr.read()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def test_flags_that_would_change_results_are_refused_by_name(tmp_path):
+    other = tmp_path / "other-tokenizer"
+    other.mkdir()
+    for args, named in ((["--quantization", "fp8"], "--quantization fp8"),
+                        (["--dtype", "float16"], "--dtype float16"),
+                        (["--logprobs-mode", "processed_logprobs"], "--logprobs-mode processed_logprobs"),
+                        (["--enable-lora"], "--enable-lora"),
+                        (["--pipeline-parallel-size", "2"], "--pipeline-parallel-size 2"),
+                        (["--tokenizer", str(other)], "--tokenizer " + str(other))):
+        proc = subprocess.run([DITTO, "serve", MODEL, "--port", "0", *args], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode != 0, (args, proc.stdout)
+        assert "listening" not in proc.stdout
+        assert named in proc.stderr and "refused" in proc.stderr, (args, proc.stderr)
+
+
+def test_a_chat_template_from_the_command_line_renders_the_chat(tmp_path):
+    template = tmp_path / "plain.jinja"
+    template.write_text("{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+                        "{% if add_generation_prompt %}[assistant] {% endif %}")
+    messages = [{"role": "user", "content": "Hi there"}]
+    for given in (str(template), template.read_text()):  # a file, or the template itself
+        s = Server("--chat-template", given)
+        try:
+            status, chat = s.post("/tokenize", {"model": NAME, "messages": messages})
+            assert status == 200, chat
+            status, text = s.post("/tokenize", {"model": NAME, "prompt": "[user] Hi there\n[assistant] ",
+                                                "add_special_tokens": False})
+            assert status == 200, text
+            assert chat["tokens"] == text["tokens"]
+        finally:
+            s.close()
+    proc = subprocess.run([DITTO, "serve", MODEL, "--port", "0", "--chat-template", str(tmp_path / "nope.jinja")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "nope.jinja" in proc.stderr and "chat_template" in proc.stderr, proc.stderr
+
+
+def test_tool_choice_none_keeps_the_tools_unless_vllms_flag_excludes_them():
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                               "parameters": {"type": "object",
+                                                              "properties": {"city": {"type": "string"}}}}}]
+    base = {"model": NAME, "messages": [{"role": "user", "content": "Weather in Paris?"}], "max_tokens": 1,
+            "temperature": 0}
+
+    def prompt_tokens(server, **extra):
+        status, resp = server.post("/v1/chat/completions", {**base, **extra})
+        assert status == 200, resp
+        return resp["usage"]["prompt_tokens"]
+
+    for flags, none_keeps_tools in (((), True), (("--exclude-tools-when-tool-choice-none",), False)):
+        s = Server(*flags)
+        try:
+            without = prompt_tokens(s)
+            with_tools = prompt_tokens(s, tools=tools)
+            none = prompt_tokens(s, tools=tools, tool_choice="none")
+            assert with_tools > without
+            assert none == (with_tools if none_keeps_tools else without), (flags, without, with_tools, none)
+        finally:
+            s.close()
+
+
+def test_prompt_tokens_details_count_the_prefix_cache_hits_when_asked():
+    prompt = "The quick brown fox jumps over the lazy dog. " * 8  # several KV blocks
+    body = {"model": NAME, "prompt": prompt, "max_tokens": 2, "temperature": 0}
+    s = Server("--enable-prompt-tokens-details")
+    try:
+        status, cold = s.post("/v1/completions", body)
+        assert status == 200, cold
+        status, warm = s.post("/v1/completions", body)
+        assert status == 200, warm
+        assert cold["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}, cold["usage"]
+        cached = warm["usage"]["prompt_tokens_details"]["cached_tokens"]
+        assert 0 < cached < warm["usage"]["prompt_tokens"], warm["usage"]
+        assert warm["choices"] == cold["choices"]  # the same bits, cache or not
+        events = s.stream("/v1/completions", {**body, "stream": True, "stream_options": {"include_usage": True}})
+        assert events[-2]["usage"]["prompt_tokens_details"] == {"cached_tokens": cached}, events[-2]
+    finally:
+        s.close()
+    plain = Server()
+    try:
+        status, resp = plain.post("/v1/completions", body)
+        assert status == 200 and "prompt_tokens_details" not in resp["usage"], resp["usage"]  # off, as in vLLM
+    finally:
+        plain.close()
+
+
+def test_return_tokens_as_token_ids_and_force_include_usage_flags():
+    body = {"model": NAME, "prompt": "Hello", "max_tokens": 3, "temperature": 0, "logprobs": 1}
+    s = Server("--return-tokens-as-token-ids", "--enable-force-include-usage")
+    try:
+        status, resp = s.post("/v1/completions", body)
+        assert status == 200, resp
+        tokens = resp["choices"][0]["logprobs"]["tokens"]
+        assert len(tokens) == 3 and all(t.startswith("token_id:") for t in tokens), tokens
+        events = s.stream("/v1/completions", {**body, "stream": True})  # no stream_options
+        assert events[-1] == "[DONE]"
+        assert events[-2]["choices"] == [] and events[-2]["usage"]["completion_tokens"] == 3, events[-2]
+    finally:
+        s.close()
