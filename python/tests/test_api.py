@@ -303,3 +303,15 @@ def test_default_sampling_params_come_from_generation_config(llm, model_dir, cap
     with pytest.raises(ValueError, match="hf_overrides"):
         LLM(model=model_dir, hf_overrides={"num_hidden_layers": 1})
     assert llm.reset_prefix_cache() is True
+
+
+def test_num_cached_tokens_counts_the_prefix_cache_hits(model_dir):
+    """vLLM's RequestOutput.num_cached_tokens: with one sequence at a time the second copy of a prompt
+    finds the first one's whole blocks in the prefix cache (16-token blocks, never the last token);
+    its text is the same either way."""
+    one_at_a_time = LLM(model=model_dir, kv_cache_memory="256MiB", max_num_seqs=1)
+    ids = list(range(1000, 1050))  # 50 tokens: 3 whole blocks before the last token
+    outs = one_at_a_time.generate([{"prompt_token_ids": ids}] * 2,
+                                  SamplingParams(max_tokens=3, temperature=0), use_tqdm=False)
+    assert [o.num_cached_tokens for o in outs] == [0, 48]
+    assert outs[0].outputs[0].token_ids == outs[1].outputs[0].token_ids
