@@ -16,8 +16,10 @@
 
 #include "checkpoint/hub.h"
 #include "commands.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/memory_info.h"
+#include "core/thread_pool.h"
 #include "engine/generation_defaults.h"
 #include "engine/llm_engine.h"
 #include "engine/speculative.h"
@@ -81,6 +83,30 @@ void check_batch_invariant_env() {
   }
 }
 
+// One start-up line about the engine (vLLM prints its KV block count): threads, kernel path,
+// context, and what the KV cache holds; a warning when it cannot hold one full-length request.
+void print_engine_summary(const LLMEngine& llm) {
+  const EngineArgs& a = llm.args();
+  const int64_t blocks = kv_blocks_for_memory(llm.model().config(), a.block_size, a.kv_cache_memory);
+  const int64_t tokens = blocks * a.block_size;
+  char size[32];
+  std::snprintf(size, sizeof size, "%.1f MiB", static_cast<double>(a.kv_cache_memory) / (1 << 20));
+  std::fprintf(stderr,
+               "ditto serve: engine: %d threads, %s kernels, context %lld tokens, KV cache %s = %lld tokens (%lld "
+               "blocks of %lld), at most %lld sequences and %lld tokens per step\n",
+               a.threads > 0 ? a.threads : default_num_threads(), std::string(isa_name(active_isa())).c_str(),
+               static_cast<long long>(llm.max_model_len()),
+               a.kv_cache_memory >= (int64_t{1} << 30) ? format_gib(a.kv_cache_memory).c_str() : size,
+               static_cast<long long>(tokens), static_cast<long long>(blocks), static_cast<long long>(a.block_size),
+               static_cast<long long>(a.max_num_seqs), static_cast<long long>(a.max_num_batched_tokens));
+  if (tokens < llm.max_model_len())
+    std::fprintf(stderr,
+                 "ditto serve: warning: the KV cache holds %lld tokens, less than one full-length request "
+                 "(context %lld): a request longer than that is refused and a chat's default max_tokens is cut to "
+                 "it; raise --kv-cache-memory or lower --max-model-len\n",
+                 static_cast<long long>(tokens), static_cast<long long>(llm.max_model_len()));
+}
+
 void run_serve(ServeOptions o) {
   if (serve_as_tensor_parallel_rank(o.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
   check_batch_invariant_env();
@@ -104,6 +130,7 @@ void run_serve(ServeOptions o) {
   check_listen_address(o.server);
   note_random_weights("ditto serve", o.engine.model);
   LLMEngine llm(o.engine);
+  print_engine_summary(llm);
   if (const GenerationDefaults& g = llm.input_processor().generation_defaults(); !g.describe().empty())
     std::fprintf(stderr,
                  "ditto serve: default sampling parameters from %s: %s (a request's own values win; "

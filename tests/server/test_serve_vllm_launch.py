@@ -150,3 +150,19 @@ def test_return_tokens_as_token_ids_and_force_include_usage_flags():
         assert events[-2]["choices"] == [] and events[-2]["usage"]["completion_tokens"] == 3, events[-2]
     finally:
         s.close()
+
+
+def test_start_up_says_what_the_engine_holds_and_warns_of_a_small_kv_cache():
+    import time
+    for flags, warned in (((), False), (("--kv-cache-memory", "1MiB"), True)):
+        s = Server(*flags)
+        try:
+            time.sleep(0.5)  # stderr is read by a thread
+            lines = list(s.stderr)
+        finally:
+            s.close()
+        engine = [l for l in lines if l.startswith("ditto serve: engine: ")]
+        assert len(engine) == 1 and " threads, " in engine[0] and " kernels, context " in engine[0], lines
+        assert "KV cache " in engine[0] and " tokens (" in engine[0], engine
+        warning = [l for l in lines if "less than one full-length request" in l]
+        assert bool(warning) == warned, (flags, lines)
