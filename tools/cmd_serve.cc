@@ -24,6 +24,7 @@
 #include "engine/llm_engine.h"
 #include "engine/speculative.h"
 #include "model_options.h"
+#include "server/http_responses.h"
 #include "server/http_server.h"
 #include "vllm_flags.h"
 
@@ -70,14 +71,14 @@ void settle_model(ServeOptions& o) {
 // VLLM_BATCH_INVARIANT and DITTO_BATCH_INVARIANT, as vLLM users set them: "1" (or unset) is what
 // ditto always does; "0" asks for a faster non-invariant mode that ditto does not have (its
 // invariant kernels are its fast ones), which one line says.
-void check_batch_invariant_env() {
+void check_batch_invariant_env(const std::string& log_format) {
   for (const char* name : {"DITTO_BATCH_INVARIANT", "VLLM_BATCH_INVARIANT"}) {
     const char* value = std::getenv(name);
     if (value != nullptr && std::string(value) == "0") {
-      std::fprintf(stderr,
-                   "ditto: %s=0 ignored: ditto has no non-invariant mode, its batch-invariant kernels are its fast "
-                   "ones (README, Benchmarks: the comparison with llama.cpp)\n",
-                   name);
+      log_event(log_format, "warning",
+                std::string(name) +
+                    "=0 ignored: ditto has no non-invariant mode, its batch-invariant kernels are its fast ones "
+                    "(README, Benchmarks: the comparison with llama.cpp)");
       return;
     }
   }
@@ -85,33 +86,33 @@ void check_batch_invariant_env() {
 
 // One start-up line about the engine (vLLM prints its KV block count): threads, kernel path,
 // context, and what the KV cache holds; a warning when it cannot hold one full-length request.
-void print_engine_summary(const LLMEngine& llm) {
+void print_engine_summary(const LLMEngine& llm, const std::string& log_format) {
   const EngineArgs& a = llm.args();
   const int64_t blocks = kv_blocks_for_memory(llm.model().config(), a.block_size, a.kv_cache_memory);
   const int64_t tokens = blocks * a.block_size;
   char size[32];
   std::snprintf(size, sizeof size, "%.1f MiB", static_cast<double>(a.kv_cache_memory) / (1 << 20));
-  std::fprintf(stderr,
-               "ditto serve: engine: %d threads, %s kernels, context %lld tokens, KV cache %s = %lld tokens (%lld "
-               "blocks of %lld), at most %lld sequences and %lld tokens per step\n",
-               a.threads > 0 ? a.threads : default_num_threads(), std::string(isa_name(active_isa())).c_str(),
-               static_cast<long long>(llm.max_model_len()),
-               a.kv_cache_memory >= (int64_t{1} << 30) ? format_gib(a.kv_cache_memory).c_str() : size,
-               static_cast<long long>(tokens), static_cast<long long>(blocks), static_cast<long long>(a.block_size),
-               static_cast<long long>(a.max_num_seqs), static_cast<long long>(a.max_num_batched_tokens));
+  auto n = [](int64_t v) { return std::to_string(v); };
+  log_event(log_format, "info",
+            "engine: " + n(a.threads > 0 ? a.threads : default_num_threads()) + " threads, " +
+                std::string(isa_name(active_isa())) + " kernels, context " + n(llm.max_model_len()) +
+                " tokens, KV cache " +
+                (a.kv_cache_memory >= (int64_t{1} << 30) ? format_gib(a.kv_cache_memory) : size) + " = " + n(tokens) +
+                " tokens (" + n(blocks) + " blocks of " + n(a.block_size) + "), at most " + n(a.max_num_seqs) +
+                " sequences and " + n(a.max_num_batched_tokens) + " tokens per step");
   if (tokens < llm.max_model_len())
-    std::fprintf(stderr,
-                 "ditto serve: warning: the KV cache holds %lld tokens, less than one full-length request "
-                 "(context %lld): a request longer than that is refused and a chat's default max_tokens is cut to "
-                 "it; raise --kv-cache-memory or lower --max-model-len\n",
-                 static_cast<long long>(tokens), static_cast<long long>(llm.max_model_len()));
+    log_event(log_format, "warning",
+              "the KV cache holds " + n(tokens) + " tokens, less than one full-length request (context " +
+                  n(llm.max_model_len()) +
+                  "): a request longer than that is refused and a chat's default max_tokens is cut to it; raise "
+                  "--kv-cache-memory or lower --max-model-len");
 }
 
 void run_serve(ServeOptions o) {
   if (serve_as_tensor_parallel_rank(o.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
-  check_batch_invariant_env();
+  check_batch_invariant_env(o.server.log_format);
   settle_model(o);
-  apply_vllm_flag_report(o.vllm_flags, "ditto serve");
+  apply_vllm_flag_report(o.vllm_flags, o.server.log_format);
   // SIGINT/SIGTERM are taken by one thread with sigwait, so every other thread (created below,
   // inheriting this mask) never runs a handler; that thread stops the server cleanly.
   sigset_t signals;
@@ -128,14 +129,15 @@ void run_serve(ServeOptions o) {
   if (o.server.served_model_name.empty()) o.server.served_model_name = o.engine.model;
   validate_server_options(o.server);  // before the (long) model load
   check_listen_address(o.server);
-  note_random_weights("ditto serve", o.engine.model);
+  if (const std::string note = random_weights_note(o.engine.model); !note.empty())
+    log_event(o.server.log_format, "note", note);
   LLMEngine llm(o.engine);
-  print_engine_summary(llm);
+  const std::string& log_format = o.server.log_format;
+  print_engine_summary(llm, log_format);
   if (const GenerationDefaults& g = llm.input_processor().generation_defaults(); !g.describe().empty())
-    std::fprintf(stderr,
-                 "ditto serve: default sampling parameters from %s: %s (a request's own values win; "
-                 "--generation-config vllm for none)\n",
-                 g.source.c_str(), g.describe().c_str());
+    log_event(log_format, "info",
+              "default sampling parameters from " + g.source + ": " + g.describe() +
+                  " (a request's own values win; --generation-config vllm for none)");
   o.server.model_path = resolve_model_path(o.engine.model);
   o.server.version = DITTO_VERSION;
   if (o.server.http_threads == 0)
@@ -148,20 +150,19 @@ void run_serve(ServeOptions o) {
   std::atomic<bool> done{false};
   std::thread drainer;
   const int grace = o.server.timeout_seconds;
-  std::thread waiter([&server, &done, &drainer, signals, grace] {
+  std::thread waiter([&server, &done, &drainer, signals, grace, log_format] {
     for (int received = 0;;) {
       int sig = 0;
       sigwait(&signals, &sig);
       if (done.load()) return;  // our own wake-up after listen() returned
       const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
       if (++received == 1) {
-        std::fprintf(stderr,
-                     "ditto serve: %s received, draining: new requests get 503; requests in flight get up to %d s "
-                     "(--timeout), then are aborted; a second signal stops now\n",
-                     name, grace);
+        log_event(log_format, "info",
+                  std::string(name) + " received, draining: new requests get 503; requests in flight get up to " +
+                      std::to_string(grace) + " s (--timeout), then are aborted; a second signal stops now");
         drainer = std::thread([&server, grace] { server.drain(grace); });
       } else {
-        std::fprintf(stderr, "ditto serve: %s received again, stopping now\n", name);
+        log_event(log_format, "info", std::string(name) + " received again, stopping now");
         server.stop();
       }
     }
@@ -183,7 +184,7 @@ void run_serve(ServeOptions o) {
   pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
   if (drainer.joinable()) drainer.join();
-  std::fprintf(stderr, "ditto serve: stopped\n");
+  log_event(log_format, "info", "stopped");
 }
 
 }  // namespace

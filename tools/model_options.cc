@@ -84,7 +84,7 @@ LoadedModel load_model(const ModelOptions& o) {
   return lm;
 }
 
-void note_random_weights(const std::string& command, const std::string& model) {
+std::string random_weights_note(const std::string& model) {
   std::string model_path;
   bool random = false;
   try {
@@ -92,14 +92,18 @@ void note_random_weights(const std::string& command, const std::string& model) {
     random = is_gguf_file(model_path) ? gguf_model_config(*GgufFile::open(model_path)).random_weights
                                       : load_model_config(model_path + "/config.json").random_weights;
   } catch (const Error&) {
-    return;  // the loader reports it
+    return "";  // the loader reports it
   }
-  if (!random) return;
-  std::fprintf(stderr,
-               "%s: note: %s has seeded random weights (written by `ditto make-test-model`), not a trained model: "
-               "the text it writes is noise, and that is not a bug. For real text use a trained model, e.g. `make "
-               "run`'s SmolLM2-135M-Instruct GGUF.\n",
-               command.c_str(), model_path.c_str());
+  if (!random) return "";
+  return model_path +
+         " has seeded random weights (written by `ditto make-test-model`), not a trained model: the text it writes "
+         "is noise, and that is not a bug. For real text use a trained model, e.g. `make run`'s "
+         "SmolLM2-135M-Instruct GGUF.";
+}
+
+void note_random_weights(const std::string& command, const std::string& model) {
+  if (const std::string note = random_weights_note(model); !note.empty())
+    std::fprintf(stderr, "%s: note: %s\n", command.c_str(), note.c_str());
 }
 
 void report_load(const ModelInfo& m) {

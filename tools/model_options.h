@@ -46,6 +46,9 @@ void report_load(const ModelInfo& model);
 // (ModelConfig::random_weights), so that nobody takes its noise for a bug. `command`: "ditto serve".
 // `model` as --model takes it (directory, GGUF file or hub id); errors are left to the loader.
 void note_random_weights(const std::string& command, const std::string& model);
+// That note's text ("MODEL has seeded random weights ..."), or "" for a trained model (or one the
+// loader will refuse).
+std::string random_weights_note(const std::string& model);
 
 // "1,2,3" -> {1, 2, 3}. Throws Error(kInvalidArgument) naming `flag` and the bad item.
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& flag);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "server/http_responses.h"
 
 namespace ditto {
 namespace {
@@ -119,13 +120,13 @@ void add_vllm_serve_flags(CLI::App* cmd, EngineArgs& args, VllmFlagReport& repor
       "vLLM's spelling of the default (prefix caching on; --no-enable-prefix-caching turns it off)");
 }
 
-void apply_vllm_flag_report(const VllmFlagReport& report, const std::string& command) {
+void apply_vllm_flag_report(const VllmFlagReport& report, const std::string& log_format) {
   if (!report.refusals.empty()) {
     std::string message = "vLLM flag(s) ditto cannot honour:";
     for (const std::string& r : report.refusals) message += "\n  " + r;
     throw_invalid_argument(message);
   }
-  for (const std::string& w : report.warnings) std::fprintf(stderr, "%s: warning: %s\n", command.c_str(), w.c_str());
+  for (const std::string& w : report.warnings) log_event(log_format, "warning", w);
 }
 
 }  // namespace ditto

@@ -30,7 +30,7 @@ struct VllmFlagReport {
 void add_vllm_serve_flags(CLI::App* cmd, EngineArgs& args, VllmFlagReport& report);
 
 // After parsing, before the model loads: throws Error(kInvalidArgument) listing every refused flag
-// with why, else prints each warning to stderr as "`command`: warning: ...".
-void apply_vllm_flag_report(const VllmFlagReport& report, const std::string& command);
+// with why, else logs each warning on stderr in the server's --log-format (text or json).
+void apply_vllm_flag_report(const VllmFlagReport& report, const std::string& log_format);
 
 }  // namespace ditto

@@ -34,6 +34,26 @@ void send_error(httplib::Response& res, const ApiError& e) {
   send_json(res, e.status(), e.body());
 }
 
+namespace {
+
+std::string utc_now() {
+  char when[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return when;
+}
+
+}  // namespace
+
+void log_event(const std::string& format, const std::string& level, const std::string& message) {
+  std::string line = format == "json" ? dump_json({{"time", utc_now()}, {"level", level}, {"message", message}})
+                                      : "ditto serve: " + (level == "info" ? "" : level + ": ") + message;
+  line += "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines from threads do not interleave
+}
+
 void log_access(const std::string& format, const httplib::Request& req, const httplib::Response& res) {
   const AccessRecord& a = access_record();
   const double latency_ms =
@@ -42,12 +62,7 @@ void log_access(const std::string& format, const httplib::Request& req, const ht
   for (const std::string& r : a.finish_reasons) finish += (finish.empty() ? "" : ",") + r;
   std::string line;
   if (format == "json") {
-    char when[32];
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    nlohmann::ordered_json j = {{"time", when},
+    nlohmann::ordered_json j = {{"time", utc_now()},
                                 {"remote", req.remote_addr + ":" + std::to_string(req.remote_port)},
                                 {"method", req.method},
                                 {"path", req.path},

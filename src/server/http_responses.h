@@ -42,6 +42,10 @@ void send_error(httplib::Response& res, const ApiError& e);
 // One line per request on stderr (vLLM's and llama-server's access lines, with the engine's
 // numbers): text, or a JSON object per line with format "json".
 void log_access(const std::string& format, const httplib::Request& req, const httplib::Response& res);
+// A server event on stderr (start-up facts, warnings, draining, stopping) in the access log's
+// format: text "ditto serve: [LEVEL: ]MESSAGE" (no prefix for "info"), or with format "json" one
+// object {"time", "level", "message"} per line.
+void log_event(const std::string& format, const std::string& level, const std::string& message);
 
 // The request's framing from its headers alone, before any body is read: more than one
 // Content-Length (400), one that is not a byte count (400), one above `max_body_bytes` (413), a

@@ -246,7 +246,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
   if (!request.ignored_fields.empty()) {
     std::string names;
     for (const std::string& f : request.ignored_fields) names += (names.empty() ? "" : ", ") + f;
-    std::fprintf(stderr, "ditto serve: ignoring unsupported fields: %s\n", names.c_str());
+    log_event(options.log_format, "warning", "ignoring unsupported fields: " + names);
   }
   const bool chat = endpoint == ApiEndpoint::kChatCompletions;
   request.prompt_tokens_details = options.enable_prompt_tokens_details;

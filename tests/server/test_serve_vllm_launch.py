@@ -166,3 +166,23 @@ def test_start_up_says_what_the_engine_holds_and_warns_of_a_small_kv_cache():
         assert "KV cache " in engine[0] and " tokens (" in engine[0], engine
         warning = [l for l in lines if "less than one full-length request" in l]
         assert bool(warning) == warned, (flags, lines)
+
+
+def test_log_format_json_makes_every_server_line_json():
+    """--log-format json: the start-up facts, warnings, access lines and the stop are JSON objects
+    (they used to be plain text beside JSON access lines)."""
+    import time
+    s = Server("--log-format", "json", "--enforce-eager")
+    try:
+        status, _ = s.post("/v1/completions", {"model": NAME, "prompt": "Hi", "max_tokens": 2})
+        assert status == 200
+    finally:
+        s.close()
+    time.sleep(0.5)
+    lines = [l for l in s.stderr if l.strip()]
+    parsed = [json.loads(l) for l in lines]  # every line, or this raises naming it
+    events = [p.get("message", "") for p in parsed]
+    assert any(m.startswith("engine: ") for m in events), events
+    assert any("--enforce-eager is vLLM's" in m for m in events), events
+    assert any(p.get("path") == "/v1/completions" and p.get("status") == 200 for p in parsed), parsed
+    assert events[-1] == "stopped" or any(m == "stopped" for m in events), events
