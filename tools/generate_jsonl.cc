@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/hub.h"
@@ -39,13 +40,34 @@ struct Line {
 // `defaults`: the sampling parameters of a field the line leaves out (the model's generation_config).
 Line parse_line(const Json& line, const SamplingParams& defaults) {
   if (!line.is_object()) throw_invalid_argument("each line must be a JSON object");
-  static const std::set<std::string> own = {"request_id",           "prompt",  "prompt_token_ids", "messages", "tools",
-                                            "chat_template_kwargs", "logprobs"};
+  static const std::set<std::string> own = {"request_id",
+                                            "prompt",
+                                            "prompt_token_ids",
+                                            "messages",
+                                            "tools",
+                                            "chat_template_kwargs",
+                                            "logprobs",
+                                            "add_generation_prompt",
+                                            "continue_final_message",
+                                            "add_special_tokens"};
+  // The server's request fields that would change the result and that a line cannot carry: refused
+  // naming the field unless at their no-op value (the server section of the README has them).
+  static const std::set<std::string> server_only = {"response_format", "best_of",       "suffix",   "echo",
+                                                    "tool_choice",     "chat_template", "documents"};
   Line l;
   l.params = defaults;
-  for (const auto& [key, value] : line.items())
-    if (!own.contains(key) && !sampling_params_keys().contains(key) && !unimplemented_field_keys().contains(key))
+  for (const auto& [key, value] : line.items()) {
+    if (server_only.contains(key) && !value.is_null() && value != false &&
+        !(key == "tool_choice" && (value == "none" || value == "auto")) &&
+        !(key == "response_format" && value.is_object() && value.value("type", "") == "text") &&
+        !(key == "best_of" && value.is_number_integer() && value == line.value("n", 1)))
+      throw_invalid_field(key, "field '" + key +
+                                   "' is the server's (ditto serve); generate --prompts lines cannot "
+                                   "carry it, and the line is refused rather than run without it");
+    if (!own.contains(key) && !server_only.contains(key) && !sampling_params_keys().contains(key) &&
+        !unimplemented_field_keys().contains(key))
       l.ignored.push_back(key);
+  }
   refuse_unimplemented_fields(line);
   PromptInput& prompt = l.prompt;
   if (line.contains("prompt"))
@@ -58,6 +80,11 @@ Line parse_line(const Json& line, const SamplingParams& defaults) {
     prompt.messages = line["messages"].dump();
   }
   if (line.contains("tools")) prompt.tools = line["tools"].dump();
+  for (const auto& [key, target] : {std::pair{"add_generation_prompt", &prompt.add_generation_prompt},
+                                    std::pair{"continue_final_message", &prompt.continue_final_message},
+                                    std::pair{"add_special_tokens", &prompt.add_special_tokens}})
+    if (line.contains(key) && !line[key].is_null())
+      *target = read_field(key, [&, key = key] { return json_bool(line[key], key); });
   if (line.contains("chat_template_kwargs")) prompt.chat_template_kwargs = line["chat_template_kwargs"].dump();
   const bool max_tokens_given = read_sampling_params(line, l.params);
   if (line.contains("logprobs") && !line["logprobs"].is_null())

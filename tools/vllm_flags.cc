@@ -60,7 +60,6 @@ const std::vector<VllmFlag>& vllm_flags() {
       {"--code-revision", true, "main", "ditto runs no code from a checkpoint"},
       {"--pipeline-parallel-size", true, "1", "ditto splits a model by tensor parallelism only"},
       {"--data-parallel-size", true, "1", "ditto runs one engine per server; start one server per replica"},
-      {"--logprobs-mode", true, "raw_logprobs", "ditto returns the model's raw log-probabilities"},
       {"--quantization", true, kNone,
        "ditto takes the quantization from the file (a GGUF file's tensor types); quantizing on load would change "
        "the results"},

@@ -31,6 +31,18 @@ struct SpeculativeConfig {
   bool enabled() const { return !method.empty(); }
 };
 
+// What a request's logprobs report (vLLM's logprobs_mode; docs/NUMERICS.md gives each transform):
+// the model's distribution as it came out of the forward pass, or the one the sampler drew from
+// (after allowed_token_ids, bad_words, min_tokens, logit_bias, the penalties, temperature, min_p,
+// top_k and top_p), as log-probabilities or as logits. prompt_logprobs are the raw modes' rows
+// (a prompt token is not sampled): log-probabilities, or logits under kRawLogits.
+enum class LogprobsMode { kRawLogprobs, kRawLogits, kProcessedLogprobs, kProcessedLogits };
+
+// "raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits" (vLLM's names).
+const char* logprobs_mode_name(LogprobsMode mode);
+// The mode of that name. Throws Error(kInvalidArgument, param = "logprobs_mode") naming the four.
+LogprobsMode parse_logprobs_mode(const std::string& name);
+
 struct EngineArgs {
   std::string model;                           // a directory or a hub id in the local HF cache
   int threads = 0;                             // 0: $DITTO_NUM_THREADS or all cores
@@ -47,7 +59,8 @@ struct EngineArgs {
   // Context in tokens (prompt + output) every request must fit; 0: the model's
   // max_position_embeddings. A smaller value caps a chat's default max_tokens.
   int64_t max_model_len = 0;
-  int64_t max_logprobs = 20;  // the most top logprobs a request may ask for
+  int64_t max_logprobs = 20;                                // the most top logprobs a request may ask for
+  LogprobsMode logprobs_mode = LogprobsMode::kRawLogprobs;  // what logprobs report (above)
   // Where requests' default sampling parameters come from (vLLM's --generation-config): "auto"
   // (the model's generation_config.json: temperature, top_p, top_k, min_p, repetition_penalty,
   // max_new_tokens), "vllm" (none: SamplingParams' own defaults), or a folder holding a

@@ -69,6 +69,13 @@ struct GenerateOptions {
   DeltaFn on_delta;
   // Progress before every engine step; returning false aborts the batch.
   StepFn on_step;
+  // One per prompt (or empty): from this prompt position on, each prompt_logprobs entry is what the
+  // sampler would have reported for drawing that token — the request's SamplingParams and the
+  // engine's logprobs_mode, the tokens from rescore_from on counting as the output so far
+  // (penalties, bad_words, min_tokens) — so a finished output fed back as a prompt with
+  // rescore_from = its prompt length re-scores it as it was sampled, in every logprobs_mode
+  // (docs/NUMERICS.md). -1: plain prompt_logprobs (the raw modes' rows).
+  std::vector<int64_t> rescore_from;
   // false: the returned results keep only request ids and errors, each output living only until
   // on_result has seen it (a batch of large outputs, such as full-vocabulary logprobs, then holds
   // only the unfinished ones).

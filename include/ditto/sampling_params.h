@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,11 +40,26 @@ struct SamplingParams {
   std::optional<int64_t> prompt_logprobs;  // ≥ 0: the same for every prompt token after the first
   bool skip_special_tokens = true;         // in the detokenized text
   RequestOutputKind output_kind = RequestOutputKind::kFinalOnly;
+  // Added to a token's logit before the penalties (OpenAI's logit_bias: token id → a finite bias;
+  // the server clamps it to [-100, 100] as vLLM does, where -100 in effect bans the token).
+  std::map<int32_t, float> logit_bias;
+  // Set: every other token's logit is −inf (vLLM's allowed_token_ids; not empty).
+  std::optional<std::vector<int32_t>> allowed_token_ids;
+  // Words the output must not contain (vLLM's bad_words): each is tokenized as written and with a
+  // leading space, and the last token of a tokenization is banned wherever the output so far ends
+  // with the tokens before it. The front door fills bad_words_token_ids from them (the caller may
+  // also give token sequences there directly, e.g. without a tokenizer).
+  std::vector<std::string> bad_words;
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
+  // Set: only the last k prompt tokens are kept (vLLM's truncate_prompt_tokens; -1: the last
+  // max_model_len tokens). Applied by the front door before any other check on the prompt.
+  std::optional<int64_t> truncate_prompt_tokens;
 
   // Throws Error(kInvalidArgument) whose param() is the first field out of range and whose message
   // says the rule, e.g. "top_p must be in (0, 1], got 1.5". vocab_size bounds stop_token_ids;
   // logprobs and prompt_logprobs are bounded by min(vocab_size, max_logprobs) (vLLM's
   // max_logprobs, an engine argument).
+  // logit_bias, allowed_token_ids and bad_words_token_ids are checked against vocab_size too.
   void validate(int64_t vocab_size, int64_t max_logprobs = INT64_MAX) const;
 
   bool greedy() const { return temperature == 0.0f; }

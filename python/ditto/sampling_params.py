@@ -21,13 +21,9 @@ class RequestOutputKind(enum.Enum):
 
 # vLLM fields ditto does not implement: refused when set to anything but their default.
 _UNSUPPORTED = {
-    "bad_words": None,
     "logits_processors": None,
-    "truncate_prompt_tokens": None,
     "guided_decoding": None,
     "structured_outputs": None,
-    "logit_bias": None,
-    "allowed_token_ids": None,
 }
 
 # max_tokens=None: as many as the context leaves (the engine cuts max_tokens to it).
@@ -44,10 +40,14 @@ class SamplingParams:
     LLM's seed). stop: strings that end the output (cut from it unless include_stop_str_in_output);
     stop_token_ids: ids that end it (kept in token_ids). max_tokens >= 1, or None for what the
     context leaves; min_tokens <= max_tokens. logprobs / prompt_logprobs: the sampled (or prompt)
-    token's log-probability and this many top ones (<= the LLM's max_logprobs, default 20).
+    token's log-probability and this many top ones (<= the LLM's max_logprobs, default 20; what
+    they are is the LLM's logprobs_mode). logit_bias: {token id: bias} added to the logits;
+    allowed_token_ids: only these may be sampled (not empty); bad_words: words the output must not
+    contain (each banned as it tokenizes, with and without a leading space);
+    truncate_prompt_tokens: keep only the prompt's last k tokens (-1: the context's worth).
 
     Raises ValueError naming the field for a value out of range or of the wrong type, and for the
-    vLLM fields ditto does not implement (bad_words, logits_processors, guided decoding, ...).
+    vLLM fields ditto does not implement (logits_processors, guided decoding, structured outputs).
     """
 
     n: int = 1
@@ -150,6 +150,21 @@ class SamplingParams:
         if self.prompt_logprobs is not None:
             p.prompt_logprobs = _int("prompt_logprobs", self.prompt_logprobs)
         p.skip_special_tokens = _bool("skip_special_tokens", self.skip_special_tokens)
+        if self.logit_bias:
+            if not isinstance(self.logit_bias, dict):
+                raise ValueError(f"logit_bias must be a dict of token id to bias, got {self.logit_bias!r}")
+            p.logit_bias = {_int("logit_bias", int(k) if isinstance(k, str) and k.lstrip("-").isdigit() else k,
+                                 bits=32): _float("logit_bias", v) for k, v in self.logit_bias.items()}
+        if self.allowed_token_ids is not None:
+            if not isinstance(self.allowed_token_ids, (list, tuple)):
+                raise ValueError(f"allowed_token_ids must be a list of token ids, got {self.allowed_token_ids!r}")
+            p.allowed_token_ids = [_int("allowed_token_ids", t, bits=32) for t in self.allowed_token_ids]
+        if self.bad_words:
+            if not isinstance(self.bad_words, (list, tuple)) or not all(isinstance(w, str) for w in self.bad_words):
+                raise ValueError(f"bad_words must be a list of strings, got {self.bad_words!r}")
+            p.bad_words = list(self.bad_words)
+        if self.truncate_prompt_tokens is not None:
+            p.truncate_prompt_tokens = _int("truncate_prompt_tokens", self.truncate_prompt_tokens)
         return p
 
 

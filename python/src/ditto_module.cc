@@ -198,6 +198,10 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readwrite("logprobs", &SamplingParams::logprobs)
       .def_readwrite("prompt_logprobs", &SamplingParams::prompt_logprobs)
       .def_readwrite("skip_special_tokens", &SamplingParams::skip_special_tokens)
+      .def_readwrite("logit_bias", &SamplingParams::logit_bias)
+      .def_readwrite("allowed_token_ids", &SamplingParams::allowed_token_ids)
+      .def_readwrite("bad_words", &SamplingParams::bad_words)
+      .def_readwrite("truncate_prompt_tokens", &SamplingParams::truncate_prompt_tokens)
       .def("validate", &SamplingParams::validate, py::arg("vocab_size") = INT64_MAX,
            py::arg("max_logprobs") = INT64_MAX, "Raises ValueError naming the first field out of range");
 

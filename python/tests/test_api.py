@@ -55,8 +55,10 @@ def test_names_and_defaults_are_vllms():
     ({"frequency_penalty": -2.5}, "frequency_penalty"), ({"repetition_penalty": 0.0}, "repetition_penalty"),
     ({"logprobs": -1}, "logprobs"), ({"prompt_logprobs": -3}, "prompt_logprobs"), ({"stop": [""]}, "stop"),
     ({"temperature": "hot"}, "temperature"), ({"seed": -2}, "seed"), ({"n": 1.5}, "n"),
-    ({"stop": 5}, "stop"), ({"best_of": 3}, "best_of"), ({"logit_bias": {1: 2.0}}, "logit_bias"),
-    ({"bad_words": ["x"]}, "bad_words"), ({"ignore_eos": "yes"}, "ignore_eos"),
+    ({"stop": 5}, "stop"), ({"best_of": 3}, "best_of"), ({"logit_bias": {1: float("inf")}}, "logit_bias"),
+    ({"logit_bias": {"x": 1.0}}, "logit_bias"), ({"bad_words": "x"}, "bad_words"), ({"bad_words": [""]}, "bad_words"),
+    ({"allowed_token_ids": [-1]}, "allowed_token_ids"), ({"allowed_token_ids": []}, "allowed_token_ids"),
+    ({"truncate_prompt_tokens": 0}, "truncate_prompt_tokens"), ({"ignore_eos": "yes"}, "ignore_eos"),
 ])
 def test_bad_sampling_params_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
@@ -242,7 +244,7 @@ def test_vllm_values_and_python_types_are_taken(llm, model_dir):
     import numpy as np
     assert SamplingParams(seed=-1).seed is None and SamplingParams(logprobs=True).logprobs == 1
     assert SamplingParams(stop=("a", "b")).stop == ["a", "b"]
-    SamplingParams(logit_bias={}, bad_words=[], allowed_token_ids=[])
+    SamplingParams(logit_bias={}, bad_words=[], allowed_token_ids=None)
     with pytest.raises(ValueError, match="seed"):
         SamplingParams(seed=2**64)
     with pytest.raises(ValueError, match="max_tokens"):
@@ -315,3 +317,41 @@ def test_num_cached_tokens_counts_the_prefix_cache_hits(model_dir):
                                   SamplingParams(max_tokens=3, temperature=0), use_tqdm=False)
     assert [o.num_cached_tokens for o in outs] == [0, 48]
     assert outs[0].outputs[0].token_ids == outs[1].outputs[0].token_ids
+
+
+def test_vllms_per_row_fields_change_the_output(llm):
+    """logit_bias, allowed_token_ids, bad_words and truncate_prompt_tokens (issue 30), each as vLLM's."""
+    greedy = dict(temperature=0, max_tokens=5, ignore_eos=True)
+    plain = llm.generate("The sea is", SamplingParams(**greedy), use_tqdm=False)[0].outputs[0].token_ids
+    forced = llm.generate("The sea is", SamplingParams(**greedy, logit_bias={77: 100.0}), use_tqdm=False)
+    assert forced[0].outputs[0].token_ids == [77] * 5
+    allowed = [11, 13, 220, 77]
+    sampled = llm.generate("The sea is", SamplingParams(temperature=1.0, seed=4, max_tokens=8, ignore_eos=True,
+                                                        allowed_token_ids=allowed), use_tqdm=False)
+    assert set(sampled[0].outputs[0].token_ids) <= set(allowed)
+    word = llm.get_tokenizer().decode(plain[:1]).strip()
+    if word:
+        avoided = llm.generate("The sea is", SamplingParams(**greedy, bad_words=[word]), use_tqdm=False)
+        assert avoided[0].outputs[0].token_ids[0] != plain[0], (word, plain)
+    ids = llm.get_tokenizer().encode("one two three four five six seven eight")
+    cut = llm.generate("one two three four five six seven eight",
+                       SamplingParams(**greedy, truncate_prompt_tokens=3, logprobs=1), use_tqdm=False)[0]
+    assert cut.prompt_token_ids == ids[-3:]
+    tail = llm.generate({"prompt_token_ids": ids[-3:]}, SamplingParams(**greedy, logprobs=1), use_tqdm=False)[0]
+    assert cut.outputs[0].token_ids == tail.outputs[0].token_ids
+    assert cut.outputs[0].cumulative_logprob == tail.outputs[0].cumulative_logprob
+
+
+def test_logprobs_mode_processed_reports_the_distribution_sampled_from(model_dir):
+    import math
+    params = SamplingParams(temperature=0.7, top_k=4, seed=3, max_tokens=4, ignore_eos=True, logprobs=4)
+    raw = LLM(model=model_dir, kv_cache_memory="64MiB").generate("Hello", params, use_tqdm=False)[0].outputs[0]
+    llm = LLM(model=model_dir, kv_cache_memory="64MiB", logprobs_mode="processed_logprobs")
+    processed = llm.generate("Hello", params, use_tqdm=False)[0].outputs[0]
+    assert processed.token_ids == raw.token_ids  # the mode changes what is reported, not what is drawn
+    for step in processed.logprobs:
+        assert abs(sum(math.exp(lp.logprob) for lp in step.values()) - 1.0) < 1e-5  # top_k 4: all the mass
+    for step in raw.logprobs:
+        assert sum(math.exp(lp.logprob) for lp in step.values()) < 1.0 - 1e-6
+    with pytest.raises(ValueError, match="logprobs_mode"):
+        LLM(model=model_dir, kv_cache_memory="64MiB", logprobs_mode="softmax")

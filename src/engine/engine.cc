@@ -14,6 +14,7 @@ struct Engine::Request {
   std::string request_id;
   SamplingParams params;        // seed set (the front door draws one when none was given)
   std::vector<Sequence*> seqs;  // by choice
+  int64_t rescore_from = -1;    // EngineRequest::rescore_from
 };
 
 int64_t kv_blocks_for_memory(const ModelConfig& c, int64_t block_size, int64_t bytes) {
@@ -82,6 +83,7 @@ void Engine::add(EngineRequest r) {
   auto req = std::make_unique<Request>();
   req->request_id = request_id;
   req->params = params;
+  req->rescore_from = r.rescore_from;
   const int64_t index = next_request_++;
   output_.add(index, r);
   for (int64_t i = 0; i < params.n; ++i) {
@@ -137,6 +139,7 @@ void Engine::process_row(Sequence& seq, const float* logits) {
   in.eos_token_ids = eos_token_ids_;
   in.seed = *p.seed;
   in.choice = seq.choice;
+  in.logprobs_mode = config_.logprobs_mode;
   SampledToken s = sampler_.sample(in, p);
   const int32_t token = s.token.token_id;
   const int64_t position = seq.num_output_tokens();
@@ -310,9 +313,24 @@ void Engine::record_prompt_logprobs(const Sequence& seq, const Request& req, con
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t next = seq.num_computed_tokens + r + 1;  // the prompt token this row predicts
     if (next >= seq.num_prompt_tokens || !output_.wants_prompt_logprob(seq.request, next)) continue;
-    output_.set_prompt_logprob(seq.request, next,
-                               sampler_.score(std::span<const float>(logits + static_cast<size_t>(r) * vocab, vocab),
-                                              seq.token_ids[static_cast<size_t>(next)], *req.params.prompt_logprobs));
+    const std::span<const float> row(logits + static_cast<size_t>(r) * vocab, vocab);
+    const int32_t token = seq.token_ids[static_cast<size_t>(next)];
+    const int64_t top_n = *req.params.prompt_logprobs;
+    if (req.rescore_from >= 0 && next >= req.rescore_from) {  // scored as the sampler saw it
+      SamplerInput in;
+      in.logits = row;
+      in.prompt_token_ids = std::span<const int32_t>(seq.token_ids.data(), static_cast<size_t>(req.rescore_from));
+      in.output_token_ids = std::span<const int32_t>(seq.token_ids.data() + req.rescore_from,
+                                                     static_cast<size_t>(next - req.rescore_from));
+      in.eos_token_ids = eos_token_ids_;
+      in.seed = *req.params.seed;
+      in.logprobs_mode = config_.logprobs_mode;
+      output_.set_prompt_logprob(seq.request, next, sampler_.score_as_sampled(in, req.params, token, top_n));
+    } else {
+      const LogprobsMode raw =
+          config_.logprobs_mode == LogprobsMode::kRawLogits ? LogprobsMode::kRawLogits : LogprobsMode::kRawLogprobs;
+      output_.set_prompt_logprob(seq.request, next, sampler_.score(row, token, top_n, raw));
+    }
   }
 }
 

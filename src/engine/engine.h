@@ -38,6 +38,7 @@ struct EngineConfig {
   int64_t num_kv_blocks = 0;  // KV cache size in blocks (see kv_blocks_for_memory)
   int64_t max_model_len = 0;  // context in tokens (prompt + output); 0: max_position_embeddings
   int64_t max_logprobs = 20;  // top-N bound for logprobs and prompt_logprobs (vLLM's)
+  LogprobsMode logprobs_mode = LogprobsMode::kRawLogprobs;  // what logprobs report (EngineArgs')
   bool enable_prefix_caching = true;
   SchedulerConfig scheduler;
   // Speculative decoding (off by default); outputs are the same bits either way. "draft_model"

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <type_traits>
+#include <utility>
 
 #include "core/error.h"
 #include "core/memory_info.h"
@@ -47,7 +48,35 @@ std::string show_bytes(const EngineArgs& args) {
 
 constexpr int64_t kTokens = int64_t{1} << 24;
 
+void assign_logprobs_mode(EngineArgs& args, const json& value) {
+  args.logprobs_mode = parse_logprobs_mode(value.get<std::string>());
+}
+
+std::string show_logprobs_mode(const EngineArgs& args) { return logprobs_mode_name(args.logprobs_mode); }
+
+constexpr std::pair<LogprobsMode, const char*> kLogprobsModes[] = {
+    {LogprobsMode::kRawLogprobs, "raw_logprobs"},
+    {LogprobsMode::kRawLogits, "raw_logits"},
+    {LogprobsMode::kProcessedLogprobs, "processed_logprobs"},
+    {LogprobsMode::kProcessedLogits, "processed_logits"},
+};
+
 }  // namespace
+
+const char* logprobs_mode_name(LogprobsMode mode) {
+  for (const auto& [m, name] : kLogprobsModes)
+    if (m == mode) return name;
+  return "raw_logprobs";
+}
+
+LogprobsMode parse_logprobs_mode(const std::string& name) {
+  for (const auto& [m, n] : kLogprobsModes)
+    if (name == n) return m;
+  throw_invalid_field("logprobs_mode",
+                      "logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or "
+                      "processed_logits, got '" +
+                          name + "'");
+}
 
 const std::vector<EngineArgField>& engine_arg_fields() {
   using K = EngineArgKind;
@@ -83,6 +112,11 @@ const std::vector<EngineArgField>& engine_arg_fields() {
       {"max_logprobs", "--max-logprobs", "The most logprobs (and prompt_logprobs) a request may ask for (vLLM's)",
        K::kInteger, 0, int64_t{1} << 20, true, true, false, assign_member<&EngineArgs::max_logprobs>,
        show_member<&EngineArgs::max_logprobs>},
+      {"logprobs_mode", "--logprobs-mode",
+       "What logprobs report (vLLM's): raw_logprobs (the model's), raw_logits, processed_logprobs or "
+       "processed_logits (what the sampler drew from: after logit_bias, penalties, temperature, top_k, top_p, "
+       "min_p; docs/NUMERICS.md)",
+       K::kString, 0, 0, true, true, false, assign_logprobs_mode, show_logprobs_mode},
       {"enable_prefix_caching", "--no-prefix-caching,--no-enable-prefix-caching", "Recompute shared prompt prefixes",
        K::kBool, 0, 0, false, false, false, assign_member<&EngineArgs::enable_prefix_caching>,
        show_member<&EngineArgs::enable_prefix_caching>},

@@ -108,6 +108,27 @@ SamplingParams InputProcessor::default_sampling_params() const {
   return p;
 }
 
+std::vector<std::vector<int32_t>> InputProcessor::bad_words_token_ids(const std::vector<std::string>& words) const {
+  const Tokenizer& t = need_tokenizer();
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& word = words[i];
+    const size_t start = word.find_first_not_of(" \t\n\r\f\v");
+    if (start == std::string::npos)
+      throw_invalid_field("bad_words", "bad_words[" + std::to_string(i) + "] has no text but white space");
+    const std::string bare = word.substr(start);
+    // vLLM's rule (SamplingParams.update_from_tokenizer): the word as written (left-stripped), and
+    // with a leading space when that tokenizes to as many tokens with another first token.
+    std::vector<int32_t> plain = t.encode(bare, /*add_special_tokens=*/false);
+    std::vector<int32_t> spaced = t.encode(" " + bare, /*add_special_tokens=*/false);
+    if (plain.empty()) throw_invalid_field("bad_words", "bad_words[" + std::to_string(i) + "] tokenizes to nothing");
+    const bool add_spaced = !spaced.empty() && spaced.size() == plain.size() && spaced[0] != plain[0];
+    out.push_back(std::move(plain));
+    if (add_spaced) out.push_back(std::move(spaced));
+  }
+  return out;
+}
+
 uint64_t draw_seed() {
   std::random_device rd;
   const uint64_t bits = (uint64_t{rd()} << 32) ^ rd();
@@ -119,8 +140,21 @@ EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams 
   const char* field = prompt.messages ? "messages" : "prompt";
   EngineRequest r;
   std::tie(r.prompt_token_ids, r.prompt) = encode(prompt);
-  const auto n = static_cast<int64_t>(r.prompt_token_ids.size());
   const int64_t ctx = limits_.max_model_len;
+  if (params.truncate_prompt_tokens) {                 // vLLM's: the last k tokens (-1: the context's worth)
+    const int64_t k = *params.truncate_prompt_tokens;  // other values below -1: validate() refuses them
+    if (k > ctx)
+      throw_invalid_field("truncate_prompt_tokens", "truncate_prompt_tokens (" + std::to_string(k) +
+                                                        ") must not exceed the context (" + std::to_string(ctx) +
+                                                        " tokens)");
+    const auto keep = static_cast<size_t>(k == -1 ? ctx : k);
+    if (k >= -1 && k != 0 && r.prompt_token_ids.size() > keep) {
+      r.prompt_token_ids.erase(r.prompt_token_ids.begin(),
+                               r.prompt_token_ids.end() - static_cast<std::ptrdiff_t>(keep));
+      r.prompt = tokenizer_ != nullptr ? tokenizer_->decode(r.prompt_token_ids, false) : "";
+    }
+  }
+  const auto n = static_cast<int64_t>(r.prompt_token_ids.size());
   const std::string context = "This model's maximum context length is " + std::to_string(ctx) + " tokens (" +
                               (limits_.max_model_len_is_model_limit ? "max_position_embeddings" : "max_model_len") +
                               " = " + std::to_string(ctx) + ")";
@@ -156,6 +190,12 @@ EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams 
       if (defaults_.max_new_tokens) params.max_tokens = std::min(params.max_tokens, *defaults_.max_new_tokens);
       params.min_tokens = std::min(params.min_tokens, params.max_tokens);
       break;
+  }
+  if (!params.bad_words.empty()) {
+    if (tokenizer_ == nullptr)
+      throw_invalid_field("bad_words", "bad_words need the model's tokenizer (tokenizer.json)");
+    for (const std::vector<int32_t>& ids : bad_words_token_ids(params.bad_words))
+      params.bad_words_token_ids.push_back(ids);
   }
   params.validate(limits_.vocab_size, limits_.max_logprobs);
   if (!params.stop.empty() && tokenizer_ == nullptr)

@@ -36,6 +36,9 @@ struct EngineRequest {
   // How the output is split into a chat message's fields (CompletionOutput::message); off unless a
   // front end turns them on (the server's --reasoning-parser / --tool-call-parser, chat only).
   ChatOutputParsers output_parsers;
+  // ≥ 0: prompt positions from this one on are scored as sampled outputs (GenerateOptions::
+  // rescore_from); -1: plain prompt_logprobs.
+  int64_t rescore_from = -1;
 };
 
 // The bounds a request is checked against (one set for every front door, docs/ARCHITECTURE.md).
@@ -78,6 +81,12 @@ class InputProcessor {
   // The prompt's token ids and text alone (what process() does before any check of length or
   // parameters; /tokenize). Throws as process() for the prompt.
   std::pair<std::vector<int32_t>, std::string> encode(const PromptInput& prompt) const;
+
+  // The token sequences `words` ban (SamplingParams::bad_words, vLLM's rule): each word
+  // left-stripped, and again with a leading space when that gives as many tokens and another first
+  // one. Throws Error(kInvalidArgument, param "bad_words") for a word that is only white space, or
+  // kNotFound without a tokenizer.
+  std::vector<std::vector<int32_t>> bad_words_token_ids(const std::vector<std::string>& words) const;
 
   // The text of `ids` (special tokens kept unless skip_special_tokens; /detokenize, the echo of a
   // token-id prompt, Python's tokenizer.decode), and each id's vocabulary string ("" for an id

@@ -109,6 +109,7 @@ class Checker {
     llm_.set_engine_args(base_);
     process_rows();
     rescore_row();
+    logprobs_mode_rows();
     return std::move(rows_);
   }
 
@@ -277,6 +278,81 @@ class Checker {
     rows_.push_back(std::move(row));
   }
 
+  // Per logprobs_mode other than raw_logprobs: the cases with logprobs all at once, shuffled, then
+  // each finished choice re-scored as it was sampled (GenerateOptions::rescore_from). The tokens
+  // must be those of raw_logprobs alone (a mode changes what is reported, never what is drawn) and
+  // each decode entry the re-scored one, bit for bit.
+  void logprobs_mode_rows() {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < prompts_.size(); ++i)
+      if (params_[i].logprobs) order.push_back(i);
+    std::shuffle(order.begin(), order.end(), rng_);
+    for (LogprobsMode mode :
+         {LogprobsMode::kRawLogits, LogprobsMode::kProcessedLogprobs, LogprobsMode::kProcessedLogits}) {
+      EngineArgs a = base_;
+      a.logprobs_mode = mode;
+      llm_.set_engine_args(a);
+      InvarianceRow row{.name = std::string("logprobs_mode ") + logprobs_mode_name(mode) + ": decode vs re-scored"};
+      std::vector<PromptInput> ps;
+      std::vector<SamplingParams> pp;
+      for (size_t i : order) {
+        ps.push_back(prompts_[i]);
+        pp.push_back(params_[i]);
+      }
+      const std::vector<GenerateResult> got = llm_.generate(ps, pp, {}, fault_);
+      std::vector<PromptInput> rescore;
+      std::vector<SamplingParams> rescore_params;
+      GenerateOptions options;
+      std::vector<std::pair<size_t, size_t>> which;  // (index in order, choice)
+      for (size_t k = 0; k < got.size(); ++k) {
+        const RequestOutput& out = got[k].output;
+        const RequestOutput& ref = alone_[order[k]].output;
+        ++row.cases;
+        bool same = !got[k].error && out.outputs.size() == ref.outputs.size();
+        for (size_t c = 0; same && c < out.outputs.size(); ++c)
+          same = out.outputs[c].token_ids == ref.outputs[c].token_ids;
+        if (!same) {
+          ++row.mismatches;
+          continue;
+        }
+        for (size_t c = 0; c < out.outputs.size(); ++c) {
+          std::vector<int32_t> ids = out.prompt_token_ids;
+          ids.insert(ids.end(), out.outputs[c].token_ids.begin(), out.outputs[c].token_ids.end());
+          if (static_cast<int64_t>(ids.size()) >= llm_.model().config().max_position_embeddings) continue;
+          SamplingParams sp = params_[order[k]];
+          sp.n = 1;
+          sp.max_tokens = std::max<int64_t>(1, sp.min_tokens);  // min_tokens stays: it shapes the rows
+          sp.prompt_logprobs = 0;
+          sp.truncate_prompt_tokens.reset();
+          rescore.push_back(PromptInput{.token_ids = std::move(ids)});
+          rescore_params.push_back(std::move(sp));
+          options.rescore_from.push_back(static_cast<int64_t>(out.prompt_token_ids.size()));
+          which.emplace_back(k, c);
+        }
+      }
+      const std::vector<GenerateResult> scored =
+          rescore.empty() ? std::vector<GenerateResult>{} : llm_.generate(rescore, rescore_params, options, fault_);
+      for (size_t r = 0; r < scored.size(); ++r) {
+        const RequestOutput& out = got[which[r].first].output;
+        const CompletionOutput& c = out.outputs[which[r].second];
+        if (scored[r].error) {
+          row.mismatches += static_cast<int64_t>(c.token_ids.size());
+          continue;
+        }
+        for (size_t t = 0; t < c.token_ids.size(); ++t) {
+          ++row.tokens;
+          const auto& e = scored[r].output.prompt_logprobs.at(out.prompt_token_ids.size() + t);
+          if (!e || e->token.token_id != c.token_ids[t] ||
+              std::bit_cast<uint32_t>(e->token.logprob) != std::bit_cast<uint32_t>(c.logprobs.at(t).token.logprob) ||
+              e->token.rank != c.logprobs.at(t).token.rank)
+            ++row.mismatches;
+        }
+      }
+      rows_.push_back(std::move(row));
+    }
+    llm_.set_engine_args(base_);
+  }
+
   const InvarianceCheckOptions& o_;
   const EngineArgs base_;
   LLMEngine llm_;
@@ -308,12 +384,15 @@ SamplingParams contract_sampling_params(int64_t i) {
       p.seed = 42;
       p.top_p = 0.9f;
       p.logprobs = 3;
+      p.logit_bias = {{7, 2.5f}, {11, -100.0f}, {13, 4.0f}};
       break;
     case 3:
       p.temperature = 0.7f;
       p.seed = 5;
       p.top_k = 5;
       p.repetition_penalty = 1.2f;
+      p.bad_words_token_ids = {{7}, {13, 5}, {2, 3, 4}};
+      p.truncate_prompt_tokens = 100;
       break;
     case 4:
       p.temperature = 1.2f;
@@ -321,6 +400,8 @@ SamplingParams contract_sampling_params(int64_t i) {
       p.min_p = 0.05f;
       p.frequency_penalty = 0.5f;
       p.presence_penalty = 0.3f;
+      p.allowed_token_ids = std::vector<int32_t>{};
+      for (int32_t id = 0; id < 96; id += 3) p.allowed_token_ids->push_back(id);  // within the smallest test vocabulary
       break;
     case 5:
       p.temperature = 0.0f;

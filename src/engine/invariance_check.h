@@ -4,7 +4,8 @@
 // prefix-cache hits and with it off, in a KV cache small enough to preempt, with speculative
 // decoding (n-gram and a draft model), with another thread count, split over tensor-parallel ranks
 // — and compared field by field, bit for bit (output_diff.h); plus every decode logprob against
-// the same sequence re-scored with prompt_logprobs.
+// the same sequence re-scored with prompt_logprobs, and per logprobs_mode, the tokens against
+// raw_logprobs' and every decode entry against the choice re-scored as it was sampled.
 // Cost: one generate() per row over all the requests, and one more engine for the thread row (and
 // for the tensor-parallel row). Thread-safety: none; one call at a time.
 #pragma once
@@ -47,10 +48,12 @@ struct InvarianceRow {
 };
 
 // The contract's mix of sampling parameters, case i of seven kinds in turn: greedy; seeded
-// sampling with n = 2 and logprobs 0; top-p with 3 logprobs; top-k with a repetition penalty;
-// min-p with frequency and presence penalties; greedy with logprobs, prompt_logprobs and
-// min_tokens 3; n = 3 with stop_token_ids {11, 12} and 1 logprob. The sampled kinds carry seeds, the greedy ones none;
-// max_tokens and ignore_eos are the caller's. check_invariance and the engine's invariance tests draw from it.
+// sampling with n = 2 and logprobs 0; top-p with 3 logprobs and a logit_bias; top-k with a
+// repetition penalty, bad words (as token ids) and truncate_prompt_tokens 100; min-p with
+// frequency and presence penalties and allowed_token_ids (every third id below 96); greedy with logprobs,
+// prompt_logprobs and min_tokens 3; n = 3 with stop_token_ids {11, 12} and 1 logprob. The sampled kinds carry seeds,
+// the greedy ones none; max_tokens and ignore_eos are the caller's. check_invariance and the engine's invariance tests
+// draw from it.
 SamplingParams contract_sampling_params(int64_t i);
 
 // Loads the model of `args` (threads 0 → 2, so the thread row compares 2 with 1) and runs every

@@ -143,6 +143,7 @@ EngineConfig LLMEngine::engine_config() const {
   config.num_kv_blocks = kv_blocks_for_memory(model_->config(), args_.block_size, args_.kv_cache_memory);
   config.max_model_len = args_.max_model_len;
   config.max_logprobs = args_.max_logprobs;
+  config.logprobs_mode = args_.logprobs_mode;
   config.enable_prefix_caching = args_.enable_prefix_caching;
   config.scheduler.max_num_batched_tokens = args_.max_num_batched_tokens;
   config.scheduler.max_num_seqs = args_.max_num_seqs;
@@ -176,6 +177,9 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
   if (!request_ids.empty() && request_ids.size() != prompts.size())
     throw_invalid_argument("generate: " + std::to_string(request_ids.size()) + " request_ids" + for_prompts +
                            " (give none, or one per prompt)");
+  if (!options.rescore_from.empty() && options.rescore_from.size() != prompts.size())
+    throw_invalid_argument("generate: " + std::to_string(options.rescore_from.size()) + " rescore_from" + for_prompts +
+                           " (give none, or one per prompt)");
   const std::unique_ptr<Engine> engine_owner = make_engine(std::move(logits_hook));
   Engine& engine = *engine_owner;
 
@@ -193,6 +197,7 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
           processor_->process(prompts[i], std::move(p), rules.empty() ? MaxTokensRule::kClipToContext : rules[i]);
       streams[i] = r.params.output_kind == RequestOutputKind::kDelta;
       r.request_id = id;
+      if (!options.rescore_from.empty()) r.rescore_from = options.rescore_from[i];
       results[i].output.prompt_token_ids = r.prompt_token_ids;
       engine.add(std::move(r));
       index.emplace(id, i);

@@ -30,17 +30,39 @@ std::vector<std::pair<int32_t, int64_t>> counts(std::span<const int32_t> ids) {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Step 2: before min_tokens outputs, no token may stop the choice.
-void mask_stop_tokens(const SamplerInput& in, const SamplingParams& p, std::vector<float>& logits) {
+// Step 2: the masks — allowed_token_ids, bad words, and before min_tokens outputs no token that
+// may stop the choice. `keep` is scratch.
+void apply_masks(const SamplerInput& in, const SamplingParams& p, std::vector<float>& logits,
+                 std::vector<uint8_t>& keep) {
   const auto vocab = static_cast<int64_t>(logits.size());
-  if (!p.ignore_eos)
-    for (int32_t id : in.eos_token_ids)
+  if (p.allowed_token_ids) {
+    keep.assign(logits.size(), 0);
+    for (int32_t id : *p.allowed_token_ids)
+      if (id >= 0 && id < vocab) keep[static_cast<size_t>(id)] = 1;
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (!keep[i]) logits[i] = kNegInf;
+  }
+  const std::span<const int32_t> out = in.output_token_ids;
+  for (const std::vector<int32_t>& word : p.bad_words_token_ids) {
+    if (word.empty() || word.size() - 1 > out.size()) continue;
+    const size_t prefix = word.size() - 1;
+    if (std::equal(word.begin(), word.end() - 1, out.end() - static_cast<std::ptrdiff_t>(prefix)) && word.back() >= 0 &&
+        word.back() < vocab)
+      logits[static_cast<size_t>(word.back())] = kNegInf;
+  }
+  if (static_cast<int64_t>(out.size()) < p.min_tokens) {
+    if (!p.ignore_eos)
+      for (int32_t id : in.eos_token_ids)
+        if (id >= 0 && id < vocab) logits[static_cast<size_t>(id)] = kNegInf;
+    for (int32_t id : p.stop_token_ids)
       if (id >= 0 && id < vocab) logits[static_cast<size_t>(id)] = kNegInf;
-  for (int32_t id : p.stop_token_ids)
-    if (id >= 0 && id < vocab) logits[static_cast<size_t>(id)] = kNegInf;
+  }
+  // Step 3: logit_bias (std::map: ascending ids).
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= 0 && id < vocab) logits[static_cast<size_t>(id)] += bias;
 }
 
-// Step 3: the penalties, each token once, in ascending id order.
+// Step 4: the penalties, each token once, in ascending id order.
 void apply_penalties(const SamplerInput& in, const SamplingParams& p, std::vector<float>& logits) {
   const auto vocab = static_cast<int64_t>(logits.size());
   if (p.repetition_penalty != 1.0f) {
@@ -64,7 +86,7 @@ void apply_penalties(const SamplerInput& in, const SamplingParams& p, std::vecto
   }
 }
 
-// Step 4's filters: the ids of `prob` [vocab] that min_p, top_k and top_p keep, into `ids` — in
+// Step 5's filters: the ids of `prob` [vocab] that min_p, top_k and top_p keep, into `ids` — in
 // (probability desc, id asc) order when top_k or top_p is on, in ascending id order otherwise.
 void filter_candidates(const float* prob, int64_t vocab, const SamplingParams& p, std::vector<int32_t>& ids) {
   ids.clear();
@@ -95,7 +117,7 @@ void filter_candidates(const float* prob, int64_t vocab, const SamplingParams& p
   }
 }
 
-// Step 4's draw: the inverse CDF of the candidates' renormalised probabilities at u in [0, 1),
+// Step 5's draw: the inverse CDF of the candidates' renormalised probabilities at u in [0, 1),
 // summed sequentially in double in the candidates' order. `ids` is not empty.
 int32_t draw(const float* prob, const std::vector<int32_t>& ids, double u) {
   double total = 0.0;
@@ -164,40 +186,81 @@ std::vector<TokenLogprob> Sampler::top(int64_t n) {
   return out;
 }
 
-SampledToken Sampler::score(std::span<const float> logits, int32_t token_id, int64_t top_n) {
-  raw_logprobs(logits);
+SampledToken Sampler::score(std::span<const float> logits, int32_t token_id, int64_t top_n, LogprobsMode mode) {
+  if (mode == LogprobsMode::kRawLogits) {
+    if (logits.empty()) throw_invalid_argument("sampler: empty logits row");
+    logprobs_.assign(logits.begin(), logits.end());
+  } else {
+    raw_logprobs(logits);
+  }
   if (token_id < 0 || static_cast<size_t>(token_id) >= logits.size())
     throw_invalid_argument("token id " + std::to_string(token_id) + " is outside the vocabulary [0, " +
                            std::to_string(logits.size()) + ")");
   return {entry(token_id), top(top_n)};
 }
 
-SampledToken Sampler::sample(const SamplerInput& in, const SamplingParams& p) {
-  raw_logprobs(in.logits);
+int32_t Sampler::run(const SamplerInput& in, const SamplingParams& p) {
+  if (in.logits.empty()) throw_invalid_argument("sampler: empty logits row");
   const auto vocab = static_cast<int64_t>(in.logits.size());
+  switch (in.logprobs_mode) {  // step 1
+    case LogprobsMode::kRawLogprobs: raw_logprobs(in.logits); break;
+    case LogprobsMode::kRawLogits: logprobs_.assign(in.logits.begin(), in.logits.end()); break;
+    case LogprobsMode::kProcessedLogprobs:
+    case LogprobsMode::kProcessedLogits: break;
+  }
+  const bool processed =
+      in.logprobs_mode == LogprobsMode::kProcessedLogprobs || in.logprobs_mode == LogprobsMode::kProcessedLogits;
   work_.assign(in.logits.begin(), in.logits.end());
   const auto t = static_cast<int64_t>(in.output_token_ids.size());
-
-  if (t < p.min_tokens) mask_stop_tokens(in, p, work_);
+  apply_masks(in, p, work_, keep_);
   apply_penalties(in, p, work_);
 
   int32_t chosen = 0;
   if (p.greedy()) {
     chosen = static_cast<int32_t>(argmax_row(work_.data(), vocab));
+    if (processed) scaled_ = work_;  // greedy: no temperature, no filters
   } else {
-    // 4. Temperature, softmax, filters, draw.
+    // 5. Temperature, softmax, filters, draw.
     for (float& x : work_) x = x / p.temperature;
+    scaled_ = work_;
     softmax_row(work_.data(), vocab, work_.data());
     filter_candidates(work_.data(), vocab, p, ids_);
-    if (ids_.empty()) {  // every probability underflowed or NaN: fall back to the best logit
-      chosen = static_cast<int32_t>(argmax_row(in.logits.data(), vocab));
+    if (ids_.empty()) {  // every probability underflowed or NaN: fall back to the best processed logit
+      chosen = static_cast<int32_t>(argmax_row(scaled_.data(), vocab));
     } else {
       chosen = draw(work_.data(), ids_, sampling_uniform(in.seed, in.choice, t));
     }
+    if (processed && (p.min_p > 0.0f || p.top_k_enabled() || p.top_p < 1.0f)) {
+      keep_.assign(scaled_.size(), 0);
+      for (int32_t id : ids_) keep_[static_cast<size_t>(id)] = 1;
+      for (size_t i = 0; i < scaled_.size(); ++i)
+        if (!keep_[i]) scaled_[i] = kNegInf;
+    }
   }
+  // 6. The processed modes' row.
+  if (in.logprobs_mode == LogprobsMode::kProcessedLogits) {
+    logprobs_ = scaled_;
+  } else if (in.logprobs_mode == LogprobsMode::kProcessedLogprobs) {
+    logprobs_.resize(scaled_.size());
+    log_softmax_row(scaled_.data(), vocab, logprobs_.data());
+  }
+  return chosen;
+}
+
+SampledToken Sampler::sample(const SamplerInput& in, const SamplingParams& p) {
+  const int32_t chosen = run(in, p);
   SampledToken out{entry(chosen), {}};
   if (p.logprobs) out.top_logprobs = top(*p.logprobs);
   return out;
+}
+
+SampledToken Sampler::score_as_sampled(const SamplerInput& in, const SamplingParams& p, int32_t token_id,
+                                       int64_t top_n) {
+  run(in, p);
+  if (token_id < 0 || static_cast<size_t>(token_id) >= in.logits.size())
+    throw_invalid_argument("token id " + std::to_string(token_id) + " is outside the vocabulary [0, " +
+                           std::to_string(in.logits.size()) + ")");
+  return {entry(token_id), top(top_n)};
 }
 
 }  // namespace ditto

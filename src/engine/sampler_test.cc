@@ -246,5 +246,126 @@ TEST(SamplerTest, LogprobsAreTheRawLogSoftmaxWithRanksAndIdTies) {
   EXPECT_THROW(s.score(logits, 5, 0), Error);
 }
 
+TEST(SamplingParamsTest, NewFieldsAreCheckedAgainstTheVocabulary) {
+  auto with = [](auto set) {
+    SamplingParams p;
+    set(p);
+    return validation_error(p);
+  };
+  EXPECT_EQ(with([](SamplingParams& p) {
+              p.logit_bias = {{100, 1.0f}};
+            }),
+            "logit_bias token id = 100 is outside the vocabulary [0, 100)");
+  EXPECT_EQ(with([](SamplingParams& p) { p.logit_bias = {{3, INFINITY}}; }), "logit_bias[3] must be a finite number");
+  EXPECT_EQ(with([](SamplingParams& p) { p.allowed_token_ids = std::vector<int32_t>{}; }),
+            "allowed_token_ids must not be empty");
+  EXPECT_EQ(with([](SamplingParams& p) {
+              p.allowed_token_ids = std::vector<int32_t>{1, -2};
+            }),
+            "allowed_token_ids[1] = -2 is outside the vocabulary [0, 100)");
+  EXPECT_EQ(with([](SamplingParams& p) {
+              p.bad_words_token_ids = {{1, 200}};
+            }),
+            "bad word 0 token 1 = 200 is outside the vocabulary [0, 100)");
+  EXPECT_EQ(with([](SamplingParams& p) { p.truncate_prompt_tokens = 0; }),
+            "truncate_prompt_tokens must be -1 (the context) or at least 1, got 0");
+  EXPECT_EQ(with([](SamplingParams& p) { p.truncate_prompt_tokens = -1; }), "");
+}
+
+TEST(SamplerTest, AllowedTokenIdsBadWordsAndLogitBias) {
+  const std::vector<float> logits = logits_of({5.0f, 4.0f, 3.0f, 2.0f, 1.0f});
+  Sampler s;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  SamplerInput in = input(logits);
+  p.allowed_token_ids = std::vector<int32_t>{2, 4};
+  EXPECT_EQ(s.sample(in, p).token.token_id, 2);
+  // Sampled, too: only allowed ids ever come out.
+  p.temperature = 1.0f;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    const int32_t id = s.sample(input(logits, seed), p).token.token_id;
+    EXPECT_TRUE(id == 2 || id == 4) << id;
+  }
+  p = SamplingParams{};
+  p.temperature = 0.0f;
+  p.logit_bias = {{3, 3.5f}};  // 2 + 3.5 = 5.5 > 5
+  EXPECT_EQ(s.sample(in, p).token.token_id, 3);
+  p.logit_bias = {{0, -100.0f}};
+  EXPECT_EQ(s.sample(in, p).token.token_id, 1);
+  // A one-token bad word is banned everywhere; a two-token one only after its first token.
+  p.logit_bias.clear();
+  p.bad_words_token_ids = {{0}, {4, 1}};
+  EXPECT_EQ(s.sample(in, p).token.token_id, 1);
+  const std::vector<int32_t> after_four = {2, 4};
+  in.output_token_ids = after_four;
+  EXPECT_EQ(s.sample(in, p).token.token_id, 2);  // 0 and 1 banned
+  const std::vector<int32_t> after_three = {4, 3};
+  in.output_token_ids = after_three;
+  EXPECT_EQ(s.sample(in, p).token.token_id, 1);  // the output does not end with 4
+}
+
+// The processed row by the formulas of docs/NUMERICS.md, in float64: bias, penalties (none here),
+// temperature, then top_k; filtered tokens at -inf.
+TEST(SamplerTest, LogprobsModesAgainstAFloat64Reference) {
+  const std::vector<float> logits = logits_of({1.0f, 3.0f, 2.5f, -2.0f, 0.5f, 2.0f});
+  SamplingParams p;
+  p.temperature = 0.7f;
+  p.top_k = 3;
+  p.logit_bias = {{4, 2.25f}};  // token 4: 2.75, now the second most likely
+  p.logprobs = 6;
+  const std::vector<double> biased = {1.0, 3.0, 2.5, -2.0, 2.75, 2.0};
+  std::vector<double> processed(biased.size());
+  const double temp = static_cast<double>(0.7f);
+  for (size_t i = 0; i < biased.size(); ++i) processed[i] = biased[i] / temp;
+  const std::vector<bool> kept = {false, true, true, false, true, false};  // top 3: ids 1, 4, 2
+  double z = 0.0;
+  for (size_t i = 0; i < processed.size(); ++i)
+    if (kept[i]) z += std::exp(processed[i]);
+  double z_raw = 0.0;
+  for (float l : logits) z_raw += std::exp(static_cast<double>(l));
+  Sampler s;
+  for (LogprobsMode mode : {LogprobsMode::kRawLogprobs, LogprobsMode::kRawLogits, LogprobsMode::kProcessedLogprobs,
+                            LogprobsMode::kProcessedLogits}) {
+    SCOPED_TRACE(logprobs_mode_name(mode));
+    SamplerInput in = input(logits, 11);
+    in.logprobs_mode = mode;
+    const SampledToken got = s.sample(in, p);
+    const int32_t id = got.token.token_id;
+    EXPECT_TRUE(kept[static_cast<size_t>(id)]);
+    std::map<int32_t, float> by_id;
+    for (const TokenLogprob& t : got.top_logprobs) by_id[t.token_id] = t.logprob;
+    ASSERT_EQ(by_id.size(), 6u);
+    for (int32_t i = 0; i < 6; ++i) {
+      const auto u = static_cast<size_t>(i);
+      double want = 0.0;
+      switch (mode) {
+        case LogprobsMode::kRawLogprobs: want = logits[u] - std::log(z_raw); break;
+        case LogprobsMode::kRawLogits: want = logits[u]; break;
+        case LogprobsMode::kProcessedLogprobs: want = kept[u] ? processed[u] - std::log(z) : -INFINITY; break;
+        case LogprobsMode::kProcessedLogits: want = kept[u] ? processed[u] : -INFINITY; break;
+      }
+      if (std::isinf(want)) {
+        EXPECT_EQ(by_id[i], -INFINITY) << i;
+      } else {
+        EXPECT_NEAR(by_id[i], want, 1e-5) << i;
+      }
+    }
+    EXPECT_EQ(std::bit_cast<uint32_t>(by_id[id]), std::bit_cast<uint32_t>(got.token.logprob));
+    // Re-scored as sampled: the same bits.
+    const SampledToken again = s.score_as_sampled(in, p, id, 6);
+    EXPECT_EQ(std::bit_cast<uint32_t>(again.token.logprob), std::bit_cast<uint32_t>(got.token.logprob));
+    EXPECT_EQ(again.token.rank, got.token.rank);
+  }
+  // Greedy: the processed row is the biased, penalised logits — no temperature, no filter.
+  p.temperature = 0.0f;
+  SamplerInput in = input(logits);
+  in.logprobs_mode = LogprobsMode::kProcessedLogits;
+  const SampledToken greedy = s.sample(in, p);
+  EXPECT_EQ(greedy.token.token_id, 1);
+  EXPECT_EQ(greedy.token.logprob, 3.0f);
+  EXPECT_EQ(greedy.top_logprobs[1].token_id, 4);
+  EXPECT_EQ(greedy.top_logprobs[1].logprob, 2.75f);
+}
+
 }  // namespace
 }  // namespace ditto

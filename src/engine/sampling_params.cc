@@ -48,13 +48,37 @@ void SamplingParams::validate(int64_t vocab_size, int64_t max_logprobs) const {
                                     std::to_string(stop.size()));
   for (size_t i = 0; i < stop.size(); ++i)
     if (stop[i].empty()) throw_invalid_field("stop", "stop[" + std::to_string(i) + "] is an empty string");
-  for (size_t i = 0; i < stop_token_ids.size(); ++i)
-    if (stop_token_ids[i] < 0 || stop_token_ids[i] >= vocab_size)
+  const auto check_token = [&](const char* field, const std::string& where, int64_t id) {
+    if (id < 0 || id >= vocab_size)
       throw_invalid_field(
-          "stop_token_ids",
-          "stop_token_ids[" + std::to_string(i) + "] = " + std::to_string(stop_token_ids[i]) +
-              (vocab_size == INT64_MAX ? " must be at least 0"
-                                       : " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")"));
+          field, where + " = " + std::to_string(id) +
+                     (vocab_size == INT64_MAX ? " must be at least 0"
+                                              : " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")"));
+  };
+  for (size_t i = 0; i < stop_token_ids.size(); ++i)
+    check_token("stop_token_ids", "stop_token_ids[" + std::to_string(i) + "]", stop_token_ids[i]);
+  for (const auto& [id, bias] : logit_bias) {
+    check_token("logit_bias", "logit_bias token id", id);
+    if (!std::isfinite(bias))
+      throw_invalid_field("logit_bias", "logit_bias[" + std::to_string(id) + "] must be a finite number");
+  }
+  if (allowed_token_ids) {
+    if (allowed_token_ids->empty()) throw_invalid_field("allowed_token_ids", "allowed_token_ids must not be empty");
+    for (size_t i = 0; i < allowed_token_ids->size(); ++i)
+      check_token("allowed_token_ids", "allowed_token_ids[" + std::to_string(i) + "]", (*allowed_token_ids)[i]);
+  }
+  for (size_t w = 0; w < bad_words_token_ids.size(); ++w) {
+    if (bad_words_token_ids[w].empty())
+      throw_invalid_field("bad_words", "bad word " + std::to_string(w) + " has no tokens");
+    for (size_t i = 0; i < bad_words_token_ids[w].size(); ++i)
+      check_token("bad_words", "bad word " + std::to_string(w) + " token " + std::to_string(i),
+                  bad_words_token_ids[w][i]);
+  }
+  for (size_t i = 0; i < bad_words.size(); ++i)
+    if (bad_words[i].empty())
+      throw_invalid_field("bad_words", "bad_words[" + std::to_string(i) + "] is an empty string");
+  if (truncate_prompt_tokens && *truncate_prompt_tokens < 1 && *truncate_prompt_tokens != -1)
+    bad("truncate_prompt_tokens", "-1 (the context) or at least 1", *truncate_prompt_tokens);
 }
 
 }  // namespace ditto

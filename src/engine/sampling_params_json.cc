@@ -1,5 +1,8 @@
 #include "engine/sampling_params_json.h"
 
+#include <algorithm>
+#include <charconv>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -30,9 +33,6 @@ const std::vector<UnimplementedField>& unimplemented_fields() {
   static const std::vector<UnimplementedField> fields = {
       {"use_beam_search", is_false, "beam search"},
       {"length_penalty", is_one, "beam search's length penalty"},
-      {"allowed_token_ids", is_null, "a token allow-list"},
-      {"bad_words", is_empty, "banned words"},
-      {"truncate_prompt_tokens", is_null, "prompt truncation"},
       {"logits_processors", is_empty, "custom logits processors"},
       {"vllm_xargs", is_empty, "custom logits processors' arguments"},
       {"structured_outputs", is_null, "structured outputs"},
@@ -47,13 +47,27 @@ const std::vector<UnimplementedField>& unimplemented_fields() {
       {"prompt_embeds", is_null, "prompt embeddings"},
       {"mm_processor_kwargs", is_empty, "multimodal inputs"},
       {"spaces_between_special_tokens", is_true, "no spaces between special tokens"},
-      {"return_token_ids", is_false, "token ids in the response"},
   };
   return fields;
 }
 
 int64_t count(const Json& body, const char* key) {
   return read_field(key, [&] { return json_int(body[key], key); });
+}
+
+// OpenAI's logit_bias: {"token id": bias, ...}, each bias clamped to [-100, 100] (vLLM's rule).
+std::map<int32_t, float> read_logit_bias(const Json& v) {
+  if (!v.is_object()) throw_invalid_field("logit_bias", "field 'logit_bias' must be an object of token id → bias");
+  std::map<int32_t, float> out;
+  for (const auto& [key, bias] : v.items()) {
+    int32_t id = 0;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0)
+      throw_invalid_field("logit_bias", "logit_bias key '" + key + "' is not a token id (a non-negative integer)");
+    const float b = read_field("logit_bias", [&] { return json_float(bias, "logit_bias[" + key + "]"); });
+    out[id] = std::clamp(b, -100.0f, 100.0f);
+  }
+  return out;
 }
 
 }  // namespace
@@ -92,7 +106,11 @@ const std::set<std::string>& sampling_params_keys() {
                                              "skip_special_tokens",
                                              "max_tokens",
                                              "min_tokens",
-                                             "prompt_logprobs"};
+                                             "prompt_logprobs",
+                                             "logit_bias",
+                                             "allowed_token_ids",
+                                             "bad_words",
+                                             "truncate_prompt_tokens"};
   return keys;
 }
 
@@ -115,6 +133,15 @@ bool read_sampling_params(const Json& body, SamplingParams& p) {
     if (present(body, key)) *target = read_field(key, [&, key = key] { return json_bool(body[key], key); });
   if (present(body, "min_tokens")) p.min_tokens = count(body, "min_tokens");
   if (present(body, "prompt_logprobs")) p.prompt_logprobs = count(body, "prompt_logprobs");
+  if (present(body, "logit_bias")) p.logit_bias = read_logit_bias(body["logit_bias"]);
+  if (present(body, "allowed_token_ids"))
+    p.allowed_token_ids =
+        read_field("allowed_token_ids", [&] { return json_token_ids(body["allowed_token_ids"], "allowed_token_ids"); });
+  if (present(body, "bad_words")) {
+    if (!body["bad_words"].is_array()) throw_invalid_field("bad_words", "field 'bad_words' must be a list of strings");
+    p.bad_words = read_field("bad_words", [&] { return json_strings(body["bad_words"], "bad_words"); });
+  }
+  if (present(body, "truncate_prompt_tokens")) p.truncate_prompt_tokens = count(body, "truncate_prompt_tokens");
   const bool max_tokens_given = present(body, "max_tokens");
   if (max_tokens_given) p.max_tokens = count(body, "max_tokens");
   return max_tokens_given;

@@ -51,6 +51,9 @@ bool parse_sampling(const Json& body, ApiRequest& r) {
     r.return_tokens_as_token_ids = field("return_tokens_as_token_ids", [&] {
       return json_bool(body["return_tokens_as_token_ids"], "return_tokens_as_token_ids");
     });
+  if (present(body, "return_token_ids"))
+    r.return_token_ids =
+        field("return_token_ids", [&] { return json_bool(body["return_token_ids"], "return_token_ids"); });
   if (present(body, "stream")) r.stream = field("stream", [&] { return json_bool(body["stream"], "stream"); });
   if (present(body, "stream_options")) {
     const Json& so = body["stream_options"];
@@ -69,11 +72,6 @@ bool parse_sampling(const Json& body, ApiRequest& r) {
   if (r.stream && p.prompt_logprobs)  // vLLM's rule: they come whole, with the response
     throw_bad_param("prompt_logprobs", "prompt_logprobs are not available when stream is true");
   if (present(body, "user")) field("user", [&] { return json_string(body["user"], "user"); });
-  if (present(body, "logit_bias")) {
-    const Json& lb = body["logit_bias"];
-    if (!lb.is_object()) throw_bad_param("logit_bias", "field 'logit_bias' must be an object");
-    if (!lb.empty()) throw_bad_param("logit_bias", "logit_bias is not supported");
-  }
   if (present(body, "response_format")) {
     const Json& rf = body["response_format"];
     if (!rf.is_object() || !rf.contains("type") || rf["type"] != "text")
@@ -140,9 +138,15 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
   ApiRequest r;
   r.endpoint = endpoint;
   r.params = defaults;
-  static const std::set<std::string> shared = {"model",           "best_of",  "stream",
-                                               "stream_options",  "user",     "logit_bias",
-                                               "response_format", "logprobs", "return_tokens_as_token_ids"};
+  static const std::set<std::string> shared = {"model",
+                                               "best_of",
+                                               "stream",
+                                               "stream_options",
+                                               "user",
+                                               "response_format",
+                                               "logprobs",
+                                               "return_tokens_as_token_ids",
+                                               "return_token_ids"};
   static const std::set<std::string> completions = {"prompt", "echo", "suffix", "add_special_tokens"};
   static const std::set<std::string> chat = {"messages",
                                              "tools",
@@ -420,6 +424,10 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       choice["finish_reason"] = finish_reason;
       choice["stop_reason"] = stop_reason_json(c);
       if (!chat && request_.params.prompt_logprobs) choice["prompt_logprobs"] = prompt_logprobs_json(r);
+      if (request_.return_token_ids) {
+        if (!chat) choice["prompt_token_ids"] = r.prompt_token_ids;
+        choice["token_ids"] = c.token_ids;
+      }
       choices.push_back(std::move(choice));
     }
   }
@@ -430,6 +438,7 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
   // vLLM's chat response carries the (one) prompt's logprobs beside the choices.
   if (chat && request_.params.prompt_logprobs && !outputs.empty())
     j["prompt_logprobs"] = prompt_logprobs_json(outputs[0]);
+  if (chat && request_.return_token_ids && !outputs.empty()) j["prompt_token_ids"] = outputs[0].prompt_token_ids;
   return j;
 }
 
@@ -469,6 +478,7 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
   SlotStream& stream = streams_[slot];
   stream.prompt_tokens += static_cast<int64_t>(r.prompt_token_ids.size());  // the first report's
   stream.cached_tokens = r.num_cached_tokens;                               // every report carries it
+  if (!r.prompt_token_ids.empty()) stream.prompt_token_ids = r.prompt_token_ids;
   std::vector<Json> out;
   for (const CompletionOutput& c : r.outputs) {
     ChoiceStream& e = stream.choices[static_cast<size_t>(c.index)];
@@ -503,6 +513,10 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
     }
     choice["finish_reason"] = finishing ? Json(finish_reason) : Json(nullptr);
     choice["stop_reason"] = finishing ? stop_reason_json(c) : Json(nullptr);
+    if (request_.return_token_ids) {
+      if (!chat && !started) choice["prompt_token_ids"] = stream.prompt_token_ids;
+      choice["token_ids"] = c.token_ids;
+    }
     e.started = true;
     e.finished = finishing;
     // A finish chunk for chat carries an empty delta after the content chunk (OpenAI's shape).
@@ -513,8 +527,14 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
       out.push_back(chunk(std::move(content)));
       choice["delta"] = Json::object();
       choice["logprobs"] = nullptr;
+      if (request_.return_token_ids) choice["token_ids"] = Json::array();
     }
     out.push_back(chunk(std::move(choice)));
+  }
+  // A chat stream carries the prompt's ids once, in its slot's first chunk (beside the choices).
+  if (chat && request_.return_token_ids && !stream.prompt_token_ids_sent && !out.empty()) {
+    out.front()["prompt_token_ids"] = stream.prompt_token_ids;
+    stream.prompt_token_ids_sent = true;
   }
   return out;
 }

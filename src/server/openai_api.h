@@ -80,6 +80,10 @@ struct ApiRequest {
   // completions: `logprobs` N (top N per token); chat: `logprobs` true with `top_logprobs` N.
   std::optional<int64_t> logprobs;
   bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N" (vLLM's extension)
+  // vLLM's return_token_ids: the prompt's and each choice's token ids in the response
+  // (completions: choice.prompt_token_ids and choice.token_ids; chat: prompt_token_ids beside the
+  // choices and choice.token_ids; streamed: each chunk's new ids, the prompt's in the first).
+  bool return_token_ids = false;
   // chat: how the engine splits the output into reasoning_content / content / tool_calls (set by
   // the server from its flags and the request's tools; the formatter reads the parts from
   // CompletionOutput::message).
@@ -141,6 +145,8 @@ class ApiFormatter {
     int64_t completion_tokens = 0;
     int64_t cached_tokens = 0;
     std::vector<ChoiceStream> choices;
+    std::vector<int32_t> prompt_token_ids;  // from the first report (return_token_ids)
+    bool prompt_token_ids_sent = false;     // chat: in the slot's first chunk
   };
   nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, size_t slot,
                                          int64_t choice, bool streaming) const;

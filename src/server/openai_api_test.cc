@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "engine/output_processor.h"
 #include "tokenizer/tokenizer.h"
 
@@ -93,7 +97,13 @@ TEST(OpenAiApiTest, ErrorsNameTheParameter) {
       {kCompletions, R"({"prompt": "x", "seed": -1})", "seed"},
       {kCompletions, R"({"prompt": "x", "stop": [1]})", "stop"},
       {kCompletions, R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
-      {kCompletions, R"({"prompt": "x", "logit_bias": {"5": 1}})", "logit_bias"},
+      {kCompletions, R"({"prompt": "x", "logit_bias": {"five": 1}})", "logit_bias"},
+      {kCompletions, R"({"prompt": "x", "logit_bias": [5]})", "logit_bias"},
+      {kCompletions, R"({"prompt": "x", "logit_bias": {"5": "up"}})", "logit_bias"},
+      {kCompletions, R"({"prompt": "x", "allowed_token_ids": [1, "2"]})", "allowed_token_ids"},
+      {kCompletions, R"({"prompt": "x", "bad_words": "x"})", "bad_words"},
+      {kCompletions, R"({"prompt": "x", "truncate_prompt_tokens": 1.5})", "truncate_prompt_tokens"},
+      {kCompletions, R"({"prompt": "x", "return_token_ids": 1})", "return_token_ids"},
       {kCompletions, R"({"prompt": "x", "best_of": 3})", "best_of"},
       {kCompletions, R"({"prompt": "x", "suffix": "y"})", "suffix"},
       {kCompletions, R"({"prompt": [1, -2]})", "prompt"},
@@ -129,15 +139,11 @@ TEST(OpenAiApiTest, ResultChangingFieldsAreHonouredOrRefusedByName) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {R"("use_beam_search": true)", "use_beam_search"},
       {R"("length_penalty": 0.5)", "length_penalty"},
-      {R"("allowed_token_ids": [1, 2])", "allowed_token_ids"},
-      {R"("bad_words": ["x"])", "bad_words"},
-      {R"("truncate_prompt_tokens": 5)", "truncate_prompt_tokens"},
       {R"("guided_json": {"type": "object"})", "guided_json"},
       {R"("guided_choice": ["a", "b"])", "guided_choice"},
       {R"("structured_outputs": {"regex": "a+"})", "structured_outputs"},
       {R"("thinking_token_budget": 10)", "thinking_token_budget"},
       {R"("prompt_embeds": "AAAA")", "prompt_embeds"},
-      {R"("return_token_ids": true)", "return_token_ids"},
       {R"("spaces_between_special_tokens": false)", "spaces_between_special_tokens"},
       {R"("logits_processors": ["x"])", "logits_processors"},
   };
@@ -183,6 +189,15 @@ TEST(OpenAiApiTest, ResultChangingFieldsAreHonouredOrRefusedByName) {
       kChat, "{" + chat + R"(, "reasoning_effort": "low", "chat_template_kwargs": {"reasoning_effort": "high"}})");
   EXPECT_EQ(Json::parse(both.prompts.at(0).chat_template_kwargs)["reasoning_effort"], "high");
   EXPECT_EQ(parse(kChat, "{" + chat + R"(, "prompt_logprobs": 2})").params.prompt_logprobs, 2);
+  // The per-row fields reach SamplingParams (logit_bias clamped to [-100, 100] as vLLM does).
+  const ApiRequest rows = parse(kCompletions, R"({"prompt": "a", "logit_bias": {"5": 1.5, "9": -300},
+      "allowed_token_ids": [3, 5], "bad_words": ["no"], "truncate_prompt_tokens": 7, "return_token_ids": true})");
+  EXPECT_EQ(rows.params.logit_bias, (std::map<int32_t, float>{{5, 1.5f}, {9, -100.0f}}));
+  EXPECT_EQ(rows.params.allowed_token_ids, (std::vector<int32_t>{3, 5}));
+  EXPECT_EQ(rows.params.bad_words, std::vector<std::string>{"no"});
+  EXPECT_EQ(rows.params.truncate_prompt_tokens, 7);
+  EXPECT_TRUE(rows.return_token_ids);
+  EXPECT_TRUE(rows.ignored_fields.empty());
 }
 
 class FormatterTest : public ::testing::Test {
@@ -355,6 +370,53 @@ TEST_F(FormatterTest, ChatShapes) {
   EXPECT_TRUE(chunks[1]["choices"][0]["delta"].empty());
   EXPECT_EQ(chunks[1]["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(s.stream_chunks(0, full).empty());  // nothing new
+}
+
+// vLLM's return_token_ids: completions put the prompt's ids in each choice, chat beside the
+// choices; the streamed chunks' token_ids concatenate to the response's.
+TEST_F(FormatterTest, ReturnTokenIdsStreamedAndNot) {
+  const RequestOutput full = result({tokenizer_->encode(" big world", false), tokenizer_->encode(" é!", false)}, false);
+  for (ApiEndpoint endpoint : {kCompletions, kChat}) {
+    const bool chat = endpoint == kChat;
+    SCOPED_TRACE(chat ? "chat" : "completions");
+    const std::string input = chat ? R"("messages": [{"role": "user", "content": "hi"}])" : R"("prompt": "Hello")";
+    ApiRequest req = parse(endpoint, "{" + input + R"(, "n": 2, "return_token_ids": true, "stream": true})");
+    ApiFormatter whole(req, *door_, "x-1", 5, "m", {"Hello"});
+    const Json body = whole.response({full});
+    for (size_t c = 0; c < 2; ++c) {
+      EXPECT_EQ(body["choices"][c]["token_ids"], full.outputs[c].token_ids);
+      if (!chat) {
+        EXPECT_EQ(body["choices"][c]["prompt_token_ids"], full.prompt_token_ids);
+      }
+    }
+    if (chat) {
+      EXPECT_EQ(body["prompt_token_ids"], full.prompt_token_ids);
+    }
+    ApiFormatter streamer(req, *door_, "x-1", 5, "m", {"Hello"});
+    std::vector<std::vector<int32_t>> ids(2);
+    int prompt_ids_seen = 0;
+    for (const RequestOutput& delta : deltas(full)) {
+      for (const Json& chunk : streamer.stream_chunks(0, delta)) {
+        if (chunk.contains("prompt_token_ids")) {
+          EXPECT_EQ(chunk["prompt_token_ids"], full.prompt_token_ids);
+          ++prompt_ids_seen;
+        }
+        for (const Json& choice : chunk["choices"]) {
+          for (const Json& id : choice["token_ids"]) ids[choice["index"].get<size_t>()].push_back(id.get<int32_t>());
+          if (choice.contains("prompt_token_ids")) {
+            EXPECT_EQ(choice["prompt_token_ids"], full.prompt_token_ids);
+            ++prompt_ids_seen;
+          }
+        }
+      }
+    }
+    for (size_t c = 0; c < 2; ++c) EXPECT_EQ(ids[c], full.outputs[c].token_ids) << c;
+    EXPECT_EQ(prompt_ids_seen, chat ? 1 : 2);  // chat: once; completions: each choice's first chunk
+  }
+  // Off by default: no such fields.
+  ApiRequest plain = parse(kCompletions, R"({"prompt": "Hello"})");
+  const Json body = ApiFormatter(plain, *door_, "x-1", 5, "m", {"Hello"}).response({full});
+  EXPECT_FALSE(body["choices"][0].contains("token_ids"));
 }
 
 // vLLM's chat response carries prompt_logprobs beside the choices (they used to be computed and dropped).

@@ -135,6 +135,28 @@ def test_result_changing_fields_ditto_lacks_fail_their_line(ditto_bin, model, tm
     assert "error" not in out[2] and len(out[2]["outputs"][0]["token_ids"]) == 2
 
 
+def test_vllms_per_row_fields_and_the_servers_fields_in_lines(ditto_bin, model, tmp_path):
+    """logit_bias, allowed_token_ids, bad_words and truncate_prompt_tokens work in a line as on the
+    server; a server field a line cannot carry (suffix, echo, response_format) fails its line by name
+    instead of being dropped with a warning."""
+    lines = [
+        {"prompt": "x y z", "max_tokens": 3, "temperature": 0, "logit_bias": {"77": 100}},
+        {"prompt": "x y z", "max_tokens": 6, "temperature": 1.0, "seed": 2, "allowed_token_ids": [11, 13, 77]},
+        {"prompt_token_ids": [1, 2, 3, 4, 5, 6], "max_tokens": 1, "truncate_prompt_tokens": 2},
+        {"prompt": "x", "max_tokens": 2, "suffix": "y"},
+        {"prompt": "x", "max_tokens": 2, "echo": True},
+        {"prompt": "x", "max_tokens": 2, "response_format": {"type": "json_object"}},
+        {"prompt": "x", "max_tokens": 2, "response_format": {"type": "text"}, "echo": False, "best_of": 1},
+    ]
+    out = generate(ditto_bin, model, tmp_path, lines, failing=3)
+    assert out[0]["outputs"][0]["token_ids"] == [77, 77, 77]
+    assert set(out[1]["outputs"][0]["token_ids"]) <= {11, 13, 77}
+    assert out[2]["prompt_token_ids"] == [5, 6]
+    for k, name in ((3, "suffix"), (4, "echo"), (5, "response_format")):
+        assert out[k]["error"].startswith(f"line {k + 1}: field '{name}' is the server's"), out[k]
+    assert "error" not in out[6]
+
+
 def test_blank_lines_keep_line_numbers_and_bad_paths_are_refused(ditto_bin, model, tmp_path):
     out = generate(ditto_bin, model, tmp_path, ["", "", {"prompt": "a", "max_tokens": -1}], failing=1)
     assert out == [{"request_id": "0", "error": "line 3: max_tokens must be at least 1, got -1"}]

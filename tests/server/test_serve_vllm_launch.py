@@ -56,7 +56,6 @@ def test_flags_that_would_change_results_are_refused_by_name(tmp_path):
     other.mkdir()
     for args, named in ((["--quantization", "fp8"], "--quantization fp8"),
                         (["--dtype", "float16"], "--dtype float16"),
-                        (["--logprobs-mode", "processed_logprobs"], "--logprobs-mode processed_logprobs"),
                         (["--enable-lora"], "--enable-lora"),
                         (["--pipeline-parallel-size", "2"], "--pipeline-parallel-size 2"),
                         (["--tokenizer", str(other)], "--tokenizer " + str(other))):

@@ -1,0 +1,145 @@
+"""vLLM's per-row request fields through `ditto serve` (issue 30): logit_bias, allowed_token_ids,
+bad_words, truncate_prompt_tokens and return_token_ids each change the answer as vLLM's do, keep
+the same-bits contract (a request's answer alone equals its answer among others), and
+--logprobs-mode reports the distribution the sampler drew from.
+
+The client and its environment (DITTO_BIN, DITTO_TEST_MODEL) are serve_client.py's.
+"""
+import json
+import math
+import threading
+
+import pytest
+
+from serve_client import NAME, Server
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server()
+    yield s
+    s.close()
+
+
+def complete(server, **fields):
+    status, resp = server.post("/v1/completions", {"model": NAME, "prompt": "The capital of France is",
+                                                   "max_tokens": 6, "temperature": 0, **fields})
+    assert status == 200, resp
+    return resp
+
+
+def test_return_token_ids_are_the_prompt_and_output_ids(server):
+    resp = complete(server, return_token_ids=True)
+    choice = resp["choices"][0]
+    status, tokenized = server.post("/tokenize", {"model": NAME, "prompt": "The capital of France is"})
+    assert status == 200
+    assert choice["prompt_token_ids"] == tokenized["tokens"]
+    assert len(choice["token_ids"]) == resp["usage"]["completion_tokens"] == 6
+    status, text = server.post("/detokenize", {"model": NAME, "tokens": choice["token_ids"]})
+    assert status == 200 and text["prompt"] == choice["text"]
+    status, chat = server.post("/v1/chat/completions", {"model": NAME, "max_tokens": 4, "temperature": 0,
+                                                        "return_token_ids": True,
+                                                        "messages": [{"role": "user", "content": "Hi"}]})
+    assert status == 200, chat
+    assert len(chat["prompt_token_ids"]) == chat["usage"]["prompt_tokens"]
+    assert len(chat["choices"][0]["token_ids"]) == chat["usage"]["completion_tokens"]
+    # Streamed: the chunks' ids concatenate to the whole response's.
+    events = server.stream("/v1/completions", {"model": NAME, "prompt": "The capital of France is", "max_tokens": 6,
+                                               "temperature": 0, "return_token_ids": True, "stream": True})
+    streamed = [i for e in events if e != "[DONE]" for c in e["choices"] for i in c.get("token_ids", [])]
+    assert streamed == choice["token_ids"]
+    assert "token_ids" not in complete(server)["choices"][0]  # only when asked
+
+
+def test_logit_bias_allowed_token_ids_and_bad_words_change_the_output(server):
+    plain = complete(server, return_token_ids=True)["choices"][0]["token_ids"]
+    forced = complete(server, return_token_ids=True, logit_bias={"1234": 100})["choices"][0]["token_ids"]
+    assert forced == [1234] * 6, forced
+    banned = complete(server, return_token_ids=True, logit_bias={str(plain[0]): -100})["choices"][0]["token_ids"]
+    assert banned[0] != plain[0]
+    allowed = [11, 13, 220, 1234]
+    sampled = complete(server, return_token_ids=True, temperature=1.0, seed=3,
+                       allowed_token_ids=allowed)["choices"][0]["token_ids"]
+    assert set(sampled) <= set(allowed), sampled
+    status, first = server.post("/detokenize", {"model": NAME, "tokens": plain[:1]})
+    assert status == 200
+    word = first["prompt"].strip()
+    if word:  # a token with text: banning it as a word changes the first token
+        avoided = complete(server, return_token_ids=True, bad_words=[word])["choices"][0]["token_ids"]
+        assert avoided[0] != plain[0], (word, plain, avoided)
+    status, err = server.post("/v1/completions", {"model": NAME, "prompt": "x", "logit_bias": {"999999999": 1}})
+    assert status == 400 and err["error"]["param"] == "logit_bias", err
+    status, err = server.post("/v1/completions", {"model": NAME, "prompt": "x", "allowed_token_ids": []})
+    assert status == 400 and err["error"]["param"] == "allowed_token_ids", err
+    status, err = server.post("/v1/completions", {"model": NAME, "prompt": "x", "bad_words": ["  "]})
+    assert status == 400 and err["error"]["param"] == "bad_words", err
+
+
+def test_truncate_prompt_tokens_keeps_the_last_tokens(server):
+    prompt = "one two three four five six seven eight nine ten eleven twelve"
+    status, tokenized = server.post("/tokenize", {"model": NAME, "prompt": prompt})
+    assert status == 200
+    ids = tokenized["tokens"]
+    cut = complete(server, prompt=prompt, truncate_prompt_tokens=5, logprobs=2, return_token_ids=True)
+    assert cut["usage"]["prompt_tokens"] == 5
+    assert cut["choices"][0]["prompt_token_ids"] == ids[-5:]
+    last_five = complete(server, prompt=ids[-5:], logprobs=2)
+    assert cut["choices"][0]["text"] == last_five["choices"][0]["text"]
+    assert cut["choices"][0]["logprobs"] == last_five["choices"][0]["logprobs"]  # same bits (JSON floats)
+    status, err = server.post("/v1/completions", {"model": NAME, "prompt": "x", "truncate_prompt_tokens": 0})
+    assert status == 400 and err["error"]["param"] == "truncate_prompt_tokens", err
+
+
+def test_the_fields_keep_the_same_bits_among_other_requests(server):
+    bodies = [
+        {"logit_bias": {"1234": 5.5, "11": -3}, "temperature": 0.8, "seed": 1, "logprobs": 3},
+        {"allowed_token_ids": list(range(200, 900)), "temperature": 1.0, "seed": 2, "logprobs": 1},
+        {"bad_words": ["Paris", "the"], "temperature": 0.6, "top_k": 20, "seed": 3, "logprobs": 2},
+        {"truncate_prompt_tokens": 3, "temperature": 0.9, "seed": 4, "logprobs": 1},
+    ]
+    alone = [complete(server, max_tokens=12, **b)["choices"][0] for b in bodies]
+    results = [None] * (len(bodies) * 4)
+
+    def run(k):
+        results[k] = complete(server, max_tokens=12, **bodies[k % len(bodies)])["choices"][0]
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(results))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k, got in enumerate(results):
+        want = alone[k % len(bodies)]
+        assert (got["text"], got["logprobs"]) == (want["text"], want["logprobs"]), k
+
+
+def test_logprobs_mode_processed_logprobs_reports_what_the_sampler_drew_from():
+    body = {"model": NAME, "prompt": "The capital of France is", "max_tokens": 4, "temperature": 0.7,
+            "top_k": 5, "seed": 9, "logprobs": 5}
+    raw_server = Server()
+    try:
+        status, raw = raw_server.post("/v1/completions", body)
+        assert status == 200, raw
+    finally:
+        raw_server.close()
+    s = Server("--logprobs-mode", "processed_logprobs")
+    try:
+        status, processed = s.post("/v1/completions", body)
+        assert status == 200, processed
+    finally:
+        s.close()
+    # The mode changes what is reported, never what is drawn.
+    assert processed["choices"][0]["text"] == raw["choices"][0]["text"]
+    for top in processed["choices"][0]["logprobs"]["top_logprobs"]:
+        # top_k 5: the five survivors hold all the probability after temperature.
+        assert abs(sum(math.exp(v) for v in top.values()) - 1.0) < 1e-5, top
+    for top in raw["choices"][0]["logprobs"]["top_logprobs"]:
+        assert sum(math.exp(v) for v in top.values()) < 1.0 - 1e-6, top
+
+
+def test_an_unknown_logprobs_mode_is_refused_by_name():
+    import subprocess
+    from serve_client import DITTO, MODEL
+    proc = subprocess.run([DITTO, "serve", MODEL, "--port", "0", "--logprobs-mode", "softmax"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0 and "logprobs_mode" in proc.stderr and "processed_logprobs" in proc.stderr, proc.stderr
