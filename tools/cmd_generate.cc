@@ -75,7 +75,7 @@ void run_generate(const GenerateCommandOptions& o) {
       throw_invalid_argument(
           "--prompts reads every request from a JSON-lines file; do not combine it with "
           "--prompt, --prompt-token-ids or --chat");
-    const size_t failed = run_generate_jsonl(o.model.engine, {o.prompts_file, o.output});
+    const size_t failed = run_generate_jsonl(o.model.engine, {o.prompts_file, o.output, o.seed});
     if (failed > 0) throw_invalid_argument(std::to_string(failed) + " request(s) failed; their lines hold the errors");
     return;
   }
@@ -150,7 +150,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--presence-penalty", sp.presence_penalty, "Penalty for tokens already generated, once");
   cmd->add_option("--frequency-penalty", sp.frequency_penalty, "Penalty per occurrence in the output");
   cmd->add_option("--repetition-penalty", sp.repetition_penalty, "Divides (or multiplies) seen tokens' logits");
-  cmd->add_option("--seed", o->seed, "Sampling seed (--json reports it)")->capture_default_str();
+  cmd->add_option("--seed", o->seed,
+                  "Sampling seed of every --prompt (--json reports it); with --prompts, line k without a seed "
+                  "gets SplitMix64(seed + k), as Python's LLM(seed=...) does")
+      ->capture_default_str();
   cmd->add_option("--stop", sp.stop, "Stop string; repeat for several")
       ->expected(1)
       ->allow_extra_args(false)
@@ -166,30 +169,14 @@ void add_generate_command(CLI::App& app) {
   add_engine_flags(
       cmd, o->model.engine,
       {"kv_cache_memory", "max_num_batched_tokens", "long_prefill_token_threshold", "max_num_seqs", "max_model_len",
-       "max_logprobs", "enable_prefix_caching", "speculative_config", "generation_config"});
+       "max_logprobs", "logprobs_mode", "enable_prefix_caching", "speculative_config", "generation_config"});
   // Per-prompt flags belong to the flag mode (--prompts lines carry their own); mixing them is a
   // usage error rather than a silently ignored flag.
   CLI::Option* prompts = cmd->get_option("--prompts");
-  for (const char* name : {"--prompt",
-                           "--prompt-token-ids",
-                           "--chat",
-                           "--tools",
-                           "--chat-template-kwargs",
-                           "--max-tokens",
-                           "--min-tokens",
-                           "--temperature",
-                           "--top-p",
-                           "--top-k",
-                           "--min-p",
-                           "--presence-penalty",
-                           "--frequency-penalty",
-                           "--repetition-penalty",
-                           "--seed",
-                           "--stop",
-                           "--ignore-eos",
-                           "--no-skip-special-tokens",
-                           "--json",
-                           "--report-memory"})
+  for (const char* name :
+       {"--prompt", "--prompt-token-ids", "--chat", "--tools", "--chat-template-kwargs", "--max-tokens", "--min-tokens",
+        "--temperature", "--top-p", "--top-k", "--min-p", "--presence-penalty", "--frequency-penalty",
+        "--repetition-penalty", "--stop", "--ignore-eos", "--no-skip-special-tokens", "--json", "--report-memory"})
     prompts->excludes(cmd->get_option(name));
   cmd->get_option("--output")->needs(prompts);
   cmd->callback([o] { run_generate(*o); });

@@ -266,6 +266,7 @@ size_t run_generate_jsonl(const EngineArgs& engine_args, const JsonlOptions& o) 
     if (lines[i].error) continue;
     prompts.push_back(lines[i].request.prompt);
     params.push_back(lines[i].request.params);
+    if (!params.back().seed) params.back().seed = derived_seed(o.seed, i);  // the offline rule
     rules.push_back(lines[i].request.rule);
     line_of.push_back(i);
   }

@@ -66,6 +66,14 @@ struct SamplingParams {
   bool top_k_enabled() const { return top_k > 0; }
 };
 
+// The seed of the k-th request (k from 0, in the order given) that gave none, in an offline front
+// end seeded with `seed` (Python's LLM(seed=0), `ditto generate --prompts --seed 0`): SplitMix64 of
+// seed + k (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", 2014; the
+// addition wraps mod 2^64), so a script or a file of requests gives the same text on every run.
+// The server draws an unseeded request's seed from the operating system instead (its requests'
+// order depends on its clients) and returns it in the response's `seed`.
+uint64_t derived_seed(uint64_t seed, uint64_t k);
+
 // How a request's max_tokens is settled against the context (max_model_len).
 enum class MaxTokensRule {
   kAsGiven,        // the caller asked for it: prompt + max_tokens must fit, else an error (OpenAI's rule)

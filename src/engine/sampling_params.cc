@@ -19,6 +19,13 @@ template <typename T>
 
 }  // namespace
 
+uint64_t derived_seed(uint64_t seed, uint64_t k) {
+  uint64_t x = seed + k + 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
 void SamplingParams::validate(int64_t vocab_size, int64_t max_logprobs) const {
   const int64_t top_n = std::min(vocab_size, max_logprobs);
   // vocab_size and max_logprobs are INT64_MAX when unknown (a check before the model is known).

@@ -180,3 +180,24 @@ def test_stop_strings_cut_the_text_on_characters(ditto_bin, model, tmp_path):
         assert o["text"] == text[:end]
         assert o["finish_reason"] == "stop" and o["stop_reason"] == stop
         assert o["token_ids"] == full["outputs"][0]["token_ids"][:len(o["token_ids"])]
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 31)
+
+
+def test_lines_without_a_seed_repeat_by_the_offline_rule(ditto_bin, model, tmp_path):
+    """Issue 30: line k without a seed gets SplitMix64(seed + k) (--seed, default 0), the rule of
+    Python's LLM(seed=0): the same file gives the same text on every run."""
+    lines = [{"prompt": "Once upon a time", "temperature": 1.0, "max_tokens": 8},
+             {"prompt": "Once upon a time", "temperature": 1.0, "max_tokens": 8, "seed": 5},
+             {"prompt": "Once upon a time", "temperature": 1.0, "max_tokens": 8}]
+    first = generate(ditto_bin, model, tmp_path, lines)
+    assert generate(ditto_bin, model, tmp_path, lines) == first
+    assert [r["seed"] for r in first] == [splitmix64(0), 5, splitmix64(2)]
+    other = generate(ditto_bin, model, tmp_path, lines, "--seed", "7")
+    assert [r["seed"] for r in other] == [splitmix64(7), 5, splitmix64(9)]
+    assert other[1] == first[1]
