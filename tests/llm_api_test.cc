@@ -341,3 +341,58 @@ TEST_F(LlmApiTest, ModelInfoAndVocabularyLookups) {
 
 }  // namespace
 }  // namespace ditto
+
+namespace ditto {
+namespace {
+
+// vLLM's LLM.beam_search on the engine: width 1 is the greedy path; a prompt's beams are the same
+// bits alone or beside others, at temperature 0 and with sampled candidates; bad widths are named.
+TEST_F(LlmApiTest, BeamSearchIsGreedyAtWidthOneAndTheSameBitsAloneOrTogether) {
+  const std::vector<PromptInput> ps = prompts();
+  BeamSearchParams bp;
+  bp.beam_width = 1;
+  bp.max_tokens = 6;
+  bp.ignore_eos = true;
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.max_tokens = 6;
+  greedy.ignore_eos = true;
+  const std::vector<BeamSearchOutput> one = llm_->beam_search(ps, bp);
+  const std::vector<GenerateResult> want = llm_->generate(ps, {greedy});
+  for (size_t i = 0; i < ps.size(); ++i) {
+    ASSERT_EQ(one[i].sequences.size(), 1u);
+    const BeamSearchSequence& s = one[i].sequences[0];
+    const std::vector<int32_t> out(s.tokens.begin() + s.num_prompt_tokens, s.tokens.end());
+    EXPECT_EQ(out, want[i].output.outputs[0].token_ids) << i;
+    EXPECT_EQ(s.text, llm_->detokenize(s.tokens, false));
+  }
+  for (float temperature : {0.0f, 0.9f}) {
+    SCOPED_TRACE(temperature);
+    bp.beam_width = 3;
+    bp.max_tokens = 5;
+    bp.ignore_eos = false;
+    bp.temperature = temperature;
+    const std::vector<BeamSearchOutput> together = llm_->beam_search(ps, bp, 5);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const std::vector<BeamSearchOutput> alone = llm_->beam_search({ps[i]}, bp, 5);
+      ASSERT_EQ(alone[0].sequences.size(), 3u);
+      ASSERT_EQ(together[i].sequences.size(), 3u);
+      for (size_t k = 0; k < 3; ++k) {
+        EXPECT_EQ(alone[0].sequences[k].tokens, together[i].sequences[k].tokens) << i << " " << k;
+        EXPECT_EQ(std::bit_cast<uint64_t>(alone[0].sequences[k].cum_logprob),
+                  std::bit_cast<uint64_t>(together[i].sequences[k].cum_logprob));
+      }
+      for (size_t k = 1; k < 3; ++k) EXPECT_GE(together[i].sequences[k - 1].score, together[i].sequences[k].score);
+    }
+  }
+  bp.beam_width = 11;  // 22 logprobs > max_logprobs 20
+  try {
+    llm_->beam_search(ps, bp);
+    ADD_FAILURE() << "beam_width 11 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.param(), "beam_width");
+  }
+}
+
+}  // namespace
+}  // namespace ditto

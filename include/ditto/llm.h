@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ditto/beam_search.h"
 #include "ditto/engine_args.h"
 #include "ditto/error.h"
 #include "ditto/prompt_input.h"
@@ -170,6 +171,16 @@ class LLM {
   // token out of the vocabulary, or no position left in the context for the token after it.
   using ScoreFn = std::function<void(size_t index, RequestOutput&& output)>;
   void score(const std::vector<std::vector<int32_t>>& sequences, const ScoreOptions& options, const ScoreFn& on_scored);
+
+  // Beam search with vLLM's semantics (LLM.beam_search; include/ditto/beam_search.h): one output
+  // per prompt, its at most beam_width best sequences by length-penalised score, best first. Each
+  // step runs every live beam of every prompt as a one-token request asking for 2·beam_width raw
+  // logprobs; the candidates of temperature > 0 are keyed by `seed` (derived per step and beam).
+  // A prompt's beams are the same bits alone or beside any others. Throws Error(kInvalidArgument)
+  // naming the parameter (beam_width above max_logprobs / 2, ...) or "prompt I" for a bad prompt,
+  // before any step.
+  std::vector<BeamSearchOutput> beam_search(const std::vector<PromptInput>& prompts, const BeamSearchParams& params,
+                                            uint64_t seed = 0);
 
   // The model's default sampling parameters, which the front door applies to every request.
   const GenerationDefaults& generation_defaults() const;

@@ -9,6 +9,7 @@ CPU's instruction set (docs/INVARIANCE.md).
 """
 from ditto._env import batch_invariant_mode
 from ditto._ditto import __version__
+from ditto.beam_search import BeamSearchOutput, BeamSearchParams, BeamSearchSequence
 from ditto.llm import LLM
 from ditto.outputs import CompletionOutput, Logprob, RequestOutput
 from ditto.sampling_params import RequestOutputKind, SamplingParams
@@ -22,6 +23,9 @@ __all__ = [
     "CompletionOutput",
     "Logprob",
     "Tokenizer",
+    "BeamSearchParams",
+    "BeamSearchOutput",
+    "BeamSearchSequence",
     "batch_invariant_mode",
     "__version__",
 ]

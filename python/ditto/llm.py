@@ -190,6 +190,26 @@ class LLM:
         engine_prompts = [_prompt(i, p) for i, p in enumerate(prompts)]
         return self._run(engine_prompts, sampling_params, use_tqdm)
 
+    def beam_search(self, prompts: Union[PromptType, Sequence[PromptType]], params: "BeamSearchParams",
+                    lora_request: None = None, use_tqdm: bool = False) -> list["BeamSearchOutput"]:
+        """vLLM's LLM.beam_search: for each prompt (a string, {"prompt": ...} or
+        {"prompt_token_ids": [...]}), its at most params.beam_width best sequences by
+        length-penalised score, best first. The sampled candidates of temperature > 0 are keyed by
+        the LLM's seed. Raises ValueError naming the parameter or the prompt."""
+        from ditto.beam_search import BeamSearchParams, from_engine
+        if lora_request is not None:
+            raise ValueError("lora_request is not supported")
+        if not isinstance(params, BeamSearchParams):
+            raise ValueError(f"params must be a BeamSearchParams, got {type(params).__name__}")
+        if isinstance(prompts, (str, dict)):
+            prompts = [prompts]
+        engine_prompts = [_prompt(i, p) for i, p in enumerate(prompts)]
+        if not self.is_driver:
+            return []
+        with self._lock:
+            outs = self._engine.beam_search(engine_prompts, params._to_engine(), self._seed or 0)
+        return [from_engine(o) for o in outs]
+
     def chat(self, messages: Union[list[dict], list[list[dict]]],
              sampling_params: Optional[Union[SamplingParams, Sequence[SamplingParams]]] = None,
              use_tqdm: bool = True, lora_request: None = None, chat_template: Optional[str] = None,

@@ -189,3 +189,7 @@ def _bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be True or False, got {value!r}")
     return value
+
+
+# vLLM keeps BeamSearchParams here too (vllm.sampling_params.BeamSearchParams).
+from ditto.beam_search import BeamSearchParams  # noqa: E402,F401

@@ -78,6 +78,13 @@ class PyLLM {
     return out;
   }
 
+  // LLM::beam_search with the GIL released.
+  std::vector<BeamSearchOutput> beam_search(const std::vector<PromptInput>& prompts, const BeamSearchParams& params,
+                                            uint64_t seed) {
+    py::gil_scoped_release release;
+    return llm_.beam_search(prompts, params, seed);
+  }
+
   std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const {
     return llm_.tokenize(PromptInput{.text = text, .add_special_tokens = add_special_tokens});
   }
@@ -245,10 +252,29 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readonly("num_cached_tokens", &RequestOutput::num_cached_tokens)
       .def_readonly("finished", &RequestOutput::finished);
 
+  py::class_<BeamSearchParams>(m, "BeamSearchParams")
+      .def(py::init<>())
+      .def_readwrite("beam_width", &BeamSearchParams::beam_width)
+      .def_readwrite("max_tokens", &BeamSearchParams::max_tokens)
+      .def_readwrite("ignore_eos", &BeamSearchParams::ignore_eos)
+      .def_readwrite("temperature", &BeamSearchParams::temperature)
+      .def_readwrite("length_penalty", &BeamSearchParams::length_penalty)
+      .def_readwrite("include_stop_str_in_output", &BeamSearchParams::include_stop_str_in_output);
+  py::class_<BeamSearchSequence>(m, "BeamSearchSequence")
+      .def_readonly("tokens", &BeamSearchSequence::tokens)
+      .def_readonly("num_prompt_tokens", &BeamSearchSequence::num_prompt_tokens)
+      .def_readonly("logprobs", &BeamSearchSequence::logprobs)
+      .def_readonly("cum_logprob", &BeamSearchSequence::cum_logprob)
+      .def_readonly("score", &BeamSearchSequence::score)
+      .def_readonly("text", &BeamSearchSequence::text)
+      .def_readonly("finish_reason", &BeamSearchSequence::finish_reason);
+  py::class_<BeamSearchOutput>(m, "BeamSearchOutput").def_readonly("sequences", &BeamSearchOutput::sequences);
+
   py::class_<PyLLM>(m, "Engine")
       .def(py::init<const EngineArgs&>(), py::arg("args"))
       .def("generate", &PyLLM::generate, py::arg("prompts"), py::arg("params"), py::arg("request_ids"),
            py::arg("rest_of_context"), py::arg("on_step") = py::none())
+      .def("beam_search", &PyLLM::beam_search, py::arg("prompts"), py::arg("params"), py::arg("seed") = 0)
       .def("encode", &PyLLM::encode, py::arg("text"), py::arg("add_special_tokens") = true)
       .def("decode", &PyLLM::decode, py::arg("ids"), py::arg("skip_special_tokens") = true)
       .def("render_chat", &PyLLM::render_chat, py::arg("prompt"))

@@ -355,3 +355,25 @@ def test_logprobs_mode_processed_reports_the_distribution_sampled_from(model_dir
         assert sum(math.exp(lp.logprob) for lp in step.values()) < 1.0 - 1e-6
     with pytest.raises(ValueError, match="logprobs_mode"):
         LLM(model=model_dir, kv_cache_memory="64MiB", logprobs_mode="softmax")
+
+
+def test_beam_search_has_vllms_shapes_and_is_greedy_at_width_one(llm):
+    from ditto import BeamSearchParams, BeamSearchOutput
+    from ditto.sampling_params import BeamSearchParams as FromSamplingParams
+    assert FromSamplingParams is BeamSearchParams
+    prompts = [{"prompt": "The sea is"}, {"prompt_token_ids": [785, 3974, 13876]}]
+    one = llm.beam_search(prompts, BeamSearchParams(beam_width=1, max_tokens=5, ignore_eos=True))
+    greedy = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=5, ignore_eos=True), use_tqdm=False)
+    for o, g in zip(one, greedy):
+        assert isinstance(o, BeamSearchOutput) and len(o.sequences) == 1
+        s = o.sequences[0]
+        assert s.tokens == g.prompt_token_ids + g.outputs[0].token_ids
+        assert len(s.logprobs) == 5 and all(isinstance(d, dict) for d in s.logprobs)
+        assert s.text == llm.get_tokenizer().decode(s.tokens, skip_special_tokens=False)
+    wide = llm.beam_search(prompts, BeamSearchParams(beam_width=3, max_tokens=4))
+    alone = [llm.beam_search([p], BeamSearchParams(beam_width=3, max_tokens=4))[0] for p in prompts]
+    for w, a in zip(wide, alone):
+        assert len(w.sequences) == 3
+        assert [(s.tokens, s.cum_logprob) for s in w.sequences] == [(s.tokens, s.cum_logprob) for s in a.sequences]
+    with pytest.raises(ValueError, match="beam_width"):
+        llm.beam_search(prompts, BeamSearchParams(beam_width=11, max_tokens=2))
