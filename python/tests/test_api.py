@@ -2,6 +2,7 @@
 or path at fault."""
 import inspect
 import json
+import re
 import subprocess
 
 import pytest
@@ -355,3 +356,10 @@ def test_logprobs_mode_processed_reports_the_distribution_sampled_from(model_dir
         assert sum(math.exp(lp.logprob) for lp in step.values()) < 1.0 - 1e-6
     with pytest.raises(ValueError, match="logprobs_mode"):
         LLM(model=model_dir, kv_cache_memory="64MiB", logprobs_mode="softmax")
+
+
+def test_system_fingerprint_is_openais_format_and_the_weights(llm, model_dir):
+    """LLM.system_fingerprint ("fp_" + 16 hex digits) is a function of the weights: a second LLM on
+    the same model has the same one (what `ditto serve` puts in every response)."""
+    assert re.fullmatch(r"fp_[0-9a-f]{16}", llm.system_fingerprint), llm.system_fingerprint
+    assert LLM(model=model_dir, kv_cache_memory="64MiB").system_fingerprint == llm.system_fingerprint
