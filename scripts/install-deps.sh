@@ -10,6 +10,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 apt_packages=(
   build-essential cmake g++ make pkg-config clang-format
   nlohmann-json3-dev libcli11-dev libgtest-dev
+  libxxhash-dev  # header-only xxHash (XXH_INLINE_ALL): system_fingerprint hashes the weight files
   libpcre2-dev libutf8proc-dev libcpp-httplib-dev
   openmpi-bin libopenmpi-dev nginx
   clang libclang-rt-14-dev  # the fuzz targets (libFuzzer) and sanitizer builds: make fuzz, make test-sanitize

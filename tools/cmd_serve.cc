@@ -134,6 +134,13 @@ void run_serve(ServeOptions o) {
   LLMEngine llm(o.engine);
   const std::string& log_format = o.server.log_format;
   print_engine_summary(llm, log_format);
+  {
+    char cost[64];
+    std::snprintf(cost, sizeof cost, "%.3f s", llm.fingerprint_seconds());
+    log_event(log_format, "info",
+              "system_fingerprint " + llm.system_fingerprint() + " (weights, numerics version, ISA class; the weight " +
+                  "files hashed in " + cost + "): answers are the same bits wherever it is the same");
+  }
   if (const GenerationDefaults& g = llm.input_processor().generation_defaults(); !g.describe().empty())
     log_event(log_format, "info",
               "default sampling parameters from " + g.source + ": " + g.describe() +
@@ -250,6 +257,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--exclude-tools-when-tool-choice-none", o->server.exclude_tools_when_tool_choice_none,
                 "tool_choice \"none\" leaves the tools out of the prompt (vLLM's flag; by default they stay and no "
                 "tool calls are returned)");
+  cmd->add_flag("--trust-request-chat-template", o->server.trust_request_chat_template,
+                "Accept a chat request's own chat_template (Jinja run on this server; vLLM's flag; without it such "
+                "a request gets 400)");
   add_vllm_serve_flags(cmd, o->engine, o->vllm_flags);
   cmd->add_flag_callback(
       "--enable-log-requests", [] {}, "vLLM's; ditto logs every request unless --disable-log-requests");

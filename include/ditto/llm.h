@@ -96,6 +96,11 @@ struct ModelInfo {
   int64_t num_tensors = 0;
   int64_t weight_bytes = 0;
   double load_seconds = 0.0;
+  // OpenAI's system_fingerprint, "fp_" + 16 hex digits: a hash of the weight files' contents (a
+  // GGUF file, or a directory's .safetensors files), the build's numerics version and the
+  // instruction-set class (one for all: every ISA gives the same bits). Two engines with the same
+  // fingerprint answer a request with the same bits; the server reports it in every response.
+  std::string system_fingerprint;
 };
 
 // What LLM::score computes per position.

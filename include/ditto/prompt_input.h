@@ -22,9 +22,12 @@ struct PromptInput {
   std::optional<std::string> messages = std::nullopt;
   std::string tools = "";                 // chat: the tool schemas the template lists, a JSON array; "" or "null": none
   std::string chat_template_kwargs = "";  // chat: a JSON object for the template; "": none
-  bool add_generation_prompt = true;      // chat: end with the assistant turn's opening
-  bool continue_final_message = false;    // chat: continue the final (assistant) message instead
-  bool add_special_tokens = true;         // text: the tokenizer's BOS etc. (a rendered chat has its own)
+  // chat: a Jinja template used instead of the model's (vLLM's per-request chat_template), with
+  // the model's special tokens; "": the model's. A syntax error is refused naming "chat_template".
+  std::string chat_template = "";
+  bool add_generation_prompt = true;    // chat: end with the assistant turn's opening
+  bool continue_final_message = false;  // chat: continue the final (assistant) message instead
+  bool add_special_tokens = true;       // text: the tokenizer's BOS etc. (a rendered chat has its own)
 };
 
 }  // namespace ditto

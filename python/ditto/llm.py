@@ -158,6 +158,14 @@ class LLM:
             return SamplingParams()
         return SamplingParams(**self._default_sampling)
 
+    @property
+    def system_fingerprint(self) -> Optional[str]:
+        """OpenAI's system_fingerprint of this engine, "fp_" + 16 hex digits: a hash of the weight
+        files' contents, ditto's numerics version and the instruction-set class (one for all ISAs,
+        which give the same bits). Two engines with the same fingerprint answer a request with the
+        same bits; `ditto serve` reports the same value. None on a tensor-parallel rank other than 0."""
+        return self._engine.system_fingerprint if self.is_driver else None
+
     def reset_prefix_cache(self) -> bool:
         """vLLM's; every generate() call starts from an empty prefix cache here, so there is nothing
         to reset. Returns True."""

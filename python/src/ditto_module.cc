@@ -105,6 +105,7 @@ class PyLLM {
   int64_t max_model_len() const { return llm_.model_info().max_model_len; }
   const std::vector<int32_t>& eos_token_ids() const { return llm_.model_info().eos_token_ids; }
   const std::string& model_dir() const { return llm_.model_info().model_dir; }
+  const std::string& system_fingerprint() const { return llm_.model_info().system_fingerprint; }
   const EngineArgs& args() const { return llm_.args(); }
   // The model's default sampling parameters (the front door's, from generation_config), by
   // SamplingParams' names: only the keys the configuration sets.
@@ -287,6 +288,7 @@ PYBIND11_MODULE(_ditto, m) {
       .def_property_readonly("max_model_len", &PyLLM::max_model_len)
       .def_property_readonly("eos_token_ids", &PyLLM::eos_token_ids)
       .def_property_readonly("model_dir", &PyLLM::model_dir)
+      .def_property_readonly("system_fingerprint", &PyLLM::system_fingerprint)
       .def_property_readonly("args", &PyLLM::args)
       .def("generation_defaults", &PyLLM::generation_defaults);
 

@@ -2,6 +2,7 @@
 or path at fault."""
 import inspect
 import json
+import re
 import subprocess
 
 import pytest
@@ -377,3 +378,10 @@ def test_beam_search_has_vllms_shapes_and_is_greedy_at_width_one(llm):
         assert [(s.tokens, s.cum_logprob) for s in w.sequences] == [(s.tokens, s.cum_logprob) for s in a.sequences]
     with pytest.raises(ValueError, match="beam_width"):
         llm.beam_search(prompts, BeamSearchParams(beam_width=11, max_tokens=2))
+
+
+def test_system_fingerprint_is_openais_format_and_the_weights(llm, model_dir):
+    """LLM.system_fingerprint ("fp_" + 16 hex digits) is a function of the weights: a second LLM on
+    the same model has the same one (what `ditto serve` puts in every response)."""
+    assert re.fullmatch(r"fp_[0-9a-f]{16}", llm.system_fingerprint), llm.system_fingerprint
+    assert LLM(model=model_dir, kv_cache_memory="64MiB").system_fingerprint == llm.system_fingerprint

@@ -1,6 +1,7 @@
 #include "engine/input_processor.h"
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -29,8 +30,29 @@ nlohmann::ordered_json parse_chat_field(const std::string& text, const char* fie
 
 }  // namespace
 
+// The prompt's own chat_template (vLLM's per-request field) with the model's special tokens, or
+// the model's. Compiling a request's template costs about what rendering it does (microseconds
+// for a typical template), so it is not cached.
 std::string InputProcessor::render_chat(const PromptInput& p) const {
-  if (chat_template_ == nullptr) throw_invalid_field("messages", "messages: the model has no chat template");
+  std::optional<ChatTemplate> own;
+  if (!p.chat_template.empty()) {
+    const std::string source = "chat_template (the request's)";
+    try {
+      if (chat_template_ != nullptr) {
+        own = chat_template_->with_template(p.chat_template, source);
+      } else {
+        nlohmann::ordered_json config = nlohmann::ordered_json::object();
+        if (tokenizer_ != nullptr) config = nlohmann::ordered_json::parse(tokenizer_config().dump());
+        config["chat_template"] = p.chat_template;
+        own = ChatTemplate::from_config(config, source);
+      }
+    } catch (const Error& e) {
+      throw_invalid_field("chat_template", e.what());
+    }
+  } else if (chat_template_ == nullptr) {
+    throw_invalid_field("messages", "messages: the model has no chat template");
+  }
+  const ChatTemplate& chat_template = own ? *own : *chat_template_;
   const nlohmann::ordered_json messages = normalize_chat_messages(parse_chat_field(*p.messages, "messages", nullptr));
   const nlohmann::ordered_json tools = parse_chat_field(p.tools, "tools", nullptr);
   if (!tools.is_null() && !tools.is_array()) throw_invalid_field("tools", "tools must be a JSON array");
@@ -39,9 +61,9 @@ std::string InputProcessor::render_chat(const PromptInput& p) const {
   if (!kwargs.is_object()) throw_invalid_field("chat_template_kwargs", "chat_template_kwargs must be a JSON object");
   std::string text;
   try {
-    text = chat_template_->render(messages, tools, p.add_generation_prompt && !p.continue_final_message, kwargs);
+    text = chat_template.render(messages, tools, p.add_generation_prompt && !p.continue_final_message, kwargs);
   } catch (const Error& e) {
-    throw_invalid_field("messages", e.what());
+    throw_invalid_field(own ? "chat_template" : "messages", e.what());
   }
   if (p.continue_final_message) {
     // The template closes the last (assistant) message; continue it instead (vLLM's rule: cut the

@@ -24,7 +24,8 @@ ModelInfo describe(const LLMEngine& engine) {
                    .bos_token_id = engine.has_tokenizer() ? door.bos_token_id() : std::nullopt,
                    .num_tensors = load.num_tensors,
                    .weight_bytes = load.weight_bytes,
-                   .load_seconds = load.seconds};
+                   .load_seconds = load.seconds,
+                   .system_fingerprint = engine.system_fingerprint()};
 }
 
 // Scoring's engine steps hold at most this many tokens' logits (kScoreRowsPerStep · vocab floats)

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <new>
 #include <string>
@@ -15,6 +16,7 @@
 #include "engine/generation_defaults.h"
 #include "engine/model_files.h"
 #include "engine/output_processor.h"
+#include "engine/system_fingerprint.h"
 #include "model/causal_lm.h"
 #include "parallel/tensor_parallel.h"
 #include "tokenizer/chat_template.h"
@@ -34,6 +36,11 @@ LLMEngine::LLMEngine(const EngineArgs& args) : args_(args) {
                              "(serve_as_tensor_parallel_rank)");
   }
   model_ = CausalLM::load(model_dir_, pool_.get(), tp);
+  {
+    const auto start = std::chrono::steady_clock::now();
+    system_fingerprint_ = ditto::system_fingerprint(hash_weight_files(model_dir_));
+    fingerprint_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   // The KV cache is allocated when an engine starts; say now if it cannot fit.
   if (const std::optional<int64_t> available = mem_available_bytes(); available && args.kv_cache_memory > *available)
     throw Error(ErrorCode::kResourceExhausted,

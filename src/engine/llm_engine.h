@@ -50,6 +50,11 @@ class LLMEngine {
   // speculation is off, replaced by another); null if none was.
   const CausalLM* draft_model() const { return draft_.get(); }
   const std::string& model_dir() const { return model_dir_; }
+  // OpenAI's system_fingerprint of this engine's bits: the weights, the numerics version and the
+  // ISA class ("fp_" + 16 hex digits; engine/system_fingerprint.h), computed once at load, and the
+  // seconds that took (one read of the weight files).
+  const std::string& system_fingerprint() const { return system_fingerprint_; }
+  double fingerprint_seconds() const { return fingerprint_seconds_; }
   // A model directory without tokenizer.json still runs token-id prompts (text and chat prompts
   // and stop strings are then refused at the front door); tokenizer() requires one.
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
@@ -76,6 +81,8 @@ class LLMEngine {
 
   EngineArgs args_;
   std::string model_dir_;
+  std::string system_fingerprint_;
+  double fingerprint_seconds_ = 0.0;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CausalLM> model_;
   std::unique_ptr<CausalLM> draft_;  // speculative_config's draft model, when it has one

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/llm_engine.h"
+#include "server/server_log.h"
 
 namespace ditto {
 
@@ -33,7 +34,7 @@ AsyncEngine::AsyncEngine(const LLMEngine& llm, const AsyncEngineConfig& config, 
       max_num_seqs_(llm.args().max_num_seqs),
       config_(config),
       metrics_(metrics),
-      engine_(llm.make_engine()) {
+      engine_(llm.make_engine(config.logits_hook)) {
   publish_gauges();
   thread_ = std::thread([this] { loop(); });
 }
@@ -240,11 +241,12 @@ void AsyncEngine::loop() {
     } catch (const std::exception& e) {
       // A failed step leaves the engine's state unknown: fail what it held and start a new one,
       // so the server keeps serving.
-      std::fprintf(stderr, "ditto serve: engine step failed (%s); failing %zu requests and restarting the engine\n",
-                   e.what(), routes_.size());
+      log_event(config_.log_format, "error",
+                std::string("engine step failed (") + e.what() + "); failing " + std::to_string(routes_.size()) +
+                    " requests and restarting the engine");
       fail_all(std::string("internal error in the engine: ") + e.what());
       engine_.reset();
-      engine_ = llm_.make_engine();
+      engine_ = llm_.make_engine(config_.logits_hook);
     }
     publish_gauges();
   }

@@ -19,6 +19,7 @@
 
 #include "ditto/request_output.h"
 #include "ditto/sampling_params.h"
+#include "engine/engine.h"
 #include "engine/input_processor.h"
 #include "server/metrics.h"
 
@@ -60,6 +61,12 @@ struct AsyncEngineConfig {
   // found), so an idle server returns to its size before the burst.
   std::chrono::milliseconds release_after{1000};
   std::chrono::milliseconds drop_prefix_cache_after{30000};
+  // The server's --log-format ("text" or "json"): the engine thread's own lines (a failed step
+  // and the restart) go through log_event (server/server_log.h) in it.
+  std::string log_format = "text";
+  // Test double (null in real use): every engine made here gets it (EngineConfig::logits_hook);
+  // one that throws makes a step fail, as an engine fault would.
+  EngineConfig::LogitsHook logits_hook;
 };
 
 class AsyncEngine {

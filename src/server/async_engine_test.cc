@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <bit>
 #include <filesystem>
 #include <map>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "../../tests/tiny_model.h"
@@ -229,7 +232,9 @@ TEST_F(AsyncEngineTest, FullQueueIsRefusedAndAbortFreesTheCache) {
   EngineArgs small = llm_->args();
   small.max_num_seqs = 4;
   llm_->set_engine_args(small);
-  AsyncEngine engine(*llm_, {.max_queued_requests = 2}, metrics);
+  AsyncEngineConfig config;
+  config.max_queued_requests = 2;
+  AsyncEngine engine(*llm_, config, metrics);
   small.max_num_seqs = 256;
   llm_->set_engine_args(small);
   auto channel = std::make_shared<OutputChannel>();
@@ -305,6 +310,56 @@ TEST_F(AsyncEngineTest, AbortAllEndsEverythingAndRefusesNewRequests) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
   }
+}
+
+// --log-format json: the engine thread's restart line after a failed step is JSON too (issue 30),
+// the failed request gets an internal error, and the rebuilt engine serves the next one.
+TEST_F(AsyncEngineTest, FailedStepIsLoggedInTheLogFormatAndTheEngineRestarts) {
+  ServerMetrics metrics("tiny");
+  AsyncEngineConfig config;
+  config.log_format = "json";
+  auto fail_once = std::make_shared<std::atomic<bool>>(true);
+  config.logits_hook = [fail_once](float*, int64_t, int64_t) {
+    if (fail_once->exchange(false)) throw std::runtime_error("injected fault");
+  };
+  ::testing::internal::CaptureStderr();
+  std::string error;
+  bool second_finished = false;
+  {
+    AsyncEngine engine(*llm_, config, metrics);
+    SamplingParams p;
+    p.max_tokens = 3;
+    p.ignore_eos = true;
+    auto first = std::make_shared<OutputChannel>();
+    engine.submit("first", {1, 2, 3}, p, "", first, 0);
+    while (error.empty())
+      for (OutputChannel::Item& item : first->pop(std::chrono::milliseconds(100)))
+        if (!item.error.empty()) {
+          error = item.error;
+          EXPECT_TRUE(item.internal_error);
+        }
+    auto second = std::make_shared<OutputChannel>();
+    engine.submit("second", {1, 2, 3}, p, "", second, 0);
+    while (!second_finished)
+      for (OutputChannel::Item& item : second->pop(std::chrono::milliseconds(100))) {
+        ASSERT_TRUE(item.error.empty()) << item.error;
+        second_finished = second_finished || (item.report && item.report->finished);
+      }
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(error.find("injected fault"), std::string::npos) << error;
+  bool found = false;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(j.is_discarded()) << "not JSON: " << line;
+    if (j.value("level", "") == "error" && j.value("message", "").find("restarting the engine") != std::string::npos) {
+      found = true;
+      EXPECT_NE(j.value("message", "").find("injected fault"), std::string::npos) << line;
+      EXPECT_TRUE(j.contains("time")) << line;
+    }
+  }
+  EXPECT_TRUE(found) << log;
 }
 
 }  // namespace

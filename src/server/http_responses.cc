@@ -19,6 +19,14 @@ void AccessRecord::finished(const std::string& reason) {
     finish_reasons.push_back(reason);
 }
 
+void AccessRecord::end_response() {
+  if (!stream_open) return;
+  stream_open = false;
+  client_closed = true;
+  error = "the client disconnected before the stream's end";
+  if (stream_running) finished("abort");
+}
+
 AccessRecord& access_record() {
   thread_local AccessRecord record;
   return record;
@@ -34,26 +42,6 @@ void send_error(httplib::Response& res, const ApiError& e) {
   send_json(res, e.status(), e.body());
 }
 
-namespace {
-
-std::string utc_now() {
-  char when[32];
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return when;
-}
-
-}  // namespace
-
-void log_event(const std::string& format, const std::string& level, const std::string& message) {
-  std::string line = format == "json" ? dump_json({{"time", utc_now()}, {"level", level}, {"message", message}})
-                                      : "ditto serve: " + (level == "info" ? "" : level + ": ") + message;
-  line += "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines from threads do not interleave
-}
-
 void log_access(const std::string& format, const httplib::Request& req, const httplib::Response& res) {
   const AccessRecord& a = access_record();
   const double latency_ms =
@@ -62,21 +50,21 @@ void log_access(const std::string& format, const httplib::Request& req, const ht
   for (const std::string& r : a.finish_reasons) finish += (finish.empty() ? "" : ",") + r;
   std::string line;
   if (format == "json") {
-    nlohmann::ordered_json j = {{"time", utc_now()},
+    nlohmann::ordered_json j = {{"time", log_time()},
                                 {"remote", req.remote_addr + ":" + std::to_string(req.remote_port)},
                                 {"method", req.method},
                                 {"path", req.path},
-                                {"status", res.status}};
+                                {"status", a.status(res)}};
     if (!a.request_id.empty()) j["request_id"] = a.request_id;
     if (a.prompt_tokens >= 0) j["prompt_tokens"] = a.prompt_tokens;
     if (a.completion_tokens >= 0) j["completion_tokens"] = a.completion_tokens;
     if (!finish.empty()) j["finish_reason"] = finish;
     if (latency_ms >= 0) j["latency_ms"] = std::round(latency_ms * 10) / 10;
-    if (res.status >= 400) j["error"] = a.error;
+    if (a.status(res) >= 400) j["error"] = a.error;
     line = dump_json(j);
   } else {
     char head[64];
-    std::snprintf(head, sizeof head, "\" %d", res.status);
+    std::snprintf(head, sizeof head, "\" %d", a.status(res));
     line = "ditto serve: " + req.remote_addr + ":" + std::to_string(req.remote_port) + " \"" + req.method + " " +
            req.path + head;
     if (!a.request_id.empty()) line += " id=" + a.request_id;
@@ -88,7 +76,7 @@ void log_access(const std::string& format, const httplib::Request& req, const ht
       std::snprintf(ms, sizeof ms, " latency_ms=%.1f", latency_ms);
       line += ms;
     }
-    if (res.status >= 400)
+    if (a.status(res) >= 400)
       line += " error=" + nlohmann::json(a.error).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   line += "\n";

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/openai_api.h"
+#include "server/server_log.h"
 
 namespace ditto {
 
@@ -28,7 +29,21 @@ struct AccessRecord {
   int64_t completion_tokens = -1;
   std::vector<std::string> finish_reasons;  // distinct, in the order first seen
   std::string error;                        // the message of a 4xx/5xx
+  // A streamed response: `stream_open` from its header until its [DONE] is written,
+  // `stream_running` while some of its choices have not finished.
+  bool stream_open = false;
+  bool stream_running = false;
+  // The client went away before the stream's end: logged (and counted in /metrics) as 499,
+  // nginx's "client closed request", though the header said 200.
+  bool client_closed = false;
   void finished(const std::string& reason);
+  // Called once the response is over (the logger): a stream still open did not reach its end
+  // because its client left (httplib ends a stream only then, or when the provider does) —
+  // client_closed, the error says so, and "abort" is the finish reason of what was still running
+  // (the stream's releaser aborts it).
+  void end_response();
+  // The status the log and /metrics report: 499 for a closed client, else the response's.
+  int status(const httplib::Response& res) const { return client_closed ? 499 : res.status; }
 };
 // This HTTP thread's record.
 AccessRecord& access_record();
@@ -42,10 +57,6 @@ void send_error(httplib::Response& res, const ApiError& e);
 // One line per request on stderr (vLLM's and llama-server's access lines, with the engine's
 // numbers): text, or a JSON object per line with format "json".
 void log_access(const std::string& format, const httplib::Request& req, const httplib::Response& res);
-// A server event on stderr (start-up facts, warnings, draining, stopping) in the access log's
-// format: text "ditto serve: [LEVEL: ]MESSAGE" (no prefix for "info"), or with format "json" one
-// object {"time", "level", "message"} per line.
-void log_event(const std::string& format, const std::string& level, const std::string& message);
 
 // The request's framing from its headers alone, before any body is read: more than one
 // Content-Length (400), one that is not a byte count (400), one above `max_body_bytes` (413), a

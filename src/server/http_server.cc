@@ -57,14 +57,18 @@ struct Job {
   int connection_fd = -1;  // to notice a client that hangs up while it waits
 };
 
+AsyncEngineConfig async_engine_config(const ServerOptions& o) {
+  AsyncEngineConfig c;
+  c.max_queued_requests = o.max_queued_requests;
+  c.log_format = o.log_format;
+  return c;
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
   Impl(LLMEngine& l, const ServerOptions& o)
-      : llm(l),
-        options(o),
-        metrics(o.served_model_name),
-        engine(l, AsyncEngineConfig{.max_queued_requests = o.max_queued_requests}, metrics) {
+      : llm(l), options(o), metrics(o.served_model_name), engine(l, async_engine_config(o), metrics) {
     std::random_device rd;
     id_prefix = (uint64_t{rd()} << 32) ^ rd();
   }
@@ -139,6 +143,15 @@ struct HttpServer::Impl {
   }
 
   Json parse_body(const httplib::Request& req) const { return parse_json_input<Json>(req.body, "request body"); }
+
+  // vLLM's rule: a request's own chat template is Jinja run on this server, so it is taken only
+  // from trusted clients (--trust-request-chat-template).
+  void check_request_chat_template(const PromptInput& prompt) const {
+    if (prompt.chat_template.empty() || options.trust_request_chat_template) return;
+    throw_bad_param("chat_template",
+                    "Chat template is passed with request, but --trust-request-chat-template is not set. Refused "
+                    "request with untrusted chat template.");
+  }
 
   void routes();
   void handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res);
@@ -249,6 +262,8 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
     log_event(options.log_format, "warning", "ignoring unsupported fields: " + names);
   }
   const bool chat = endpoint == ApiEndpoint::kChatCompletions;
+  if (chat) check_request_chat_template(request.prompts[0]);
+  request.system_fingerprint = llm.system_fingerprint();
   request.prompt_tokens_details = options.enable_prompt_tokens_details;
   request.return_tokens_as_token_ids = request.return_tokens_as_token_ids || options.return_tokens_as_token_ids;
   if (request.stream && options.enable_force_include_usage) request.include_usage = true;
@@ -304,6 +319,7 @@ void HttpServer::Impl::respond_whole(Job& job, const ApiFormatter& formatter, ht
 void HttpServer::Impl::respond_stream(const std::shared_ptr<Job>& job, const std::shared_ptr<ApiFormatter>& formatter,
                                       const std::shared_ptr<OpenResponse>& open, httplib::Response& res) {
   res.status = 200;
+  access_record().stream_open = access_record().stream_running = true;  // until [DONE] (AccessRecord::end_response)
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -323,20 +339,26 @@ void HttpServer::Impl::respond_stream(const std::shared_ptr<Job>& job, const std
             send(dump_json(to_api_error(e).body()));
             send("[DONE]");
             job->complete = true;
+            access_record().stream_open = false;
             sink.done();
             return true;
           }
         }
+        std::vector<Json> chunks;
         for (const auto& [slot, report] : reports) {
           for (const CompletionOutput& c : report.outputs) access_record().finished(c.finish_reason);
-          for (const Json& chunk : formatter->stream_chunks(slot, report))
-            if (!send(dump_json(chunk))) return false;  // the client is gone: the releaser aborts
+          for (Json& chunk : formatter->stream_chunks(slot, report)) chunks.push_back(std::move(chunk));
         }
+        // The record first: a failed write below ends the response (AccessRecord::end_response).
         std::tie(access_record().prompt_tokens, access_record().completion_tokens) = formatter->streamed_tokens();
+        access_record().stream_running = job->num_finished < job->outputs.size();
+        for (const Json& chunk : chunks)
+          if (!send(dump_json(chunk))) return false;  // the client is gone: the releaser aborts
         if (job->num_finished == job->outputs.size()) {
           if (job->request.include_usage && !send(dump_json(formatter->usage_chunk()))) return false;
           if (!send("[DONE]")) return false;
           job->complete = true;
+          access_record().stream_open = false;
           sink.done();
         }
         return true;
@@ -419,7 +441,8 @@ void HttpServer::Impl::routes() {
     send_error(res, to_api_error(Error(ErrorCode::kInternal, what)));
   });
   server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics.record_http_status(res.status);
+    access_record().end_response();
+    metrics.record_http_status(access_record().status(res));
     if (!options.disable_log_requests) log_access(options.log_format, req, res);
     access_record() = AccessRecord{};
   });
@@ -476,7 +499,16 @@ void HttpServer::Impl::handle_tokenize(const httplib::Request& req, httplib::Res
   };
   if (body.contains("messages")) {
     prompt.messages = body["messages"].dump();
-    prompt.add_generation_prompt = flag("add_generation_prompt", true);
+    // vLLM's: continue_final_message continues the last message instead of opening a new turn;
+    // both given as true is refused.
+    prompt.continue_final_message = flag("continue_final_message", false);
+    if (prompt.continue_final_message && flag("add_generation_prompt", false))
+      throw_bad_param("continue_final_message", "continue_final_message and add_generation_prompt cannot both be true");
+    prompt.add_generation_prompt = !prompt.continue_final_message && flag("add_generation_prompt", true);
+    if (body.contains("chat_template") && !body["chat_template"].is_null())
+      prompt.chat_template =
+          read_field("chat_template", [&] { return json_string(body["chat_template"], "chat_template"); });
+    check_request_chat_template(prompt);
     if (body.contains("chat_template_kwargs")) prompt.chat_template_kwargs = body["chat_template_kwargs"].dump();
     if (body.contains("tools")) prompt.tools = body["tools"].dump();
   } else if (body.contains("prompt")) {

@@ -68,6 +68,9 @@ struct ServerOptions {
   // A streamed response ends with a usage chunk even without stream_options.include_usage (vLLM's
   // --enable-force-include-usage).
   bool enable_force_include_usage = false;
+  // A chat request's own `chat_template` (Jinja run on this server) is accepted (vLLM's
+  // --trust-request-chat-template); without it such a request gets 400 naming chat_template.
+  bool trust_request_chat_template = false;
   std::string tool_call_parser;
 };
 

@@ -62,12 +62,10 @@ bool parse_sampling(const Json& body, ApiRequest& r) {
     if (present(so, "include_usage"))
       r.include_usage =
           field("stream_options", [&] { return json_bool(so["include_usage"], "stream_options.include_usage"); });
-    if (present(so, "continuous_usage_stats") && field("stream_options", [&] {
-          return json_bool(so["continuous_usage_stats"], "stream_options.continuous_usage_stats");
-        }))
-      throw_bad_param("stream_options",
-                      "stream_options.continuous_usage_stats (usage in every chunk) is not supported "
-                      "by ditto yet; the request is refused rather than answered without it");
+    if (present(so, "continuous_usage_stats"))
+      r.continuous_usage_stats = field("stream_options", [&] {
+        return json_bool(so["continuous_usage_stats"], "stream_options.continuous_usage_stats");
+      });
   }
   if (r.stream && p.prompt_logprobs)  // vLLM's rule: they come whole, with the response
     throw_bad_param("prompt_logprobs", "prompt_logprobs are not available when stream is true");
@@ -91,12 +89,9 @@ void refuse_unimplemented_chat_fields(const Json& body) {
   auto is = [&](const char* name, bool value) {
     return present(body, name) && field(name, [&] { return json_bool(body[name], name); }) == value;
   };
-  if (is("echo", true)) refuse("echo", "the last message echoed before the reply");
   if (is("add_special_tokens", true))
     refuse("add_special_tokens", "special tokens added on top of the chat template's");
-  if (is("parallel_tool_calls", false)) refuse("parallel_tool_calls", "at most one tool call");
   if (is("include_reasoning", false)) refuse("include_reasoning", "the reasoning left out of the response");
-  if (present(body, "chat_template")) refuse("chat_template", "a chat template per request");
   if (present(body, "documents")) refuse("documents", "documents passed to the chat template");
 }
 
@@ -214,7 +209,13 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
   } else {
     if (!present(body, "messages")) throw_bad_param("messages", "field 'messages' is required");
     PromptInput in;
-    in.messages = normalize_chat_messages(body["messages"]).dump();  // checked here, so a bad one is a 400 naming it
+    const Json messages = normalize_chat_messages(body["messages"]);  // checked here, so a bad one is a 400 naming it
+    in.messages = messages.dump();
+    if (present(body, "chat_template"))  // whether the server trusts it is the server's call
+      in.chat_template = field("chat_template", [&] { return json_string(body["chat_template"], "chat_template"); });
+    if (present(body, "parallel_tool_calls"))
+      r.parallel_tool_calls =
+          field("parallel_tool_calls", [&] { return json_bool(body["parallel_tool_calls"], "parallel_tool_calls"); });
     if (present(body, "tools")) {
       if (!body["tools"].is_array()) throw_bad_param("tools", "field 'tools' must be an array");
       for (size_t i = 0; i < body["tools"].size(); ++i) {
@@ -264,6 +265,13 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
     in.add_generation_prompt = r.add_generation_prompt;
     in.continue_final_message = r.continue_final_message;
     r.prompts.push_back(std::move(in));
+    // vLLM's rules: the reply's role is the last message's when no generation prompt opens a new
+    // turn; echo repeats the last message when it has the reply's role.
+    // (Normalized messages: at least one, each with a string role and a string content.)
+    const Json& last = messages.back();
+    if (!r.add_generation_prompt) r.response_role = last["role"].get<std::string>();
+    if (present(body, "echo")) r.echo = field("echo", [&] { return json_bool(body["echo"], "echo"); });
+    if (r.echo && last["role"] == r.response_role) r.echoed_message = last["content"].get<std::string>();
     if (present(body, "max_completion_tokens")) {  // OpenAI's newer name wins over max_tokens
       p.max_tokens = parse_max_tokens(body, "max_completion_tokens");
       r.max_tokens_given = true;
@@ -405,9 +413,12 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       Json choice = {{"index", static_cast<int64_t>(slot) * request_.params.n + c.index}};
       std::string finish_reason = c.finish_reason;
       if (chat) {
-        const ChatMessageParts view = message_parts(c);
-        Json message = {{"role", "assistant"}};
-        message["content"] = view.content.empty() && !view.tool_calls.empty() ? Json(nullptr) : Json(view.content);
+        ChatMessageParts view = message_parts(c);
+        if (!request_.parallel_tool_calls && view.tool_calls.size() > 1) view.tool_calls.resize(1);
+        Json message = {{"role", request_.response_role}};
+        // Echo makes the content a string even beside tool calls (vLLM's: echo + (content or "")).
+        const bool null_content = view.content.empty() && !view.tool_calls.empty() && !request_.echo;
+        message["content"] = null_content ? Json(nullptr) : Json(request_.echoed_message + view.content);
         if (request_.parsers.reasoning)
           // `reasoning` is current vLLM's name; `reasoning_content` stays while clients migrate.
           for (const char* key : {"reasoning", "reasoning_content"})
@@ -435,6 +446,7 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
             {"created", created_}, {"model", model_name_},
             {"choices", choices},  {"usage", usage_json(prompt_tokens, completion_tokens, cached_tokens)},
             {"seed", seed_json()}};
+  if (!request_.system_fingerprint.empty()) j["system_fingerprint"] = request_.system_fingerprint;
   // vLLM's chat response carries the (one) prompt's logprobs beside the choices.
   if (chat && request_.params.prompt_logprobs && !outputs.empty())
     j["prompt_logprobs"] = prompt_logprobs_json(outputs[0]);
@@ -468,8 +480,19 @@ Json ApiFormatter::chunk(Json choice) const {
             {"created", created_},
             {"model", model_name_},
             {"seed", seed_json()}};
+  if (!request_.system_fingerprint.empty()) j["system_fingerprint"] = request_.system_fingerprint;
   j["choices"] = choice.is_null() ? Json::array() : Json::array({std::move(choice)});
   if (request_.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+Json ApiFormatter::chunk(Json choice, int64_t prompt_tokens, int64_t completion_tokens) const {
+  Json j = chunk(std::move(choice));
+  // vLLM's continuous usage: the chunk's prompt and its choice's tokens so far (no details).
+  if (request_.include_usage && request_.continuous_usage_stats)
+    j["usage"] = {{"prompt_tokens", prompt_tokens},
+                  {"total_tokens", prompt_tokens + completion_tokens},
+                  {"completion_tokens", completion_tokens}};
   return j;
 }
 
@@ -484,23 +507,45 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
     ChoiceStream& e = stream.choices[static_cast<size_t>(c.index)];
     stream.completion_tokens += static_cast<int64_t>(c.token_ids.size());
     if (e.finished) continue;
+    e.completion_tokens += static_cast<int64_t>(c.token_ids.size());
+    const int64_t index = static_cast<int64_t>(slot) * request_.params.n + c.index;
+    auto emit = [&](Json choice, int64_t completion_tokens) {
+      out.push_back(chunk(std::move(choice), stream.prompt_tokens, completion_tokens));
+    };
+    if (chat && !e.started && !request_.echoed_message.empty()) {
+      // vLLM's echo: a chunk with the role, then one with the echoed message, then the reply.
+      for (Json delta :
+           {Json{{"role", request_.response_role}, {"content", ""}}, Json{{"content", request_.echoed_message}}})
+        emit({{"index", index},
+              {"delta", std::move(delta)},
+              {"logprobs", nullptr},
+              {"finish_reason", nullptr},
+              {"stop_reason", nullptr}},
+             0);
+      e.started = true;
+    }
     const bool finishing = !c.finish_reason.empty();
     const bool started = e.started;
-    Json choice = {{"index", static_cast<int64_t>(slot) * request_.params.n + c.index}};
+    Json choice = {{"index", index}};
     bool has_new = !c.token_ids.empty();
     std::string finish_reason = c.finish_reason;
     if (chat) {
       // What the report adds to the message (split by the engine's output parsers when on).
-      const ChatMessageParts piece = message_parts(c);
+      ChatMessageParts piece = message_parts(c);
+      // parallel_tool_calls false: only the first tool call (index 0) is sent, as vLLM's; the
+      // later ones still count, so the finish reason stays "tool_calls".
+      const size_t num_calls = piece.tool_calls.size();
+      if (!request_.parallel_tool_calls)
+        piece.tool_calls.resize(e.tool_calls == 0 ? std::min<size_t>(num_calls, 1) : 0);
       Json delta = Json::object();
-      if (!started) delta["role"] = "assistant";
+      if (!started) delta["role"] = request_.response_role;
       if (!piece.reasoning.empty()) delta["reasoning"] = delta["reasoning_content"] = piece.reasoning;
       if (!piece.content.empty() || !started) delta["content"] = piece.content;
       if (!piece.tool_calls.empty())
         delta["tool_calls"] = tool_calls_json(piece.tool_calls, e.tool_calls, slot, c.index, /*streaming=*/true);
       has_new = has_new || !piece.reasoning.empty() || !piece.content.empty() || !piece.tool_calls.empty();
       if (started && !has_new && !finishing) continue;
-      e.tool_calls += piece.tool_calls.size();
+      e.tool_calls += num_calls;
       if (finishing && e.tool_calls > 0 && finish_reason == "stop") finish_reason = "tool_calls";
       choice["delta"] = std::move(delta);
       choice["logprobs"] = request_.logprobs ? chat_logprobs(c) : Json(nullptr);
@@ -524,12 +569,12 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
       Json content = choice;
       content["finish_reason"] = nullptr;
       content["stop_reason"] = nullptr;
-      out.push_back(chunk(std::move(content)));
+      emit(std::move(content), e.completion_tokens);
       choice["delta"] = Json::object();
       choice["logprobs"] = nullptr;
       if (request_.return_token_ids) choice["token_ids"] = Json::array();
     }
-    out.push_back(chunk(std::move(choice)));
+    emit(std::move(choice), e.completion_tokens);
   }
   // A chat stream carries the prompt's ids once, in its slot's first chunk (beside the choices).
   if (chat && request_.return_token_ids && !stream.prompt_token_ids_sent && !out.empty()) {

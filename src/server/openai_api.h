@@ -76,7 +76,20 @@ struct ApiRequest {
   std::string max_tokens_field = "max_tokens";  // chat: "max_completion_tokens" when given so
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
-  bool echo = false;           // completions: prepend the prompt (and its logprobs)
+  // stream_options.continuous_usage_stats: every chunk carries the usage so far (its prompt's
+  // tokens and its choice's completion tokens), as vLLM's, when usage is included at all.
+  bool continuous_usage_stats = false;
+  // completions: prepend the prompt (and its logprobs). chat (vLLM's): prepend `echoed_message`.
+  bool echo = false;
+  // chat: the role of the reply, vLLM's rule: "assistant" with add_generation_prompt, else the
+  // last message's role (the message being continued).
+  std::string response_role = "assistant";
+  // chat echo: the last message's content (text parts joined with "\n") when its role is the
+  // reply's role, else "" (vLLM's rule); what echo puts before each choice's content.
+  std::string echoed_message;
+  // chat: parallel_tool_calls false returns at most one tool call per choice (the first), as
+  // vLLM's; the finish reason stays "tool_calls".
+  bool parallel_tool_calls = true;
   // completions: `logprobs` N (top N per token); chat: `logprobs` true with `top_logprobs` N.
   std::optional<int64_t> logprobs;
   bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N" (vLLM's extension)
@@ -92,6 +105,9 @@ struct ApiRequest {
   // usage.prompt_tokens_details.cached_tokens in responses (set by the server from vLLM's
   // --enable-prompt-tokens-details).
   bool prompt_tokens_details = false;
+  // Set by the server: its engine's system_fingerprint (engine/system_fingerprint.h), carried by
+  // every response and stream chunk; "" leaves the field out.
+  std::string system_fingerprint;
   bool add_generation_prompt = true;    // chat
   bool continue_final_message = false;  // chat
   std::vector<std::string> ignored_fields;
@@ -137,8 +153,9 @@ class ApiFormatter {
   struct ChoiceStream {
     bool started = false;
     bool finished = false;
-    size_t text_offset = 0;  // completions logprobs: characters of text before the next token
-    size_t tool_calls = 0;   // chat: tool calls sent (the next one's index)
+    int64_t completion_tokens = 0;  // streamed so far (continuous_usage_stats)
+    size_t text_offset = 0;         // completions logprobs: characters of text before the next token
+    size_t tool_calls = 0;          // chat: tool calls sent (the next one's index)
   };
   struct SlotStream {
     int64_t prompt_tokens = 0;
@@ -160,6 +177,8 @@ class ApiFormatter {
   // decoded_token}} for the token and its top alternatives.
   nlohmann::ordered_json prompt_logprobs_json(const RequestOutput& r) const;
   nlohmann::ordered_json chunk(nlohmann::ordered_json choice) const;
+  // A stream chunk of one choice; with continuous_usage_stats its usage is these counts.
+  nlohmann::ordered_json chunk(nlohmann::ordered_json choice, int64_t prompt_tokens, int64_t completion_tokens) const;
   // The request's seed (the server draws one for a request without), as every body reports it.
   nlohmann::ordered_json seed_json() const;
   // A logprob entry's token as the API shows it: its text, or "token_id:N" (return_tokens_as_token_ids).

@@ -157,13 +157,12 @@ TEST(OpenAiApiTest, ResultChangingFieldsAreHonouredOrRefusedByName) {
     }
   }
   const std::vector<std::pair<std::string, std::string>> chat_refused = {
-      {R"("echo": true)", "echo"},
       {R"("add_special_tokens": true)", "add_special_tokens"},
-      {R"("parallel_tool_calls": false)", "parallel_tool_calls"},
       {R"("include_reasoning": false)", "include_reasoning"},
-      {R"("chat_template": "{{ messages }}")", "chat_template"},
       {R"("documents": [{"text": "d"}])", "documents"},
-      {R"("stream": true, "stream_options": {"continuous_usage_stats": true})", "stream_options"},
+      {R"("chat_template": 7)", "chat_template"},
+      {R"("parallel_tool_calls": "no")", "parallel_tool_calls"},
+      {R"("stream_options": {"continuous_usage_stats": true})", "stream_options"},  // only with stream
       {R"("stream": true, "prompt_logprobs": 1)", "prompt_logprobs"},
       {R"("reasoning_effort": "extreme")", "reasoning_effort"},
   };
@@ -487,6 +486,183 @@ TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
   EXPECT_EQ(content, message["content"]);
   EXPECT_EQ(calls, message["tool_calls"]);
   EXPECT_EQ(finish, "tool_calls");
+}
+
+// vLLM's chat echo, reply role, parallel_tool_calls, per-request chat_template and
+// continuous_usage_stats, as parsed (issue 30).
+TEST(OpenAiApiTest, ChatEchoRoleToolCallsTemplateAndContinuousUsageAsVllm) {
+  const std::string continued = R"("messages": [{"role": "user", "content": "Go on"},
+      {"role": "assistant", "content": [{"type": "text", "text": "Once"}, {"type": "text", "text": "upon"}]}])";
+  // continue_final_message: the reply continues the assistant message, which echo repeats (text
+  // parts joined with "\n", as vLLM's conversation holds them).
+  const ApiRequest cont = parse(kChat, "{" + continued + R"(, "continue_final_message": true, "echo": true})");
+  EXPECT_EQ(cont.response_role, "assistant");
+  EXPECT_EQ(cont.echoed_message, "Once\nupon");
+  // With the generation prompt the reply is a new assistant turn; the last message is the
+  // assistant's, so vLLM still echoes it.
+  EXPECT_EQ(parse(kChat, "{" + continued + R"(, "echo": true})").echoed_message, "Once\nupon");
+  const std::string user_last = R"("messages": [{"role": "user", "content": "Hi"}])";
+  const ApiRequest plain = parse(kChat, "{" + user_last + R"(, "echo": true})");
+  EXPECT_EQ(plain.response_role, "assistant");
+  EXPECT_EQ(plain.echoed_message, "");  // a user message is not the reply's role
+  // Without the generation prompt the reply has the last message's role (vLLM's
+  // get_chat_request_role), and echo repeats it.
+  const ApiRequest no_prompt = parse(kChat, "{" + user_last + R"(, "add_generation_prompt": false, "echo": true})");
+  EXPECT_EQ(no_prompt.response_role, "user");
+  EXPECT_EQ(no_prompt.echoed_message, "Hi");
+  EXPECT_EQ(parse(kChat, "{" + continued + "}").echoed_message, "");  // only when asked
+
+  EXPECT_TRUE(parse(kChat, "{" + user_last + "}").parallel_tool_calls);
+  EXPECT_FALSE(parse(kChat, "{" + user_last + R"(, "parallel_tool_calls": false})").parallel_tool_calls);
+  const ApiRequest templ = parse(kChat, "{" + user_last + R"(, "chat_template": "{{ messages[0].content }}"})");
+  EXPECT_EQ(templ.prompts.at(0).chat_template, "{{ messages[0].content }}");
+  EXPECT_EQ(parse(kChat, "{" + user_last + "}").prompts.at(0).chat_template, "");
+
+  for (ApiEndpoint e : {kCompletions, kChat}) {
+    const std::string head = e == kChat ? user_last : std::string(R"("prompt": "x")");
+    const ApiRequest cu = parse(e, "{" + head + R"(, "stream": true, "stream_options": {"include_usage": true,
+        "continuous_usage_stats": true}})");
+    EXPECT_TRUE(cu.include_usage && cu.continuous_usage_stats);
+  }
+}
+
+// Chat echo: the echoed message heads every choice's content, streamed (a role chunk, then the
+// echo, as vLLM's) and not; the streamed pieces add up to the response's content.
+TEST_F(FormatterTest, ChatEchoStreamedAndNot) {
+  ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "Go on"}, {"role": "assistant",
+      "content": "Once upon"}], "continue_final_message": true, "echo": true, "n": 2, "stream": true})");
+  const RequestOutput full = result({tokenizer_->encode(" a time", false), tokenizer_->encode(" two", false)}, false);
+  ApiFormatter whole(req, *door_, "chatcmpl-1", 5, "m", {"Hello"});
+  const Json body = whole.response({full});
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "Once upon a time");
+  EXPECT_EQ(body["choices"][1]["message"]["content"], "Once upon two");
+  EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
+
+  ApiFormatter streamer(req, *door_, "chatcmpl-1", 5, "m", {"Hello"});
+  std::vector<std::vector<Json>> deltas_by_choice(2);
+  for (const RequestOutput& d : deltas(full))
+    for (const Json& chunk : streamer.stream_chunks(0, d))
+      for (const Json& choice : chunk["choices"]) deltas_by_choice[choice["index"].get<size_t>()].push_back(choice);
+  for (size_t c = 0; c < 2; ++c) {
+    const std::vector<Json>& got = deltas_by_choice[c];
+    ASSERT_GE(got.size(), 3u);
+    EXPECT_EQ(got[0]["delta"], (Json{{"role", "assistant"}, {"content", ""}}));
+    EXPECT_EQ(got[1]["delta"], (Json{{"content", "Once upon"}}));
+    EXPECT_FALSE(got[2]["delta"].contains("role"));  // the role is sent once
+    std::string content;
+    for (const Json& choice : got)
+      if (choice["delta"].contains("content")) content += choice["delta"]["content"].get<std::string>();
+    EXPECT_EQ(content, body["choices"][c]["message"]["content"]) << c;
+  }
+  // Without a generation prompt the reply takes the last message's role.
+  ApiRequest user = parse(kChat, R"({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": false,
+      "echo": true})");
+  ApiFormatter as_user(user, *door_, "chatcmpl-2", 5, "m", {"Hello"});
+  const Json reply = as_user.response({result({tokenizer_->encode(" there", false)}, false)});
+  EXPECT_EQ(reply["choices"][0]["message"]["role"], "user");
+  EXPECT_EQ(reply["choices"][0]["message"]["content"], "Hi there");
+}
+
+// parallel_tool_calls false: one tool call per choice (the first), streamed and not, and the
+// finish reason is still "tool_calls" (vLLM's maybe_filter_parallel_tool_calls).
+TEST_F(FormatterTest, ParallelToolCallsFalseReturnsTheFirstCallOnly) {
+  ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "stream": true,
+      "parallel_tool_calls": false})");
+  req.parsers = {.reasoning = false, .tool_calls = true};
+  const std::string text =
+      "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", "
+      "\"arguments\": {}}\n</tool_call>";
+  const std::vector<int32_t> ids = tokenizer_->encode(text, false);
+  const RequestOutput full = through_output_processor(ids, req.parsers, RequestOutputKind::kFinalOnly).at(0);
+  ASSERT_EQ(full.outputs[0].message->tool_calls.size(), 2u);  // the model made two
+  ApiFormatter whole(req, *door_, "chatcmpl-7", 5, "m", {"Hello"});
+  const Json body = whole.response({full});
+  ASSERT_EQ(body["choices"][0]["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(body["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "a");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
+
+  ApiFormatter streamer(req, *door_, "chatcmpl-7", 5, "m", {"Hello"});
+  Json calls = Json::array();
+  std::string finish;
+  for (const RequestOutput& delta : through_output_processor(ids, req.parsers, RequestOutputKind::kDelta))
+    for (const Json& chunk : streamer.stream_chunks(0, delta)) {
+      const Json& choice = chunk["choices"][0];
+      if (choice["delta"].contains("tool_calls"))
+        for (const Json& c : choice["delta"]["tool_calls"]) calls.push_back(c);
+      if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+    }
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"]["name"], "a");
+  EXPECT_EQ(finish, "tool_calls");
+  // By default both are returned.
+  ApiRequest both = req;
+  both.parallel_tool_calls = true;
+  EXPECT_EQ(ApiFormatter(both, *door_, "chatcmpl-7", 5, "m", {"Hello"})
+                .response({full})["choices"][0]["message"]["tool_calls"]
+                .size(),
+            2u);
+}
+
+// stream_options.continuous_usage_stats: every chunk's usage is its prompt's tokens and its
+// choice's completion tokens so far (vLLM's); only with include_usage; the final usage chunk stays.
+TEST_F(FormatterTest, ContinuousUsageStatsInEveryChunk) {
+  for (ApiEndpoint endpoint : {kCompletions, kChat}) {
+    const std::string head =
+        endpoint == kChat ? R"("messages": [{"role": "user", "content": "hi"}])" : R"("prompt": "Hello")";
+    ApiRequest req = parse(endpoint, "{" + head + R"(, "n": 2, "stream": true, "stream_options":
+        {"include_usage": true, "continuous_usage_stats": true}})");
+    const RequestOutput full =
+        result({tokenizer_->encode(" big world", false), tokenizer_->encode(" é!", false)}, false);
+    const int64_t prompt_tokens = static_cast<int64_t>(full.prompt_token_ids.size());
+    ApiFormatter streamer(req, *door_, "x-1", 5, "m", {"Hello"});
+    std::vector<int64_t> seen(2, 0);
+    size_t num_chunks = 0;
+    for (const RequestOutput& d : deltas(full))
+      for (const Json& chunk : streamer.stream_chunks(0, d)) {
+        ++num_chunks;
+        const Json& choice = chunk["choices"][0];
+        const size_t c = choice["index"].get<size_t>();
+        const Json& u = chunk["usage"];
+        ASSERT_TRUE(u.is_object()) << chunk.dump();
+        EXPECT_EQ(u["prompt_tokens"], prompt_tokens);
+        EXPECT_GE(u["completion_tokens"].get<int64_t>(), seen[c]);  // tokens so far, never fewer
+        seen[c] = u["completion_tokens"].get<int64_t>();
+        EXPECT_EQ(u["total_tokens"], prompt_tokens + seen[c]);
+      }
+    EXPECT_GT(num_chunks, 0u);
+    for (size_t c = 0; c < 2; ++c) EXPECT_EQ(seen[c], static_cast<int64_t>(full.outputs[c].token_ids.size()));
+    EXPECT_EQ(streamer.usage_chunk()["usage"]["completion_tokens"],
+              full.outputs[0].token_ids.size() + full.outputs[1].token_ids.size());
+    // Without include_usage continuous_usage_stats adds nothing (vLLM's should_include_usage).
+    req.include_usage = false;
+    ApiFormatter plain(req, *door_, "x-1", 5, "m", {"Hello"});
+    for (const Json& chunk : plain.stream_chunks(0, full)) EXPECT_FALSE(chunk.contains("usage")) << chunk.dump();
+  }
+}
+
+// The server's system_fingerprint is in every response body and every stream chunk, usage chunk
+// included; without one (a formatter outside the server) the field is left out.
+TEST_F(FormatterTest, SystemFingerprintInEveryBodyAndChunk) {
+  for (ApiEndpoint endpoint : {kCompletions, kChat}) {
+    const std::string head =
+        endpoint == kChat ? R"("messages": [{"role": "user", "content": "hi"}])" : R"("prompt": "Hello")";
+    ApiRequest req = parse(endpoint, "{" + head + R"(, "stream": true, "stream_options": {"include_usage": true}})");
+    req.system_fingerprint = "fp_0123456789abcdef";
+    const RequestOutput full = result({tokenizer_->encode(" big world", false)}, false);
+    ApiFormatter f(req, *door_, "x-1", 5, "m", {"Hello"});
+    EXPECT_EQ(f.response({full})["system_fingerprint"], "fp_0123456789abcdef");
+    size_t n = 0;
+    for (const RequestOutput& d : deltas(full))
+      for (const Json& chunk : f.stream_chunks(0, d)) {
+        EXPECT_EQ(chunk["system_fingerprint"], "fp_0123456789abcdef") << chunk.dump();
+        ++n;
+      }
+    EXPECT_GT(n, 0u);
+    EXPECT_EQ(f.usage_chunk()["system_fingerprint"], "fp_0123456789abcdef");
+    req.system_fingerprint.clear();
+    EXPECT_FALSE(ApiFormatter(req, *door_, "x-1", 5, "m", {"Hello"}).response({full}).contains("system_fingerprint"));
+  }
 }
 
 TEST(OpenAiApiTest, ErrorBodyShape) {

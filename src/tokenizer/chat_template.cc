@@ -164,6 +164,13 @@ void ChatTemplate::add_template(const std::string& name, const std::string& sour
   templates_.emplace_back(name, jinja::Template::parse(source_text, display_name, hf_chat_template_environment()));
 }
 
+ChatTemplate ChatTemplate::with_template(const std::string& template_text, const std::string& source) const {
+  ChatTemplate t;
+  t.add_template("", template_text, source);
+  t.special_tokens_ = special_tokens_;
+  return t;
+}
+
 void ChatTemplate::set_special_tokens(const ordered_json& config, const std::string& source) {
   if (!config.is_object()) return;
   for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {

@@ -59,6 +59,11 @@ class ChatTemplate {
                      bool add_generation_prompt,
                      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
+  // A template of its own (Jinja text, e.g. a request's `chat_template`) with this one's special
+  // tokens (bos_token, eos_token, ...). `source` names it in errors. Throws jinja::TemplateError
+  // (kInvalidArgument) naming `source` and the line for a syntax error.
+  ChatTemplate with_template(const std::string& template_text, const std::string& source) const;
+
   // Names of the templates ("" for a single unnamed one).
   std::vector<std::string> template_names() const;
 
