@@ -446,7 +446,8 @@ TEST_F(FormatterTest, ChatPromptLogprobsAreReturned) {
 // reasoning_content, content and tool_calls as the non-streamed message.
 TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
   ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "stream": true})");
-  req.parsers = {.reasoning = true, .tool_calls = true};
+  req.parsers.reasoning = true;
+  req.parsers.tool_call_parser = ToolCallParser::kHermes;
   const std::string text =
       "<think>\nLet me see.\n</think>\n\nChecking.<tool_call>\n{\"name\": \"get_weather\", "
       "\"arguments\": {\"city\": \"Zürich\"}}\n</tool_call>";
