@@ -407,7 +407,9 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       if (chat) {
         const ChatMessageParts view = message_parts(c);
         Json message = {{"role", "assistant"}};
-        message["content"] = view.content.empty() && !view.tool_calls.empty() ? Json(nullptr) : Json(view.content);
+        // Empty content is null beside tool calls or a reasoning parser (vLLM's `content or None`).
+        const bool null_content = view.content.empty() && (!view.tool_calls.empty() || request_.parsers.reasoning);
+        message["content"] = null_content ? Json(nullptr) : Json(view.content);
         if (request_.parsers.reasoning)
           // `reasoning` is current vLLM's name; `reasoning_content` stays while clients migrate.
           for (const char* key : {"reasoning", "reasoning_content"})
