@@ -49,7 +49,8 @@ def thinking_2507(tmp_path_factory):
     with open(os.path.join(MODEL, "tokenizer_config.json")) as f:
         template = json.load(f)["chat_template"]
     at = template.rindex("{%- if add_generation_prompt %}")
-    template = template[:at] + "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}\n"
+    template = (template[:at] +
+                "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}\n")
     path = tmp_path_factory.mktemp("template") / "thinking_2507.jinja"
     path.write_text(template)
     s = Server("--reasoning-parser", "qwen3", "--chat-template", str(path))
