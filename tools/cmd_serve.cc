@@ -242,12 +242,14 @@ void add_serve_command(CLI::App& app) {
                   "requests in flight may run on before they are aborted")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
-  cmd->add_option("--reasoning-parser", o->server.reasoning_parser,
-                  "Split <think>...</think> off chat replies into reasoning_content: qwen3 or deepseek_r1");
+  cmd->add_option(
+      "--reasoning-parser", o->server.reasoning_parser,
+      "Split <think>...</think> off chat replies into reasoning (and reasoning_content): qwen3 or deepseek_r1");
   cmd->add_flag(
       "--enable-auto-tool-choice", o->server.enable_auto_tool_choice,
-      "Return <tool_call> blocks of chat replies to requests with tools as tool_calls (needs --tool-call-parser)");
-  cmd->add_option("--tool-call-parser", o->server.tool_call_parser, "Tool-call format: hermes (Qwen3's)");
+      "Return the tool calls in chat replies to requests with tools as tool_calls (needs --tool-call-parser)");
+  cmd->add_option("--tool-call-parser", o->server.tool_call_parser,
+                  "Tool-call format: hermes (Qwen2.5, Qwen3), llama3_json (Llama 3.x) or qwen3_coder (Qwen3-Coder)");
   cmd->add_flag("--enable-prompt-tokens-details", o->server.enable_prompt_tokens_details,
                 "usage.prompt_tokens_details.cached_tokens: prompt tokens the prefix cache held (vLLM's flag)");
   cmd->add_flag("--return-tokens-as-token-ids", o->server.return_tokens_as_token_ids,

@@ -163,7 +163,9 @@ TEST_F(OutputProcessorTest, OutputParsersSplitTheMessageAlikeStreamedOrNot) {
   const std::string text =
       "<think>\nThe user wants Zürich.\n</think>\n\nOn it.<tool_call>\n{\"name\": \"get_weather\", "
       "\"arguments\": {\"city\": \"Zürich\"}}\n</tool_call>";
-  const ChatOutputParsers parsers{.reasoning = true, .tool_calls = true};
+  ChatOutputParsers parsers;
+  parsers.reasoning = true;
+  parsers.tool_call_parser = ToolCallParser::kHermes;
   auto run = [&](RequestOutputKind kind, ChatOutputParsers on) {
     OutputProcessor out(tokenizer_);
     SamplingParams p;

@@ -38,6 +38,12 @@ std::string model_field(const Json& v) {
   return read_field("model", [&] { return json_string(v, "model"); });
 }
 
+// Whether a chat's chat_template_kwargs (JSON text, checked at the door) say enable_thinking false.
+bool thinking_disabled(const std::string& chat_template_kwargs) {
+  const Json kwargs = Json::parse(chat_template_kwargs, nullptr, /*allow_exceptions=*/false);
+  return kwargs.is_object() && kwargs.contains("enable_thinking") && kwargs["enable_thinking"] == false;
+}
+
 // One HTTP generation request: its engine requests (one per prompt, a slot each). A streamed job's
 // reports go to the formatter as they come; a non-streamed one's final outputs wait in `outputs`.
 struct Job {
@@ -227,11 +233,6 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
     const std::string engine_id = r.prompts.size() > 1 ? job->id + "-" + std::to_string(i) : job->id;
     engine_requests[i].request_id = engine_id;
     engine_requests[i].output_parsers = r.parsers;
-    // vLLM's rules: deepseek_r1 reads an output without </think> as all reasoning; qwen3 does when
-    // the template opened <think> in the prompt (the Thinking-2507 models).
-    if (r.parsers.reasoning)
-      engine_requests[i].output_parsers.reasoning_started =
-          options.reasoning_parser == "deepseek_r1" || prompt_opens_reasoning(engine_requests[i].prompt);
     try {
       engine.submit(std::move(engine_requests[i]), job->channel, i);
     } catch (const Error& e) {
@@ -270,8 +271,13 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
   if (chat) {
     if (request.tool_choice_none && options.exclude_tools_when_tool_choice_none) request.prompts[0].tools.clear();
     request.parsers.reasoning = !options.reasoning_parser.empty();
-    request.parsers.tool_calls =
-        options.enable_auto_tool_choice && !request.prompts[0].tools.empty() && !request.tool_choice_none;
+    // vLLM's qwen3 parser: a request that turns thinking off has no reasoning (output_parsers.h).
+    request.parsers.thinking_disabled =
+        options.reasoning_parser == "qwen3" && thinking_disabled(request.prompts[0].chat_template_kwargs);
+    if (options.enable_auto_tool_choice && !request.prompts[0].tools.empty() && !request.tool_choice_none) {
+      request.parsers.tool_call_parser = *tool_call_parser_named(options.tool_call_parser);
+      request.parsers.tools = request.prompts[0].tools;
+    }
   }
   std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
   access_record().request_id = job->id;
@@ -549,8 +555,9 @@ void validate_server_options(const ServerOptions& options) {
   if (!options.reasoning_parser.empty() && options.reasoning_parser != "qwen3" &&
       options.reasoning_parser != "deepseek_r1")
     throw_invalid_argument("--reasoning-parser must be qwen3 or deepseek_r1, got '" + options.reasoning_parser + "'");
-  if (!options.tool_call_parser.empty() && options.tool_call_parser != "hermes")
-    throw_invalid_argument("--tool-call-parser must be hermes, got '" + options.tool_call_parser + "'");
+  if (!options.tool_call_parser.empty() && !tool_call_parser_named(options.tool_call_parser))
+    throw_invalid_argument(std::string("--tool-call-parser must be ") + tool_call_parser_names() + ", got '" +
+                           options.tool_call_parser + "'");
   if (options.enable_auto_tool_choice && options.tool_call_parser.empty())
     throw_invalid_argument("--enable-auto-tool-choice needs --tool-call-parser (hermes for Qwen3)");
   if (options.log_format != "text" && options.log_format != "json")

@@ -53,8 +53,8 @@ struct ServerOptions {
   bool disable_log_requests = false;
   std::string log_format = "text";
   // Chat output parsing (vLLM's flags): "qwen3" / "deepseek_r1" split <think>…</think> into
-  // reasoning_content; with enable_auto_tool_choice and tool_call_parser "hermes", requests that
-  // send tools get <tool_call> blocks as tool_calls.
+  // reasoning; with enable_auto_tool_choice and tool_call_parser "hermes", "llama3_json" or
+  // "qwen3_coder", requests that send tools get their calls as tool_calls (engine/output_parsers.h).
   std::string reasoning_parser;
   bool enable_auto_tool_choice = false;
   // tool_choice "none" leaves the tools out of the prompt (vLLM's flag; by default they stay, and

@@ -416,8 +416,10 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
         ChatMessageParts view = message_parts(c);
         if (!request_.parallel_tool_calls && view.tool_calls.size() > 1) view.tool_calls.resize(1);
         Json message = {{"role", request_.response_role}};
-        // Echo makes the content a string even beside tool calls (vLLM's: echo + (content or "")).
-        const bool null_content = view.content.empty() && !view.tool_calls.empty() && !request_.echo;
+        // Empty content is null beside tool calls or a reasoning parser (vLLM's `content or None`);
+        // echo makes it a string (vLLM's: echo + (content or "")).
+        const bool null_content = view.content.empty() && !request_.echo &&
+                                  (!view.tool_calls.empty() || request_.parsers.reasoning);
         message["content"] = null_content ? Json(nullptr) : Json(request_.echoed_message + view.content);
         if (request_.parsers.reasoning)
           // `reasoning` is current vLLM's name; `reasoning_content` stays while clients migrate.

@@ -445,7 +445,8 @@ TEST_F(FormatterTest, ChatPromptLogprobsAreReturned) {
 // reasoning_content, content and tool_calls as the non-streamed message.
 TEST_F(FormatterTest, ChatParsersStreamTheSameMessage) {
   ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "stream": true})");
-  req.parsers = {.reasoning = true, .tool_calls = true};
+  req.parsers.reasoning = true;
+  req.parsers.tool_call_parser = ToolCallParser::kHermes;
   const std::string text =
       "<think>\nLet me see.\n</think>\n\nChecking.<tool_call>\n{\"name\": \"get_weather\", "
       "\"arguments\": {\"city\": \"Zürich\"}}\n</tool_call>";
@@ -568,7 +569,8 @@ TEST_F(FormatterTest, ChatEchoStreamedAndNot) {
 TEST_F(FormatterTest, ParallelToolCallsFalseReturnsTheFirstCallOnly) {
   ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "stream": true,
       "parallel_tool_calls": false})");
-  req.parsers = {.reasoning = false, .tool_calls = true};
+  req.parsers = ChatOutputParsers{};
+  req.parsers.tool_call_parser = ToolCallParser::kHermes;
   const std::string text =
       "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", "
       "\"arguments\": {}}\n</tool_call>";
