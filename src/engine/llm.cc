@@ -171,6 +171,8 @@ void LLM::score(const std::vector<std::vector<int32_t>>& sequences, const ScoreO
   if (refused) throw *refused;
 }
 
+bool LLM::reset_prefix_cache() { return engine_->reset_prefix_cache(); }
+
 const GenerationDefaults& LLM::generation_defaults() const { return engine_->input_processor().generation_defaults(); }
 
 const ModelInfo& LLM::model_info() const { return info_; }
