@@ -64,9 +64,10 @@ class AsyncLLM {
   // Starts an engine thread over `llm`'s model, tokenizer and engine arguments. The thread's
   // engine is its own (its KV cache and prefix cache beside the one llm.generate() keeps: two
   // caches of EngineArgs::kv_cache_memory each when both are used). `llm` must outlive this
-  // AsyncLLM and keep its engine arguments while it lives. An idle engine gives its activation
-  // buffers and uncached KV pages back after a second; its prefix cache stays until
-  // reset_prefix_cache().
+  // AsyncLLM and keep its engine arguments while it lives (LLM::score changes them for its call:
+  // not while an AsyncLLM over that LLM runs); llm.generate() may run beside it on another thread.
+  // An idle engine gives its activation buffers and uncached KV pages back after a second; its
+  // prefix cache stays until reset_prefix_cache().
   explicit AsyncLLM(LLM& llm);
   // Aborts what runs (each open stream fails with kInternal) and joins the engine thread.
   ~AsyncLLM();
