@@ -319,6 +319,50 @@ TEST_F(LlmApiTest, GenerateOptionsSetIdsRulesAndAbort) {
   }
 }
 
+// The LLM keeps its engine between generate() calls, as vLLM's does: the second call with a long
+// prompt finds its full blocks in the prefix cache and gives the same bits; reset_prefix_cache()
+// empties the cache (refusing while requests run), and so does a call under other engine limits.
+TEST_F(LlmApiTest, PrefixCacheCarriesAcrossGenerateCalls) {
+  ASSERT_TRUE(llm_->reset_prefix_cache());
+  std::vector<PromptInput> p(1);
+  p[0].token_ids = std::vector<int32_t>{};
+  for (int32_t i = 0; i < 50; ++i) p[0].token_ids->push_back(1000 + 37 * i);
+  SamplingParams s = params();
+  s.n = 1;
+  const std::vector<GenerateResult> first = llm_->generate(p, {s});
+  ASSERT_FALSE(first[0].error) << *first[0].error;
+  EXPECT_EQ(first[0].output.num_cached_tokens, 0);
+  const std::vector<GenerateResult> second = llm_->generate(p, {s});
+  EXPECT_EQ(second[0].output.num_cached_tokens, 48);    // three full blocks of 16
+  EXPECT_EQ(llm_->last_stats().prefix_hit_tokens, 48);  // this call's hits, not the engine's total
+  expect_same_bits(first[0].output, second[0].output);
+
+  EXPECT_TRUE(llm_->reset_prefix_cache());
+  const std::vector<GenerateResult> third = llm_->generate(p, {s});
+  EXPECT_EQ(third[0].output.num_cached_tokens, 0);
+  expect_same_bits(first[0].output, third[0].output);
+
+  // score() runs under limits of its own: a new engine, and generate() finds an empty cache after.
+  llm_->score({{1, 2, 3}}, ScoreOptions{}, [](size_t, RequestOutput&&) {});
+  const std::vector<GenerateResult> fourth = llm_->generate(p, {s});
+  EXPECT_EQ(fourth[0].output.num_cached_tokens, 0);
+  expect_same_bits(first[0].output, fourth[0].output);
+
+  // From a callback, while the batch's requests run: refused, nothing dropped.
+  std::vector<bool> answers;
+  GenerateOptions o;
+  o.on_step = [&](const GenerateProgress&) {
+    answers.push_back(llm_->reset_prefix_cache());
+    return true;
+  };
+  const std::vector<GenerateResult> fifth = llm_->generate(p, {s}, o);
+  EXPECT_EQ(fifth[0].output.num_cached_tokens, 48);
+  expect_same_bits(first[0].output, fifth[0].output);
+  ASSERT_GE(answers.size(), 2u);
+  EXPECT_FALSE(answers.front());  // before the first step
+  EXPECT_TRUE(answers.back());    // the call after the last step: nothing runs any more
+}
+
 TEST_F(LlmApiTest, ModelInfoAndVocabularyLookups) {
   const ModelInfo& m = llm_->model_info();
   EXPECT_TRUE(m.has_tokenizer);

@@ -29,6 +29,7 @@ struct SpeculativeConfig {
   int64_t disable_by_batch_size = 0;
 
   bool enabled() const { return !method.empty(); }
+  bool operator==(const SpeculativeConfig&) const = default;
 };
 
 // What a request's logprobs report (vLLM's logprobs_mode; docs/NUMERICS.md gives each transform):
@@ -76,6 +77,9 @@ struct EngineArgs {
   int tensor_parallel_size = 1;
   // Off by default; parse_speculative_config (engine/speculative.h) reads vLLM's JSON form.
   SpeculativeConfig speculative_config;
+
+  // Every knob equal (LLMEngine keeps its engine while set_engine_args changes none).
+  bool operator==(const EngineArgs&) const = default;
 };
 
 // The knobs a user sets by name — vLLM's LLM(...) keyword arguments, the EngineArgs member names

@@ -127,6 +127,9 @@ class LLM {
   // returned vector holds every result in input order whatever the callbacks saw. Throws
   // Error(kInvalidArgument) when params.size() is neither 1 nor prompts.size(), or when
   // options.max_tokens_rules or options.request_ids is neither empty nor one per prompt.
+  // The LLM keeps one engine from call to call, as vLLM's does: a prompt that begins with blocks
+  // an earlier call computed finds them in the prefix cache (RequestOutput::num_cached_tokens
+  // counts them) and gets the same bits as recomputing them.
   std::vector<GenerateResult> generate(const std::vector<PromptInput>& prompts,
                                        const std::vector<SamplingParams>& params, const GenerateOptions& options = {});
   // generate() with only a progress bar and on_result.
@@ -174,6 +177,7 @@ class LLM {
   // as soon as every earlier one has come. Throws Error(kInvalidArgument) naming "sequence I"
   // before any output when a sequence has fewer than two tokens (one is enough with next_token), a
   // token out of the vocabulary, or no position left in the context for the token after it.
+  // Scoring's engine limits differ from generate()'s, so it drops the prefix cache generate() keeps.
   using ScoreFn = std::function<void(size_t index, RequestOutput&& output)>;
   void score(const std::vector<std::vector<int32_t>>& sequences, const ScoreOptions& options, const ScoreFn& on_scored);
 
@@ -187,11 +191,18 @@ class LLM {
   std::vector<BeamSearchOutput> beam_search(const std::vector<PromptInput>& prompts, const BeamSearchParams& params,
                                             uint64_t seed = 0);
 
+  // Empties the prefix cache the LLM keeps between generate() calls (vLLM's
+  // LLM.reset_prefix_cache) and gives back the KV pages and buffers it held; outputs stay the
+  // same bits, later prompts are recomputed. Returns false, dropping nothing, while requests run
+  // (called from a generate() callback), else true.
+  bool reset_prefix_cache();
+
   // The model's default sampling parameters, which the front door applies to every request.
   const GenerationDefaults& generation_defaults() const;
   const ModelInfo& model_info() const;
 
-  // What the last generate() call's engine did.
+  // What the last generate() (or score()) call did: its engine steps, preemptions, prefix-cache
+  // lookups and hits (tokens), and speculative decoding's counters — that call's alone.
   struct Stats {
     int64_t steps = 0;
     int64_t preemptions = 0;
@@ -208,6 +219,7 @@ class LLM {
   const EngineArgs& args() const;
 
  private:
+  friend class AsyncLLM;  // runs its own engine thread over this LLM's model and front door
   std::unique_ptr<LLMEngine> engine_;
   ModelInfo info_;
 };

@@ -10,6 +10,7 @@ CPU's instruction set (docs/INVARIANCE.md).
 from ditto._env import batch_invariant_mode
 from ditto._ditto import __version__
 from ditto.beam_search import BeamSearchOutput, BeamSearchParams, BeamSearchSequence
+from ditto.async_llm import AsyncLLM
 from ditto.llm import LLM
 from ditto.outputs import CompletionOutput, Logprob, RequestOutput
 from ditto.sampling_params import RequestOutputKind, SamplingParams
@@ -17,6 +18,7 @@ from ditto.tokenizer import Tokenizer
 
 __all__ = [
     "LLM",
+    "AsyncLLM",
     "SamplingParams",
     "RequestOutputKind",
     "RequestOutput",

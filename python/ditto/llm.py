@@ -62,13 +62,16 @@ class LLM:
     model: a directory (config.json, safetensors, tokenizer.json) or a Hugging Face cache id such
     as "Qwen/Qwen3-8B" (found under $HF_HUB_CACHE or $HF_HOME/hub; nothing is downloaded).
     seed: requests without a seed get one derived from it (the k-th request's: SplitMix64 of
-    seed + k), so a script gives the same text every run; None: drawn from the OS.
+    seed + k), so a script gives the same text every run; None: drawn from the OS. A negative seed
+    is refused (ValueError), as vLLM's engine refuses it (numpy's seed range).
     One LLM runs one generate() or chat() at a time; calls from other threads wait their turn. max_model_len: the context (prompt +
     output) in tokens, default the model's. max_num_seqs, max_num_batched_tokens, block_size,
     enable_prefix_caching, max_logprobs: the engine's, as in vLLM. long_prefill_token_threshold (vLLM's
     EngineArgs field): the most prompt tokens one request prefills in a step shared with others, so no
     request waits behind a long prompt; 0 (the default): a quarter of max_num_batched_tokens. ditto's
-    own: kv_cache_memory (bytes or "2GiB"), threads (default: $DITTO_NUM_THREADS or every core).
+    own: kv_cache_memory (bytes or "2GiB", default "2GiB"; vLLM's kv_cache_memory_bytes, an int of
+    bytes, is the same knob: give one, or both with the same value), threads (default:
+    $DITTO_NUM_THREADS or every core).
     Every engine knob is checked and set by the one table the CLI's flags come from too
     (src/engine/engine_args_table.cc; its names: ditto._ditto.engine_arg_names()); a knob of that
     table not in this signature may be given by name.
@@ -93,9 +96,10 @@ class LLM:
                  max_num_batched_tokens: int = 2048, enable_prefix_caching: bool = True, block_size: int = 16,
                  max_logprobs: int = 20, quantization: Optional[str] = None, skip_tokenizer_init: bool = False,
                  generation_config: str = "auto", override_generation_config: Optional[dict] = None,
-                 kv_cache_memory: Union[int, str] = "2GiB", threads: Optional[int] = None,
+                 kv_cache_memory: Union[int, str, None] = None, threads: Optional[int] = None,
                  long_prefill_token_threshold: int = 0, speculative_config: Optional[dict] = None,
-                 **kwargs: Any) -> None:
+                 kv_cache_memory_bytes: Optional[int] = None, **kwargs: Any) -> None:
+        kv_cache_memory = _kv_cache_memory(kv_cache_memory, kv_cache_memory_bytes)
         # Every engine knob goes through the one table (EngineArgs.set): the keywords above and any
         # other knob of the table given by name. None leaves a knob at its default.
         engine_kwargs = {"threads": threads, "block_size": block_size, "kv_cache_memory": kv_cache_memory,
@@ -129,7 +133,8 @@ class LLM:
         if skip_tokenizer_init:
             raise ValueError("skip_tokenizer_init=True is not supported (give token-id prompts instead)")
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 1 << 64):
-            raise ValueError(f"seed must be None or an integer in [0, 2^64 - 1], got {seed!r}")
+            raise ValueError(f"seed must be None or an integer in [0, 2^64 - 1], got {seed!r} (vLLM's engine "
+                             "refuses a negative seed too)")
         args = _ditto.EngineArgs()
         args.model = model
         for name, value in engine_kwargs.items():
@@ -167,9 +172,18 @@ class LLM:
         return self._engine.system_fingerprint if self.is_driver else None
 
     def reset_prefix_cache(self) -> bool:
-        """vLLM's; every generate() call starts from an empty prefix cache here, so there is nothing
-        to reset. Returns True."""
-        return True
+        """Empties the prefix cache the LLM keeps between generate() and chat() calls (vLLM's), so
+        later prompts are computed again (the same bits either way; num_cached_tokens shows the
+        difference). Returns False, dropping nothing, while a generate() or chat() runs on another
+        thread, as vLLM does while requests run; True otherwise."""
+        if not self.is_driver:
+            return True
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return self._engine.reset_prefix_cache()
+        finally:
+            self._lock.release()
 
     def get_tokenizer(self) -> Tokenizer:
         """The model's tokenizer (encode, decode, apply_chat_template). Raises RuntimeError on a
@@ -274,6 +288,24 @@ class LLM:
         return [from_engine(o, prompt_is_text=pr.token_ids is None, want_logprobs=p.logprobs is not None,
                             want_prompt_logprobs=p.prompt_logprobs is not None)
                 for o, pr, p in zip(outs, engine_prompts, params)]
+
+
+def _kv_cache_memory(kv_cache_memory: Union[int, str, None], kv_cache_memory_bytes: Optional[int]) -> Union[int, str]:
+    """The one KV cache size of ditto's kv_cache_memory (bytes or "2GiB") and vLLM's
+    kv_cache_memory_bytes (an int of bytes); "2GiB" when neither is given. Raises ValueError for a
+    kv_cache_memory_bytes that is no integer, or for both given with different sizes."""
+    if kv_cache_memory_bytes is None:
+        return "2GiB" if kv_cache_memory is None else kv_cache_memory
+    if isinstance(kv_cache_memory_bytes, bool) or not isinstance(kv_cache_memory_bytes, numbers.Integral):
+        raise ValueError(f"kv_cache_memory_bytes must be an integer number of bytes, got {kv_cache_memory_bytes!r}")
+    if kv_cache_memory is not None:
+        given, other = _ditto.EngineArgs(), _ditto.EngineArgs()
+        given.set("kv_cache_memory", json.dumps(kv_cache_memory))
+        other.set("kv_cache_memory", json.dumps(int(kv_cache_memory_bytes)))
+        if given.kv_cache_memory != other.kv_cache_memory:
+            raise ValueError(f"kv_cache_memory={kv_cache_memory!r} and kv_cache_memory_bytes={kv_cache_memory_bytes!r} "
+                             "are the same knob with different sizes; give one")
+    return int(kv_cache_memory_bytes)
 
 
 def _default_sampling(model_defaults: dict, overrides: Optional[dict]) -> dict:

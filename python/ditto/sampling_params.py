@@ -36,8 +36,9 @@ class SamplingParams:
 
     n: choices per prompt, each with its own random stream. presence_penalty, frequency_penalty
     in [-2, 2]; repetition_penalty > 0; temperature >= 0 (0 is greedy); top_p in (0, 1]; top_k 0
-    or -1 (off) or a count; min_p in [0, 1]; seed: the request's seed (None: one derived from the
-    LLM's seed). stop: strings that end the output (cut from it unless include_stop_str_in_output);
+    or -1 (off) or a count; min_p in [0, 1]; seed: the request's seed (None or -1: one derived from
+    the LLM's seed; a negative seed s in [-2^63, -2] is the seed 2^64 + s, as torch's generator
+    reads it in vLLM). stop: strings that end the output (cut from it unless include_stop_str_in_output);
     stop_token_ids: ids that end it (kept in token_ids). max_tokens >= 1, or None for what the
     context leaves; min_tokens <= max_tokens. logprobs / prompt_logprobs: the sampled (or prompt)
     token's log-probability and this many top ones (<= the LLM's max_logprobs, default 20; what
@@ -134,8 +135,12 @@ class SamplingParams:
         seed = self.seed if self.seed is not None else default_seed
         if seed is not None:
             seed = _int("seed", seed, bits=None)
-            if not 0 <= seed < 1 << 64:
-                raise ValueError(f"seed must be in [0, 2^64 - 1] (or -1 / None for none), got {seed}")
+            if not -(1 << 63) <= seed < 1 << 64:
+                raise ValueError(f"seed must be in [-2^63, 2^64 - 1] (-1 or None: none), got {seed}")
+            if seed < 0:
+                # vLLM seeds torch's generator with it, which reads a negative int64 as its two's
+                # complement (torch/csrc/Generator.cpp, unpack_uint64): -5 is the seed 2^64 - 5.
+                seed += 1 << 64
             p.seed = seed
         if not isinstance(self.stop, list) or not all(isinstance(s, str) for s in self.stop):
             raise ValueError(f"stop must be a string or a list of strings, got {self.stop!r}")

@@ -10,6 +10,10 @@ from typing import Any, Optional, Union
 from ditto import _ditto
 
 
+# transformers' SPECIAL_TOKENS_ATTRIBUTES but additional_special_tokens, in its order.
+_SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
 class Tokenizer:
     """encode(text, add_special_tokens=True) -> ids; decode(ids, skip_special_tokens=False) -> str;
     apply_chat_template(conversation, ...) -> ids or text. Raises ValueError for a model without
@@ -42,14 +46,88 @@ class Tokenizer:
                 template = f.read()
         return template if isinstance(template, str) else None
 
+    # transformers' special-token attributes (SpecialTokensMixin), read from tokenizer_config.json.
     @property
     def pad_token(self) -> Optional[str]:
-        token = self._tokenizer_config().get("pad_token")
-        return token.get("content") if isinstance(token, dict) else token
+        return self._config_token("pad_token")
 
     @property
     def pad_token_id(self) -> Optional[int]:
-        token = self.pad_token
+        return self._token_id(self.pad_token)
+
+    @property
+    def unk_token(self) -> Optional[str]:
+        return self._config_token("unk_token")
+
+    @property
+    def unk_token_id(self) -> Optional[int]:
+        return self._token_id(self.unk_token)
+
+    @property
+    def sep_token(self) -> Optional[str]:
+        return self._config_token("sep_token")
+
+    @property
+    def sep_token_id(self) -> Optional[int]:
+        return self._token_id(self.sep_token)
+
+    @property
+    def cls_token(self) -> Optional[str]:
+        return self._config_token("cls_token")
+
+    @property
+    def cls_token_id(self) -> Optional[int]:
+        return self._token_id(self.cls_token)
+
+    @property
+    def mask_token(self) -> Optional[str]:
+        return self._config_token("mask_token")
+
+    @property
+    def mask_token_id(self) -> Optional[int]:
+        return self._token_id(self.mask_token)
+
+    @property
+    def additional_special_tokens(self) -> list[str]:
+        """tokenizer_config's additional_special_tokens (strings or AddedToken dicts' content)."""
+        tokens = self._tokenizer_config().get("additional_special_tokens") or []
+        out = [t.get("content") if isinstance(t, dict) else t for t in tokens if isinstance(t, (str, dict))]
+        return [t for t in out if isinstance(t, str)]
+
+    @property
+    def additional_special_tokens_ids(self) -> list[Optional[int]]:
+        return [self._token_id(t) for t in self.additional_special_tokens]
+
+    @property
+    def special_tokens_map(self) -> dict[str, Union[str, list[str]]]:
+        """transformers' special_tokens_map: each of bos_token, eos_token, unk_token, sep_token,
+        pad_token, cls_token, mask_token the model sets, and additional_special_tokens when it has
+        any, in that order."""
+        out: dict[str, Union[str, list[str]]] = {}
+        for name in _SPECIAL_TOKEN_NAMES:
+            token = getattr(self, name)
+            if token is not None:
+                out[name] = token
+        if self.additional_special_tokens:
+            out["additional_special_tokens"] = self.additional_special_tokens
+        return out
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        """Every special token of special_tokens_map once, in its order (transformers')."""
+        out: list[str] = []
+        for value in self.special_tokens_map.values():
+            for token in value if isinstance(value, list) else [value]:
+                if token not in out:
+                    out.append(token)
+        return out
+
+    @property
+    def all_special_ids(self) -> list[Optional[int]]:
+        """The ids of all_special_tokens, in the same order."""
+        return [self._token_id(t) for t in self.all_special_tokens]
+
+    def _token_id(self, token: Optional[str]) -> Optional[int]:
         return None if token is None else self._engine.token_to_id(token)
 
     def get_vocab(self) -> dict[str, int]:
@@ -85,6 +163,10 @@ class Tokenizer:
 
     @property
     def eos_token(self) -> Optional[str]:
+        """tokenizer_config's eos_token, else the token of eos_token_id."""
+        token = self._config_token("eos_token")
+        if token is not None:
+            return token
         eos = self.eos_token_id
         return None if eos is None else self._engine.id_to_token(eos)
 
@@ -95,7 +177,19 @@ class Tokenizer:
 
     @property
     def bos_token_id(self) -> Optional[int]:
-        return self._engine.bos_token_id
+        """The id the tokenizer puts first (None when it adds none: Qwen3), else tokenizer_config's
+        bos_token's id."""
+        bos = self._engine.bos_token_id
+        return bos if bos is not None else self._token_id(self._config_token("bos_token"))
+
+    @property
+    def bos_token(self) -> Optional[str]:
+        """tokenizer_config's bos_token, else the token of bos_token_id."""
+        token = self._config_token("bos_token")
+        if token is not None:
+            return token
+        bos = self._engine.bos_token_id
+        return None if bos is None else self._engine.id_to_token(bos)
 
     def __call__(self, text: Union[str, list[str]], add_special_tokens: bool = True) -> dict:
         """{"input_ids": ids} (a list of them for a list of texts), as a transformers tokenizer."""

@@ -11,11 +11,14 @@
 #include <Python.h>
 
 #include <charconv>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ditto/async_llm.h"
 #include "ditto/engine_args.h"
 #include "ditto/error.h"
 #include "ditto/llm.h"
@@ -84,6 +87,10 @@ class PyLLM {
     py::gil_scoped_release release;
     return llm_.beam_search(prompts, params, seed);
   }
+  // Drops the prefix cache generate() keeps between calls (LLM::reset_prefix_cache): false while
+  // a generate() runs.
+  bool reset_prefix_cache() { return llm_.reset_prefix_cache(); }
+  LLM& llm() { return llm_; }
 
   std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const {
     return llm_.tokenize(PromptInput{.text = text, .add_special_tokens = add_special_tokens});
@@ -130,6 +137,31 @@ class PyLLM {
 
  private:
   LLM llm_;
+};
+
+// What one Python AsyncLLM holds: the public ditto::AsyncLLM (include/ditto/async_llm.h) over a
+// PyLLM's model, which the binding keeps alive as long as this.
+class PyAsyncLLM {
+ public:
+  explicit PyAsyncLLM(PyLLM& llm) : engine_(llm.llm()) {}
+
+  // kind: "cumulative", "delta" or "final_only" (vLLM's RequestOutputKind); rest_of_context: the
+  // max_tokens rule of PyLLM::generate. Raises ValueError naming the field for a bad request.
+  std::shared_ptr<RequestStream> add_request(const std::string& request_id, const PromptInput& prompt,
+                                             SamplingParams params, const std::string& kind, bool rest_of_context) {
+    if (kind != "cumulative" && kind != "delta" && kind != "final_only")
+      throw Error(ErrorCode::kInvalidArgument, "output_kind must be cumulative, delta or final_only, got " + kind);
+    params.output_kind = kind == "final_only" ? RequestOutputKind::kFinalOnly : RequestOutputKind::kDelta;
+    const MaxTokensRule rule = rest_of_context ? MaxTokensRule::kRestOfContext : MaxTokensRule::kClipToContext;
+    py::gil_scoped_release release;  // the front door tokenizes
+    return engine_.add_request(request_id, prompt, params, kind == "cumulative", rule);
+  }
+  void abort(const std::string& request_id) { engine_.abort(request_id); }
+  bool reset_prefix_cache() { return engine_.reset_prefix_cache(); }
+  int64_t num_unfinished() const { return engine_.num_unfinished(); }
+
+ private:
+  AsyncLLM engine_;
 };
 
 }  // namespace
@@ -276,6 +308,7 @@ PYBIND11_MODULE(_ditto, m) {
       .def("generate", &PyLLM::generate, py::arg("prompts"), py::arg("params"), py::arg("request_ids"),
            py::arg("rest_of_context"), py::arg("on_step") = py::none())
       .def("beam_search", &PyLLM::beam_search, py::arg("prompts"), py::arg("params"), py::arg("seed") = 0)
+      .def("reset_prefix_cache", &PyLLM::reset_prefix_cache)
       .def("encode", &PyLLM::encode, py::arg("text"), py::arg("add_special_tokens") = true)
       .def("decode", &PyLLM::decode, py::arg("ids"), py::arg("skip_special_tokens") = true)
       .def("render_chat", &PyLLM::render_chat, py::arg("prompt"))
@@ -291,6 +324,26 @@ PYBIND11_MODULE(_ditto, m) {
       .def_property_readonly("system_fingerprint", &PyLLM::system_fingerprint)
       .def_property_readonly("args", &PyLLM::args)
       .def("generation_defaults", &PyLLM::generation_defaults);
+
+  // A request's reports from the engine thread; get(timeout_s) waits with the GIL released.
+  py::class_<RequestStream, std::shared_ptr<RequestStream>>(m, "RequestStream")
+      .def(
+          "get",
+          [](RequestStream& s, double timeout_s) {
+            py::gil_scoped_release release;
+            return s.get(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)));
+          },
+          py::arg("timeout_s"))
+      .def_property_readonly("finished", &RequestStream::finished)
+      .def_property_readonly("request_id", &RequestStream::request_id);
+
+  py::class_<PyAsyncLLM>(m, "AsyncEngine")
+      .def(py::init<PyLLM&>(), py::arg("llm"), py::keep_alive<1, 2>())
+      .def("add_request", &PyAsyncLLM::add_request, py::arg("request_id"), py::arg("prompt"), py::arg("params"),
+           py::arg("kind"), py::arg("rest_of_context"))
+      .def("abort", &PyAsyncLLM::abort, py::arg("request_id"))
+      .def("reset_prefix_cache", &PyAsyncLLM::reset_prefix_cache)
+      .def_property_readonly("num_unfinished", &PyAsyncLLM::num_unfinished);
 
   m.attr("__version__") = DITTO_VERSION;
 }

@@ -15,7 +15,8 @@ from conftest import ditto_command
 VLLM_LLM_ARGS = {"model": inspect.Parameter.empty, "tokenizer": None, "dtype": "auto", "seed": 0,
                  "tensor_parallel_size": 1, "max_model_len": None, "enable_prefix_caching": True,
                  "block_size": 16, "max_num_seqs": 256, "max_num_batched_tokens": 2048, "max_logprobs": 20,
-                 "quantization": None, "skip_tokenizer_init": False}
+                 "quantization": None, "skip_tokenizer_init": False,
+                 "kv_cache_memory_bytes": None}
 VLLM_SAMPLING_DEFAULTS = {"n": 1, "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0,
                           "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "seed": None, "stop": [],
                           "stop_token_ids": [], "ignore_eos": False, "max_tokens": 16, "min_tokens": 0,
@@ -55,7 +56,7 @@ def test_names_and_defaults_are_vllms():
     ({"min_tokens": 5, "max_tokens": 2}, "min_tokens"), ({"presence_penalty": 3.0}, "presence_penalty"),
     ({"frequency_penalty": -2.5}, "frequency_penalty"), ({"repetition_penalty": 0.0}, "repetition_penalty"),
     ({"logprobs": -1}, "logprobs"), ({"prompt_logprobs": -3}, "prompt_logprobs"), ({"stop": [""]}, "stop"),
-    ({"temperature": "hot"}, "temperature"), ({"seed": -2}, "seed"), ({"n": 1.5}, "n"),
+    ({"temperature": "hot"}, "temperature"), ({"seed": -2**63 - 1}, "seed"), ({"n": 1.5}, "n"),
     ({"stop": 5}, "stop"), ({"best_of": 3}, "best_of"), ({"logit_bias": {1: float("inf")}}, "logit_bias"),
     ({"logit_bias": {"x": 1.0}}, "logit_bias"), ({"bad_words": "x"}, "bad_words"), ({"bad_words": [""]}, "bad_words"),
     ({"allowed_token_ids": [-1]}, "allowed_token_ids"), ({"allowed_token_ids": []}, "allowed_token_ids"),

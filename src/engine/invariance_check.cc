@@ -114,19 +114,24 @@ class Checker {
   }
 
  private:
-  // Reference: every request alone (batch of one), roomy cache, default budget.
+  // Reference: every request alone (batch of one), roomy cache, default budget, computed whole
+  // (the prefix cache emptied before each).
   void run_alone() {
     for (size_t i = 0; i < prompts_.size(); ++i) {
+      llm_.reset_prefix_cache();
       std::vector<GenerateResult> r = llm_.generate({prompts_[i]}, {params_[i]}, {}, fault_);
       if (r[0].error) throw_invalid_argument("prompt " + std::to_string(i) + ": " + *r[0].error);
       alone_.push_back(std::move(r[0]));
     }
   }
 
-  // Runs `order` of the cases (then `extra` requests, not compared) on `engine` and compares.
+  // Runs `order` of the cases (then `extra` requests, not compared) on `engine` and compares. The
+  // prefix cache starts empty (the LLMEngine keeps it between calls), so each row tests only what
+  // it names, unless `warm`: then it holds what the previous call left.
   void check(const std::string& name, const std::vector<size_t>& order, const std::vector<Case>& extra = {},
-             LLMEngine* other = nullptr) {
+             LLMEngine* other = nullptr, bool warm = false) {
     LLMEngine& engine = other ? *other : llm_;
+    if (!warm) engine.reset_prefix_cache();
     std::vector<PromptInput> ps;
     std::vector<SamplingParams> pp;
     for (size_t i : order) {
@@ -186,6 +191,8 @@ class Checker {
     std::vector<size_t> twice = identity_;
     twice.insert(twice.end(), identity_.begin(), identity_.end());
     check_with("prefix cache cold, warm and partial hits", twice, [](EngineArgs& a) { a.max_num_seqs = 4; });
+    // The same engine again (LLM::generate keeps it): every prompt's full blocks are cached.
+    check("prefix cache kept from the previous generate() call", identity_, {}, nullptr, /*warm=*/true);
     check_with("prefix caching off", identity_, [](EngineArgs& a) {
       a.max_num_seqs = 4;
       a.enable_prefix_caching = false;

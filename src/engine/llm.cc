@@ -227,6 +227,8 @@ std::vector<BeamSearchOutput> LLM::beam_search(const std::vector<PromptInput>& p
   return outputs;
 }
 
+bool LLM::reset_prefix_cache() { return engine_->reset_prefix_cache(); }
+
 const GenerationDefaults& LLM::generation_defaults() const { return engine_->input_processor().generation_defaults(); }
 
 const ModelInfo& LLM::model_info() const { return info_; }

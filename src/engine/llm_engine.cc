@@ -83,6 +83,19 @@ std::string resolve_draft_path(const std::string& model) {
   }
 }
 
+// An engine's counters since it was made.
+LLM::Stats engine_stats(const Engine& engine) {
+  LLM::Stats s;
+  s.steps = engine.num_steps();
+  s.preemptions = engine.scheduler().num_preemptions();
+  s.prefix_query_tokens = engine.kv_cache().stats().prefix_queries_tokens;
+  s.prefix_hit_tokens = engine.kv_cache().stats().prefix_hit_tokens;
+  s.spec_decode_num_drafts = engine.speculation_stats().num_drafts;
+  s.spec_decode_num_draft_tokens = engine.speculation_stats().num_draft_tokens;
+  s.spec_decode_num_accepted_tokens = engine.speculation_stats().num_accepted_tokens;
+  return s;
+}
+
 }  // namespace
 
 void LLMEngine::set_engine_args(const EngineArgs& args) {
@@ -92,6 +105,8 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
   args_.threads = loaded.threads;
   args_.tensor_parallel_size = loaded.tensor_parallel_size;
   args_.chat_template = loaded.chat_template;
+  // generate()'s engine was built for the old values (and may point at the old draft model).
+  if (!(args_ == loaded)) engine_.reset();
   const ModelConfig& c = model_->config();
   if (args_.max_model_len < 0 || args_.max_model_len > c.max_position_embeddings)
     throw_invalid_field("max_model_len",
@@ -171,9 +186,6 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
                                                 const GenerateOptions& options, EngineConfig::LogitsHook logits_hook) {
   const std::vector<MaxTokensRule>& rules = options.max_tokens_rules;
   const std::vector<std::string>& request_ids = options.request_ids;
-  const ResultFn& on_result = options.on_result;
-  const DeltaFn& on_delta = options.on_delta;
-  const StepFn& on_step = options.on_step;
   const std::string for_prompts = " for " + std::to_string(prompts.size()) + " prompts";
   if (params.size() != 1 && params.size() != prompts.size())
     throw_invalid_argument("generate: " + std::to_string(params.size()) + " SamplingParams" + for_prompts +
@@ -187,8 +199,37 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
   if (!options.rescore_from.empty() && options.rescore_from.size() != prompts.size())
     throw_invalid_argument("generate: " + std::to_string(options.rescore_from.size()) + " rescore_from" + for_prompts +
                            " (give none, or one per prompt)");
-  const std::unique_ptr<Engine> engine_owner = make_engine(std::move(logits_hook));
-  Engine& engine = *engine_owner;
+  const bool hooked = logits_hook != nullptr;
+  if (engine_ == nullptr || hooked || engine_has_hook_) {
+    engine_.reset();  // before the new one allocates: one KV cache at a time
+    engine_ = make_engine(std::move(logits_hook));
+    engine_has_hook_ = hooked;
+  }
+  try {
+    return run(prompts, params, options);
+  } catch (...) {
+    engine_.reset();  // it may hold requests of the failed call
+    throw;
+  }
+}
+
+bool LLMEngine::reset_prefix_cache() {
+  if (engine_ == nullptr) return true;
+  if (engine_->has_unfinished()) return false;
+  engine_->release_idle_memory(/*drop_prefix_cache=*/true);
+  return true;
+}
+
+std::vector<GenerateResult> LLMEngine::run(const std::vector<PromptInput>& prompts,
+                                           const std::vector<SamplingParams>& params, const GenerateOptions& options) {
+  const std::vector<MaxTokensRule>& rules = options.max_tokens_rules;
+  const std::vector<std::string>& request_ids = options.request_ids;
+  const ResultFn& on_result = options.on_result;
+  const DeltaFn& on_delta = options.on_delta;
+  const StepFn& on_step = options.on_step;
+  Engine& engine = *engine_;
+  // The engine's counters are its lifetime's; last_stats() is this call's part of them.
+  const LLM::Stats before = engine_stats(engine);
 
   std::vector<GenerateResult> results(prompts.size());
   std::vector<bool> streams(prompts.size(), false);  // reported in kDelta pieces, appended here
@@ -249,13 +290,15 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
   }
   if (on_step) on_step(at);
   if (bar) std::fprintf(stderr, "\n");
-  stats_.steps = engine.num_steps();
-  stats_.preemptions = engine.scheduler().num_preemptions();
-  stats_.prefix_query_tokens = engine.kv_cache().stats().prefix_queries_tokens;
-  stats_.prefix_hit_tokens = engine.kv_cache().stats().prefix_hit_tokens;
-  stats_.spec_decode_num_drafts = engine.speculation_stats().num_drafts;
-  stats_.spec_decode_num_draft_tokens = engine.speculation_stats().num_draft_tokens;
-  stats_.spec_decode_num_accepted_tokens = engine.speculation_stats().num_accepted_tokens;
+  const LLM::Stats after = engine_stats(engine);
+  stats_.steps = after.steps - before.steps;
+  stats_.preemptions = after.preemptions - before.preemptions;
+  stats_.prefix_query_tokens = after.prefix_query_tokens - before.prefix_query_tokens;
+  stats_.prefix_hit_tokens = after.prefix_hit_tokens - before.prefix_hit_tokens;
+  stats_.spec_decode_num_drafts = after.spec_decode_num_drafts - before.spec_decode_num_drafts;
+  stats_.spec_decode_num_draft_tokens = after.spec_decode_num_draft_tokens - before.spec_decode_num_draft_tokens;
+  stats_.spec_decode_num_accepted_tokens =
+      after.spec_decode_num_accepted_tokens - before.spec_decode_num_accepted_tokens;
   return results;
 }
 

@@ -1,9 +1,10 @@
 // A loaded model and everything around it that a front end needs: the weights (CausalLM), the
 // tokenizer and chat template, the EOS ids, the front door (InputProcessor) and the engine
 // arguments — vLLM's LLMEngine. The server, the CLI and the public `LLM` all hold one; each makes
-// its Engines from it, so every request is checked against the same limits.
-// Thread-safety: const methods may run on many threads at once; set_engine_args and generate
-// are for one thread while no engine made from it runs.
+// its Engines from it, so every request is checked against the same limits. generate() keeps one
+// Engine (and so its KV cache and prefix cache) from call to call, as vLLM's LLM keeps its engine.
+// Thread-safety: const methods may run on many threads at once; set_engine_args, generate and
+// reset_prefix_cache are for one thread while no engine made from it runs.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,9 @@ class LLMEngine {
   // Engine limits for later engines and requests (block_size, kv_cache_memory,
   // max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, enable_prefix_caching,
   // max_model_len, max_logprobs, speculative_config — a new draft model is loaded here);
-  // model and threads stay as loaded. Throws as the constructor for bad values.
+  // model and threads stay as loaded. Other values than the current ones drop generate()'s engine
+  // (its prefix cache with it): the next generate() makes one with them. Throws as the
+  // constructor for bad values.
   void set_engine_args(const EngineArgs& args);
   const EngineArgs& args() const { return args_; }
 
@@ -68,16 +71,30 @@ class LLMEngine {
   // harness's negative control); null in real use.
   std::unique_ptr<Engine> make_engine(EngineConfig::LogitsHook logits_hook = nullptr) const;
 
-  // Runs every prompt through a fresh engine (the offline API's batch; LLM::generate, whose
-  // contract this is). `logits_hook` is a test double (the invariance harness's negative control);
-  // null in real use.
+  // Runs every prompt to its end (the offline API's batch; LLM::generate, whose contract this is)
+  // on the engine the last call left idle, whose prefix cache still holds what earlier calls
+  // computed (a hit gives the bits a recomputation would: RequestOutput::num_cached_tokens shows
+  // it). A new engine is made on the first call, after set_engine_args changed a value, after a
+  // call that threw (its engine's state is unknown), and whenever `logits_hook` is set or was set
+  // last time. `logits_hook` is a test double (the invariance harness's negative control), never
+  // shared with another call; null in real use.
   std::vector<GenerateResult> generate(const std::vector<PromptInput>& prompts,
                                        const std::vector<SamplingParams>& params, const GenerateOptions& options = {},
                                        EngineConfig::LogitsHook logits_hook = nullptr);
+  // What the last generate() call did (its own steps and hits, not the engine's totals).
   const LLM::Stats& last_stats() const { return stats_; }
+
+  // Empties the prefix cache generate() keeps between calls (vLLM's reset_prefix_cache) and gives
+  // the KV pages and activation buffers it held back (Engine::release_idle_memory); the next call
+  // recomputes every prompt. Returns false, dropping nothing, while a generate() call has requests
+  // running (called from one of its callbacks); true otherwise (also when there is no cache yet).
+  bool reset_prefix_cache();
 
  private:
   EngineConfig engine_config() const;
+  // generate()'s batch on engine_ (checked already), to the end.
+  std::vector<GenerateResult> run(const std::vector<PromptInput>& prompts, const std::vector<SamplingParams>& params,
+                                  const GenerateOptions& options);
 
   EngineArgs args_;
   std::string model_dir_;
@@ -92,6 +109,10 @@ class LLMEngine {
   std::unique_ptr<InputProcessor> processor_;
   std::vector<int32_t> eos_token_ids_;
   LLM::Stats stats_;
+  // generate()'s engine, idle between calls; null until the first call and after set_engine_args
+  // changed a value. Declared last: it refers to the model, draft model and tokenizer above.
+  std::unique_ptr<Engine> engine_;
+  bool engine_has_hook_ = false;  // engine_ was made with a logits hook: never reused
 };
 
 }  // namespace ditto

@@ -97,6 +97,16 @@ int64_t AsyncEngine::num_unfinished() const {
   return unfinished_;
 }
 
+bool AsyncEngine::reset_prefix_cache() {
+  {
+    std::lock_guard lock(mu_);
+    if (unfinished_ > 0) return false;
+    reset_prefix_cache_pending_ = true;
+  }
+  cv_.notify_one();
+  return true;
+}
+
 void AsyncEngine::admit(Submission& s) {
   std::string error;
   bool internal = false;
@@ -203,7 +213,8 @@ void AsyncEngine::loop() {
     {
       std::unique_lock lock(mu_);
       const auto has_work = [&] {
-        return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished() || abort_all_pending_;
+        return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished() || abort_all_pending_ ||
+               reset_prefix_cache_pending_;
       };
       if (release_stage == 2) {
         cv_.wait(lock, has_work);
@@ -220,6 +231,8 @@ void AsyncEngine::loop() {
       pending_sequences_ = 0;
       aborts.swap(aborts_);
       abort_everything = std::exchange(abort_all_pending_, false);
+      // Asked for while nothing was unfinished, so the engine is idle: it holds no block.
+      if (std::exchange(reset_prefix_cache_pending_, false)) engine_->release_idle_memory(/*drop_prefix_cache=*/true);
     }
     for (Submission& s : submissions) admit(s);
     if (abort_everything)

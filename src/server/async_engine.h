@@ -99,6 +99,11 @@ class AsyncEngine {
   // Requests submitted and not yet finished (queued, waiting or running).
   int64_t num_unfinished() const;
 
+  // Empties the engine's prefix cache (Engine::release_idle_memory with drop_prefix_cache) before
+  // it admits anything submitted after this call. Returns false, dropping nothing, while requests
+  // are unfinished. Callable from any thread.
+  bool reset_prefix_cache();
+
  private:
   struct Submission {
     EngineRequest request;
@@ -140,8 +145,9 @@ class AsyncEngine {
   int64_t free_running_ = 0;       // max_num_seqs minus the running sequences after the last step
   int64_t unfinished_ = 0;         // submitted, not yet finished or refused
   bool stop_ = false;
-  bool abort_all_ = false;          // set by abort_all(): new submissions are refused
-  bool abort_all_pending_ = false;  // the engine thread has yet to abort what it holds
+  bool abort_all_ = false;                   // set by abort_all(): new submissions are refused
+  bool abort_all_pending_ = false;           // the engine thread has yet to abort what it holds
+  bool reset_prefix_cache_pending_ = false;  // set by reset_prefix_cache(), for the engine thread
 
   std::unordered_map<std::string, Route> routes_;  // engine thread only
   std::thread thread_;
