@@ -259,6 +259,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--exclude-tools-when-tool-choice-none", o->server.exclude_tools_when_tool_choice_none,
                 "tool_choice \"none\" leaves the tools out of the prompt (vLLM's flag; by default they stay and no "
                 "tool calls are returned)");
+  cmd->add_flag("--enable-tokenizer-info-endpoint", o->server.enable_tokenizer_info_endpoint,
+                "GET /tokenizer_info: the tokenizer's configuration and chat template (vLLM's; off: 404)");
   cmd->add_flag("--trust-request-chat-template", o->server.trust_request_chat_template,
                 "Accept a chat request's own chat_template (Jinja run on this server; vLLM's flag; without it such "
                 "a request gets 400)");

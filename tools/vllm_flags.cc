@@ -46,6 +46,7 @@ const std::vector<VllmFlag>& vllm_flags() {
       {"--enable-chunked-prefill", false, kAny, "ditto always prefills in chunks, which changes no bit"},
       {"--no-enable-chunked-prefill", false, kAny, "ditto always prefills in chunks, which changes no bit"},
       {"--async-scheduling", false, kAny, "ditto's scheduling changes no bit of any output"},
+      {"--enable-server-load-tracking", false, kAny, "ditto's GET /load always counts the requests in flight"},
       {"--seed", true, kAny,
        "ditto seeds each request: one without a seed gets one drawn and returned in the response's `seed`, "
        "and sending it back repeats the answer bit for bit"},

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "ditto/sampling_params.h"
+#include "engine/llm_engine.h"
 
 namespace ditto {
 namespace {
@@ -106,6 +107,46 @@ std::vector<BeamSearchOutput> run_beam_search(const std::vector<std::vector<int3
     }
   }
   return out;
+}
+
+std::vector<BeamSearchOutput> beam_search_on(LLMEngine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                                             const BeamSearchParams& params, uint64_t seed,
+                                             const std::function<void(float*, int64_t, int64_t)>& logits_hook) {
+  const int64_t context = engine.max_model_len();
+  const BeamStepFn step = [&](const std::vector<BeamStepRequest>& requests) {
+    std::vector<PromptInput> batch;
+    std::vector<SamplingParams> batch_params;
+    std::vector<size_t> row_of;  // request → batch index; SIZE_MAX: its context is full
+    for (const BeamStepRequest& r : requests) {
+      if (static_cast<int64_t>(r.tokens->size()) >= context) {
+        row_of.push_back(SIZE_MAX);
+        continue;
+      }
+      row_of.push_back(batch.size());
+      batch.push_back(PromptInput{.token_ids = *r.tokens});
+      SamplingParams p;
+      p.max_tokens = 1;
+      p.ignore_eos = true;
+      p.temperature = params.temperature;
+      p.logprobs = 2 * params.beam_width;
+      p.seed = r.seed;
+      batch_params.push_back(std::move(p));
+    }
+    std::vector<GenerateResult> results;
+    if (!batch.empty()) results = engine.generate(batch, batch_params, {}, logits_hook);
+    std::vector<std::optional<SampledToken>> out;
+    for (size_t row : row_of) {
+      if (row == SIZE_MAX) {
+        out.emplace_back();
+        continue;
+      }
+      GenerateResult& r = results[row];
+      if (r.error) throw_invalid_argument("beam search: " + *r.error);
+      out.emplace_back(std::move(r.output.outputs.at(0).logprobs.at(0)));
+    }
+    return out;
+  };
+  return run_beam_search(prompts, params, engine.eos_token_ids(), seed, step);
 }
 
 }  // namespace ditto

@@ -33,4 +33,14 @@ std::vector<BeamSearchOutput> run_beam_search(const std::vector<std::vector<int3
                                               const BeamSearchParams& params, const std::vector<int32_t>& eos_token_ids,
                                               uint64_t seed, const BeamStepFn& step);
 
+class LLMEngine;
+
+// run_beam_search over `engine`: each step's beams are one-token requests to engine.generate
+// (EOS not ending them, 2·beam_width raw logprobs, the step's derived seed), a beam whose tokens
+// fill the context ends there; `logits_hook` is passed on (check-invariance's negative control).
+// Texts are left empty. Throws Error(kInvalidArgument) for a request the engine refuses.
+std::vector<BeamSearchOutput> beam_search_on(
+    LLMEngine& engine, const std::vector<std::vector<int32_t>>& prompts, const BeamSearchParams& params, uint64_t seed,
+    const std::function<void(float*, int64_t, int64_t)>& logits_hook = nullptr);
+
 }  // namespace ditto

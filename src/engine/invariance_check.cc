@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/philox.h"
+#include "engine/beam_search.h"
 #include "engine/llm_engine.h"
 #include "engine/output_diff.h"
 #include "engine/speculative.h"
@@ -110,6 +111,7 @@ class Checker {
     process_rows();
     rescore_row();
     logprobs_mode_rows();
+    beam_search_row();
     return std::move(rows_);
   }
 
@@ -358,6 +360,41 @@ class Checker {
       rows_.push_back(std::move(row));
     }
     llm_.set_engine_args(base_);
+  }
+
+  // Beam search (vLLM's, width 3, sampled candidates at temperature 0.7): each of the first cases'
+  // prompts searched alone, then all of them in one search — whose steps batch every prompt's
+  // beams together — compared beam by beam: tokens, cumulative logprob and every entry's bits.
+  void beam_search_row() {
+    InvarianceRow row{.name = "beam search: alone vs all prompts at once"};
+    BeamSearchParams bp;
+    bp.beam_width = 3;
+    bp.max_tokens = std::min<int64_t>(o_.max_tokens, 8);
+    bp.temperature = 0.7f;
+    std::vector<std::vector<int32_t>> prompts;
+    for (size_t i = 0; i < std::min<size_t>(alone_.size(), 6); ++i)
+      prompts.push_back(alone_[i].output.prompt_token_ids);
+    if (static_cast<int64_t>(2 * bp.beam_width) > llm_.args().max_logprobs) return;  // no room for the row
+    llm_.set_engine_args(base_);
+    const std::vector<BeamSearchOutput> together = beam_search_on(llm_, prompts, bp, o_.seed, fault_);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const std::vector<BeamSearchOutput> alone = beam_search_on(llm_, {prompts[i]}, bp, o_.seed, fault_);
+      ++row.cases;
+      const auto& a = alone[0].sequences;
+      const auto& b = together[i].sequences;
+      bool same = a.size() == b.size();
+      for (size_t k = 0; same && k < a.size(); ++k) {
+        row.tokens += static_cast<int64_t>(a[k].tokens.size()) - a[k].num_prompt_tokens;
+        same = a[k].tokens == b[k].tokens &&
+               std::bit_cast<uint64_t>(a[k].cum_logprob) == std::bit_cast<uint64_t>(b[k].cum_logprob) &&
+               a[k].logprobs.size() == b[k].logprobs.size();
+        for (size_t t = 0; same && t < a[k].logprobs.size(); ++t)
+          same = std::bit_cast<uint32_t>(a[k].logprobs[t].token.logprob) ==
+                 std::bit_cast<uint32_t>(b[k].logprobs[t].token.logprob);
+      }
+      if (!same) ++row.mismatches;
+    }
+    rows_.push_back(std::move(row));
   }
 
   const InvarianceCheckOptions& o_;

@@ -186,41 +186,7 @@ std::vector<BeamSearchOutput> LLM::beam_search(const std::vector<PromptInput>& p
     }
     if (ids.back().empty()) throw_invalid_argument("prompt " + std::to_string(i) + ": the prompt is empty");
   }
-  const int64_t context = info_.max_model_len;
-  const BeamStepFn step = [&](const std::vector<BeamStepRequest>& requests) {
-    std::vector<PromptInput> batch;
-    std::vector<SamplingParams> batch_params;
-    std::vector<size_t> row_of;  // request → batch index; SIZE_MAX: its context is full
-    for (const BeamStepRequest& r : requests) {
-      if (static_cast<int64_t>(r.tokens->size()) >= context) {
-        row_of.push_back(SIZE_MAX);
-        continue;
-      }
-      row_of.push_back(batch.size());
-      batch.push_back(PromptInput{.token_ids = *r.tokens});
-      SamplingParams p;
-      p.max_tokens = 1;
-      p.ignore_eos = true;
-      p.temperature = params.temperature;
-      p.logprobs = 2 * params.beam_width;
-      p.seed = r.seed;
-      batch_params.push_back(std::move(p));
-    }
-    std::vector<GenerateResult> results;
-    if (!batch.empty()) results = engine_->generate(batch, batch_params, {});
-    std::vector<std::optional<SampledToken>> out;
-    for (size_t row : row_of) {
-      if (row == SIZE_MAX) {
-        out.emplace_back();
-        continue;
-      }
-      GenerateResult& r = results[row];
-      if (r.error) throw_invalid_argument("beam search: " + *r.error);
-      out.emplace_back(std::move(r.output.outputs.at(0).logprobs.at(0)));
-    }
-    return out;
-  };
-  std::vector<BeamSearchOutput> outputs = run_beam_search(ids, params, info_.eos_token_ids, seed, step);
+  std::vector<BeamSearchOutput> outputs = beam_search_on(*engine_, ids, params, seed);
   if (info_.has_tokenizer)
     for (BeamSearchOutput& o : outputs)
       for (BeamSearchSequence& s : o.sequences) s.text = door.decode(s.tokens, /*skip_special_tokens=*/false);

@@ -72,9 +72,9 @@ std::map<int32_t, float> read_logit_bias(const Json& v) {
 
 }  // namespace
 
-void refuse_unimplemented_fields(const Json& body) {
+void refuse_unimplemented_fields(const Json& body, const std::set<std::string>& honoured) {
   for (const UnimplementedField& f : unimplemented_fields())
-    if (body.contains(f.name) && !f.inert(body[f.name]))
+    if (body.contains(f.name) && !f.inert(body[f.name]) && !honoured.contains(f.name))
       throw_invalid_field(f.name, std::string("field '") + f.name + "' (" + f.what +
                                       ") is not supported by ditto yet; the request is refused rather than "
                                       "answered without it (README: the server section lists what is supported)");

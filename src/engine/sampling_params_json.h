@@ -32,7 +32,9 @@ const std::set<std::string>& sampling_params_keys();
 // (use_beam_search false, length_penalty 1, spaces_between_special_tokens true, null for the
 // rest) is refused: Error(kInvalidArgument, param = the
 // field) naming it — never dropped. The server's bodies and `generate --prompts` lines share it.
-void refuse_unimplemented_fields(const nlohmann::ordered_json& body);
+// `honoured`: fields of the table the caller implements itself (the server's use_beam_search and
+// length_penalty).
+void refuse_unimplemented_fields(const nlohmann::ordered_json& body, const std::set<std::string>& honoured = {});
 
 // The keys refuse_unimplemented_fields reads (so a front end does not call them unknown).
 const std::set<std::string>& unimplemented_field_keys();

@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/json_input.h"
+#include "engine/beam_search.h"
 #include "engine/llm_engine.h"
 #include "engine/sampling_params_json.h"
 #include "server/async_engine.h"
@@ -160,6 +161,10 @@ struct HttpServer::Impl {
   }
 
   void routes();
+  // use_beam_search: each prompt's beams by run_beam_search, every step's beams submitted to the
+  // engine as one-token requests beside whatever else runs; the answer is whole (a stream gets it
+  // as one report), as vLLM's server gives it.
+  void respond_beam_search(ApiRequest&& request, const char* id_prefix, httplib::Response& res, int connection_fd);
   void handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res);
   void respond_whole(Job& job, const ApiFormatter& formatter, httplib::Response& res);
   void respond_stream(const std::shared_ptr<Job>& job, const std::shared_ptr<ApiFormatter>& formatter,
@@ -279,6 +284,9 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
       request.parsers.tools = request.prompts[0].tools;
     }
   }
+  if (request.use_beam_search)
+    return respond_beam_search(std::move(request), chat ? "chatcmpl-" : "cmpl-", res,
+                               connection_fd(req.remote_addr, req.remote_port, req.local_port));
   std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
   access_record().request_id = job->id;
   job->connection_fd = connection_fd(req.remote_addr, req.remote_port, req.local_port);
@@ -290,6 +298,126 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
   } else {
     respond_whole(*job, *formatter, res);
   }
+}
+
+void HttpServer::Impl::respond_beam_search(ApiRequest&& request, const char* id_prefix, httplib::Response& res,
+                                           int connection_fd) {
+  ApiRequest& r = request;
+  BeamSearchParams bp;
+  bp.beam_width = r.params.n;
+  bp.max_tokens = r.params.max_tokens;
+  bp.ignore_eos = r.params.ignore_eos;
+  bp.temperature = r.params.temperature;
+  bp.length_penalty = r.length_penalty;
+  bp.include_stop_str_in_output = r.params.include_stop_str_in_output;
+  try {
+    bp.validate(llm.args().max_logprobs);
+  } catch (const Error& e) {  // beam_width is the request's n
+    throw Error(e.code(),
+                e.param() == "beam_width" ? std::string("use_beam_search: n is the beam width; ") + e.what()
+                                          : std::string(e.what()),
+                e.param() == "beam_width" ? "n" : e.param());
+  }
+  if (!r.params.seed) r.params.seed = draw_seed();
+  // The front door for each prompt as the request gives it (length, vocabulary, max_tokens).
+  SamplingParams door = r.params;
+  door.n = 1;
+  std::vector<std::vector<int32_t>> prompt_ids;
+  std::vector<std::string> prompt_texts;
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    EngineRequest e = llm.input_processor().process(r.prompts[i], door, max_tokens_rule(r), r.max_tokens_field);
+    bp.max_tokens = std::min(bp.max_tokens, e.params.max_tokens);
+    prompt_ids.push_back(e.prompt_token_ids);
+    prompt_texts.push_back(r.echo && r.prompts[i].token_ids ? llm.input_processor().decode(e.prompt_token_ids)
+                                                            : e.prompt);
+  }
+  const std::string id = new_id(id_prefix);
+  access_record().request_id = id;
+  const int64_t context = llm.max_model_len();
+  int64_t counter = 0;
+  const BeamStepFn step = [&](const std::vector<BeamStepRequest>& requests) {
+    auto channel = std::make_shared<OutputChannel>();
+    Job job;
+    job.channel = channel;
+    std::vector<std::optional<SampledToken>> out(requests.size());
+    std::vector<size_t> slot_of(requests.size(), SIZE_MAX);
+    for (size_t k = 0; k < requests.size(); ++k) {
+      if (static_cast<int64_t>(requests[k].tokens->size()) >= context) continue;  // the beam cannot grow
+      SamplingParams p;
+      p.max_tokens = 1;
+      p.ignore_eos = true;
+      p.temperature = bp.temperature;
+      p.logprobs = 2 * bp.beam_width;
+      p.seed = requests[k].seed;
+      EngineRequest e = llm.input_processor().process(PromptInput{.token_ids = *requests[k].tokens}, p,
+                                                      MaxTokensRule::kClipToContext);
+      e.request_id = id + "-beam-" + std::to_string(counter++);
+      slot_of[k] = job.engine_ids.size();
+      job.engine_ids.push_back(e.request_id);
+      engine.submit(std::move(e), channel, slot_of[k]);
+    }
+    job.finished.assign(job.engine_ids.size(), false);
+    std::vector<RequestOutput> results(job.engine_ids.size());
+    try {
+      while (job.num_finished < job.engine_ids.size()) {
+        std::vector<OutputChannel::Item> items = channel->pop(std::chrono::milliseconds(200));
+        for (auto& [slot, output] : apply(job, items, nullptr)) results[slot] = std::move(output);
+        if (job.num_finished < job.engine_ids.size() && peer_closed(connection_fd))
+          throw Error(ErrorCode::kCancelled, "the client disconnected before the response was ready");
+      }
+    } catch (...) {
+      abort_job(job);
+      throw;
+    }
+    for (size_t k = 0; k < requests.size(); ++k)
+      if (slot_of[k] != SIZE_MAX) out[k] = std::move(results[slot_of[k]].outputs.at(0).logprobs.at(0));
+    return out;
+  };
+  const std::vector<BeamSearchOutput> beams =
+      run_beam_search(prompt_ids, bp, llm.eos_token_ids(), *r.params.seed, step);
+  // Each prompt's beams as its RequestOutput: choice i is beam i (best first).
+  std::vector<RequestOutput> outputs(beams.size());
+  access_record().prompt_tokens = access_record().completion_tokens = 0;
+  for (size_t i = 0; i < beams.size(); ++i) {
+    RequestOutput& o = outputs[i];
+    o.request_id = id;
+    o.prompt_token_ids = prompt_ids[i];
+    o.seed = *r.params.seed;
+    o.finished = true;
+    access_record().prompt_tokens += static_cast<int64_t>(prompt_ids[i].size());
+    for (size_t b = 0; b < beams[i].sequences.size(); ++b) {
+      const BeamSearchSequence& s = beams[i].sequences[b];
+      CompletionOutput c;
+      c.index = static_cast<int64_t>(b);
+      c.token_ids.assign(s.tokens.begin() + s.num_prompt_tokens, s.tokens.end());
+      // A final EOS is text only with include_stop_str_in_output (vLLM's beam search rule).
+      std::vector<int32_t> text_ids = c.token_ids;
+      if (s.finish_reason == "stop" && !bp.include_stop_str_in_output && !text_ids.empty()) text_ids.pop_back();
+      c.text = llm.input_processor().decode(text_ids, r.params.skip_special_tokens);
+      c.cumulative_logprob = s.cum_logprob;
+      c.finish_reason = s.finish_reason;
+      if (r.logprobs)
+        for (SampledToken t : s.logprobs) {
+          if (t.top_logprobs.size() > static_cast<size_t>(*r.logprobs))
+            t.top_logprobs.resize(static_cast<size_t>(*r.logprobs));
+          c.logprobs.push_back(std::move(t));
+        }
+      access_record().completion_tokens += static_cast<int64_t>(c.token_ids.size());
+      access_record().finished(c.finish_reason);
+      o.outputs.push_back(std::move(c));
+    }
+  }
+  ApiFormatter formatter(r, llm.input_processor(), id, static_cast<int64_t>(std::time(nullptr)),
+                         options.served_model_name, prompt_texts);
+  if (!r.stream) return send_json(res, 200, formatter.response(outputs));
+  std::string body;
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (const Json& chunk : formatter.stream_chunks(i, outputs[i])) body += "data: " + dump_json(chunk) + "\n\n";
+  if (r.include_usage) body += "data: " + dump_json(formatter.usage_chunk()) + "\n\n";
+  body += "data: [DONE]\n\n";
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_content(body, "text/event-stream");
 }
 
 // A non-streamed response: waits for every slot's final output, aborting if the client leaves.
@@ -480,11 +608,23 @@ void HttpServer::Impl::routes() {
                                 {"/v1/models", "GET"},
                                 {"/health", "GET"},
                                 {"/version", "GET"},
+                                {"/load", "GET"},
                                 {"/metrics", "GET"}});
   server.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   server.Get("/version", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"version", options.version}});
   });
+  // vLLM's server load: the generation requests whose responses are not fully written yet.
+  server.Get("/load", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"server_load", open_responses.load()}});
+  });
+  if (options.enable_tokenizer_info_endpoint) {
+    server.Get("/tokenizer_info", guarded([this](const httplib::Request&, httplib::Response& res) {
+                 Json info = Json::parse(llm.input_processor().tokenizer_config().dump());
+                 if (!info.contains("tokenizer_class")) info["tokenizer_class"] = "PreTrainedTokenizerFast";
+                 send_json(res, 200, info);
+               }));
+  }
   server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
   });

@@ -163,8 +163,41 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
     if (!shared.contains(key) && !own.contains(key) && !sampling_params_keys().contains(key) &&
         !unimplemented_field_keys().contains(key))
       r.ignored_fields.push_back(key);
-  refuse_unimplemented_fields(body);
+  refuse_unimplemented_fields(body, {"use_beam_search", "length_penalty"});
   if (endpoint == ApiEndpoint::kChatCompletions) refuse_unimplemented_chat_fields(body);
+  if (present(body, "use_beam_search"))
+    r.use_beam_search = field("use_beam_search", [&] { return json_bool(body["use_beam_search"], "use_beam_search"); });
+  if (present(body, "length_penalty"))
+    r.length_penalty = field("length_penalty", [&] { return json_float(body["length_penalty"], "length_penalty"); });
+  if (r.use_beam_search) {
+    // Beam search takes n (the width), max_tokens, temperature, ignore_eos, length_penalty and
+    // include_stop_str_in_output; a field that would change a sampled answer and that a beam
+    // search cannot honour is refused rather than ignored (vLLM ignores them).
+    SamplingParams asked;
+    read_sampling_params(body, asked);
+    const SamplingParams plain;
+    const std::pair<const char*, bool> unused[] = {
+        {"top_p", asked.top_p != plain.top_p},
+        {"top_k", asked.top_k > 0},
+        {"min_p", asked.min_p != plain.min_p},
+        {"presence_penalty", asked.presence_penalty != 0.0f},
+        {"frequency_penalty", asked.frequency_penalty != 0.0f},
+        {"repetition_penalty", asked.repetition_penalty != 1.0f},
+        {"stop", !asked.stop.empty()},
+        {"stop_token_ids", !asked.stop_token_ids.empty()},
+        {"min_tokens", asked.min_tokens != 0},
+        {"logit_bias", !asked.logit_bias.empty()},
+        {"allowed_token_ids", asked.allowed_token_ids.has_value()},
+        {"bad_words", !asked.bad_words.empty()},
+        {"prompt_logprobs", asked.prompt_logprobs.has_value()},
+        {"truncate_prompt_tokens", asked.truncate_prompt_tokens.has_value()},
+    };
+    for (const auto& [name, set] : unused)
+      if (set)
+        throw_bad_param(name, std::string("field '") + name +
+                                  "' does not apply to beam search (use_beam_search); the request is refused "
+                                  "rather than answered without it");
+  }
 
   if (present(body, "model")) r.model = field("model", [&] { return json_string(body["model"], "model"); });
   r.max_tokens_given = parse_sampling(body, r);
@@ -418,8 +451,8 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
         Json message = {{"role", request_.response_role}};
         // Empty content is null beside tool calls or a reasoning parser (vLLM's `content or None`);
         // echo makes it a string (vLLM's: echo + (content or "")).
-        const bool null_content = view.content.empty() && !request_.echo &&
-                                  (!view.tool_calls.empty() || request_.parsers.reasoning);
+        const bool null_content =
+            view.content.empty() && !request_.echo && (!view.tool_calls.empty() || request_.parsers.reasoning);
         message["content"] = null_content ? Json(nullptr) : Json(request_.echoed_message + view.content);
         if (request_.parsers.reasoning)
           // `reasoning` is current vLLM's name; `reasoning_content` stays while clients migrate.

@@ -97,6 +97,10 @@ struct ApiRequest {
   // (completions: choice.prompt_token_ids and choice.token_ids; chat: prompt_token_ids beside the
   // choices and choice.token_ids; streamed: each chunk's new ids, the prompt's in the first).
   bool return_token_ids = false;
+  // vLLM's use_beam_search: n beams per prompt (beam width n) with length_penalty, answered
+  // whole when done (streamed: as one report), as vLLM's server does.
+  bool use_beam_search = false;
+  float length_penalty = 1.0f;
   // chat: how the engine splits the output into reasoning_content / content / tool_calls (set by
   // the server from its flags and the request's tools; the formatter reads the parts from
   // CompletionOutput::message).

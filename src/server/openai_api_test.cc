@@ -137,8 +137,6 @@ TEST(OpenAiApiTest, ErrorsNameTheParameter) {
 TEST(OpenAiApiTest, ResultChangingFieldsAreHonouredOrRefusedByName) {
   const std::string chat = R"("messages": [{"role": "user", "content": "hi"}])";
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {R"("use_beam_search": true)", "use_beam_search"},
-      {R"("length_penalty": 0.5)", "length_penalty"},
       {R"("guided_json": {"type": "object"})", "guided_json"},
       {R"("guided_choice": ["a", "b"])", "guided_choice"},
       {R"("structured_outputs": {"regex": "a+"})", "structured_outputs"},
@@ -197,6 +195,17 @@ TEST(OpenAiApiTest, ResultChangingFieldsAreHonouredOrRefusedByName) {
   EXPECT_EQ(rows.params.truncate_prompt_tokens, 7);
   EXPECT_TRUE(rows.return_token_ids);
   EXPECT_TRUE(rows.ignored_fields.empty());
+  // use_beam_search (n beams, length_penalty) is the server's; sampling fields it cannot honour
+  // are refused by name.
+  const ApiRequest beams = parse(kCompletions, R"({"prompt": "a", "use_beam_search": true, "n": 3,
+      "length_penalty": 0.5, "temperature": 0})");
+  EXPECT_TRUE(beams.use_beam_search);
+  EXPECT_EQ(beams.length_penalty, 0.5f);
+  EXPECT_EQ(
+      parse_error(kCompletions, R"({"prompt": "a", "use_beam_search": true, "top_p": 0.5})").body()["error"]["param"],
+      "top_p");
+  EXPECT_EQ(parse_error(kChat, "{" + chat + R"(, "use_beam_search": true, "stop": ["x"]})").body()["error"]["param"],
+            "stop");
 }
 
 class FormatterTest : public ::testing::Test {

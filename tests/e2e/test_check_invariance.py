@@ -24,9 +24,10 @@ def model(ditto_bin, tmp_path_factory):
 def test_every_row_matches(ditto_bin, model):
     report = json.loads(run_ditto(ditto_bin, "check-invariance", "--model", model, *ARGS).stdout)
     names = [r["row"] for r in report["rows"]]
-    assert len(names) == 17, names
+    assert len(names) == 18, names
     modes = [n for n in names if n.startswith("logprobs_mode ")]  # issue 30: one row per mode but raw_logprobs
     assert [m.split()[1].rstrip(":") for m in modes] == ["raw_logits", "processed_logprobs", "processed_logits"]
+    assert "beam search: alone vs all prompts at once" in names
     for r in report["rows"]:
         assert r["mismatches"] == 0, r
         assert r["cases"] > 0 and r["tokens_compared"] > 0, r
@@ -70,7 +71,7 @@ def moe_model(ditto_bin, tmp_path_factory):
 
 def test_every_row_matches_on_qwen3_moe(ditto_bin, moe_model):
     report = json.loads(run_ditto(ditto_bin, "check-invariance", "--model", moe_model, *ARGS).stdout)
-    assert len(report["rows"]) == 17
+    assert len(report["rows"]) == 18
     for r in report["rows"]:
         assert r["mismatches"] == 0, r
         assert r["cases"] > 0 and r["tokens_compared"] > 0, r
@@ -85,7 +86,7 @@ def test_every_row_matches_on_a_quantized_gguf(ditto_bin, model, outtype, tmp_pa
     gguf = tmp_path / f"m-{outtype}.gguf"
     run_ditto(ditto_bin, "export-gguf", "--model", model, "--output", gguf, "--outtype", outtype)
     report = json.loads(run_ditto(ditto_bin, "check-invariance", "--model", gguf, *ARGS).stdout)
-    assert len(report["rows"]) == 17
+    assert len(report["rows"]) == 18
     for r in report["rows"]:
         assert r["mismatches"] == 0, r
         assert r["cases"] > 0 and r["tokens_compared"] > 0, r

@@ -143,3 +143,42 @@ def test_an_unknown_logprobs_mode_is_refused_by_name():
     proc = subprocess.run([DITTO, "serve", MODEL, "--port", "0", "--logprobs-mode", "softmax"], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode != 0 and "logprobs_mode" in proc.stderr and "processed_logprobs" in proc.stderr, proc.stderr
+
+
+def test_use_beam_search_returns_n_beams_best_first_the_same_bits_under_load(server):
+    """vLLM's use_beam_search: n is the beam width; each choice is a beam, best first; width 1 at
+    temperature 0 is the greedy answer; the same request gives the same beams, alone or among
+    others; a sampling field beam search cannot honour is refused by name."""
+    body = {"prompt": "The capital of France is", "max_tokens": 5, "use_beam_search": True, "n": 3,
+            "temperature": 0, "logprobs": 1, "seed": 1}
+    first = complete(server, **body)
+    assert [c["index"] for c in first["choices"]] == [0, 1, 2]
+    assert len({tuple(c["logprobs"]["tokens"]) for c in first["choices"]}) == 3  # three different beams
+    greedy = complete(server, max_tokens=5, ignore_eos=True, return_token_ids=True)
+    width_one = complete(server, **{**body, "n": 1, "ignore_eos": True, "return_token_ids": True})
+    assert width_one["choices"][0]["token_ids"] == greedy["choices"][0]["token_ids"]
+    results = [None] * 6
+
+    def run(k):
+        results[k] = complete(server, **body) if k % 2 == 0 else complete(server, max_tokens=8, temperature=1.0)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(0, 6, 2):
+        assert results[k]["choices"] == first["choices"], k
+    events = server.stream("/v1/completions", {"model": NAME, **body, "prompt": "The capital of France is",
+                                               "stream": True})
+    streamed = {}
+    for e in events:
+        if e != "[DONE]":
+            for c in e["choices"]:
+                streamed[c["index"]] = streamed.get(c["index"], "") + c["text"]
+    assert [streamed[i] for i in range(3)] == [c["text"] for c in first["choices"]]
+    for field, value in (("top_p", 0.5), ("stop", ["x"]), ("logit_bias", {"5": 1})):
+        status, err = server.post("/v1/completions", {"model": NAME, **body, field: value})
+        assert status == 400 and err["error"]["param"] == field, err
+    status, err = server.post("/v1/completions", {"model": NAME, **body, "n": 11})
+    assert status == 400 and err["error"]["param"] == "n" and "beam width" in err["error"]["message"], err

@@ -185,3 +185,39 @@ def test_log_format_json_makes_every_server_line_json():
     assert any("--enforce-eager is vLLM's" in m for m in events), events
     assert any(p.get("path") == "/v1/completions" and p.get("status") == 200 for p in parsed), parsed
     assert events[-1] == "stopped" or any(m == "stopped" for m in events), events
+
+
+def test_load_and_tokenizer_info_routes():
+    """vLLM's GET /load counts the generation requests in flight; GET /tokenizer_info is there only
+    with --enable-tokenizer-info-endpoint (404 otherwise, as vLLM)."""
+    import http.client
+    s = Server("--enable-tokenizer-info-endpoint", "--enable-server-load-tracking")
+    try:
+        status, load = s.request("GET", "/load")
+        assert status == 200 and json.loads(load) == {"server_load": 0}
+        conn = http.client.HTTPConnection(s.host, s.port, timeout=120)
+        conn.request("POST", "/v1/completions", body=json.dumps(
+            {"model": NAME, "prompt": "Count", "max_tokens": 64, "stream": True, "ignore_eos": True}).encode(),
+            headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.read(16)  # the first event is on its way: the response is open
+        status, load = s.request("GET", "/load")
+        assert status == 200 and json.loads(load)["server_load"] == 1
+        resp.read()
+        conn.close()
+        import time
+        deadline = time.time() + 10  # the response is closed just after its last byte is sent
+        while json.loads(s.request("GET", "/load")[1])["server_load"] != 0 and time.time() < deadline:
+            time.sleep(0.05)
+        assert json.loads(s.request("GET", "/load")[1])["server_load"] == 0
+        status, info = s.request("GET", "/tokenizer_info")
+        assert status == 200, info
+        info = json.loads(info)
+        assert "chat_template" in info and info["tokenizer_class"]
+    finally:
+        s.close()
+    plain = Server()
+    try:
+        assert plain.request("GET", "/tokenizer_info")[0] == 404
+    finally:
+        plain.close()
