@@ -152,7 +152,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--repetition-penalty", sp.repetition_penalty, "Divides (or multiplies) seen tokens' logits");
   cmd->add_option("--seed", o->seed,
                   "Sampling seed of every --prompt (--json reports it); with --prompts, line k without a seed "
-                  "gets SplitMix64(seed + k), as Python's LLM(seed=...) does")
+                  "gets the top 53 bits of SplitMix64(seed + k), as Python's LLM(seed=...) does")
       ->capture_default_str();
   cmd->add_option("--stop", sp.stop, "Stop string; repeat for several")
       ->expected(1)

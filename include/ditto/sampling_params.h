@@ -51,6 +51,9 @@ struct SamplingParams {
   // also give token sequences there directly, e.g. without a tokenizer).
   std::vector<std::string> bad_words;
   std::vector<std::vector<int32_t>> bad_words_token_ids;
+  // Set: the logprobs reported beside each sampled token are these ids' (in this order, with their
+  // ranks) instead of the top `logprobs` (vLLM's logprob_token_ids); at most max_logprobs ids.
+  std::optional<std::vector<int32_t>> logprob_token_ids;
   // Set: only the last k prompt tokens are kept (vLLM's truncate_prompt_tokens; -1: the last
   // max_model_len tokens). Applied by the front door before any other check on the prompt.
   std::optional<int64_t> truncate_prompt_tokens;
@@ -67,9 +70,11 @@ struct SamplingParams {
 };
 
 // The seed of the k-th request (k from 0, in the order given) that gave none, in an offline front
-// end seeded with `seed` (Python's LLM(seed=0), `ditto generate --prompts --seed 0`): SplitMix64 of
-// seed + k (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", 2014; the
-// addition wraps mod 2^64), so a script or a file of requests gives the same text on every run.
+// end seeded with `seed` (Python's LLM(seed=0), `ditto generate --prompts --seed 0`): the top 53
+// bits of SplitMix64 of seed + k (Steele, Lea, Flood, "Fast splittable pseudorandom number
+// generators", 2014; the addition wraps mod 2^64) — 53 bits so that the seed reported in any JSON
+// output reads back exactly (JavaScript, jq) and repeats the answer on every front end — so a
+// script or a file of requests gives the same text on every run.
 // The server draws an unseeded request's seed from the operating system instead (its requests'
 // order depends on its clients) and returns it in the response's `seed`.
 uint64_t derived_seed(uint64_t seed, uint64_t k);

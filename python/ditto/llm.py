@@ -45,11 +45,9 @@ PromptType = Union[str, dict]  # a text, {"prompt": text} or {"prompt_token_ids"
 
 
 def _splitmix64(x: int) -> int:
-    """SplitMix64 (Steele, Lea, Flood 2014): the default seed of the k-th unseeded request."""
-    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return x ^ (x >> 31)
+    """The default seed of the k-th unseeded request, x = seed + k: the engine's derived_seed (the top
+    53 bits of SplitMix64; include/ditto/sampling_params.h), one rule for every front end."""
+    return _ditto.derived_seed(x & 0xFFFFFFFFFFFFFFFF, 0)
 
 
 class LLM:
@@ -285,7 +283,8 @@ class LLM:
             finally:
                 if bar:
                     bar.close()
-        return [from_engine(o, prompt_is_text=pr.token_ids is None, want_logprobs=p.logprobs is not None,
+        return [from_engine(o, prompt_is_text=pr.token_ids is None,
+                            want_logprobs=p.logprobs is not None or p.logprob_token_ids is not None,
                             want_prompt_logprobs=p.prompt_logprobs is not None)
                 for o, pr, p in zip(outs, engine_prompts, params)]
 

@@ -46,6 +46,8 @@ class SamplingParams:
     allowed_token_ids: only these may be sampled (not empty); bad_words: words the output must not
     contain (each banned as it tokenizes, with and without a leading space);
     truncate_prompt_tokens: keep only the prompt's last k tokens (-1: the context's worth).
+    logprob_token_ids: the logprobs of these ids beside each sampled token, instead of the top
+    `logprobs`.
 
     Raises ValueError naming the field for a value out of range or of the wrong type, and for the
     vLLM fields ditto does not implement (logits_processors, guided decoding, structured outputs).
@@ -80,6 +82,7 @@ class SamplingParams:
     structured_outputs: Optional[Any] = None
     logit_bias: Optional[dict] = None
     allowed_token_ids: Optional[list[int]] = None
+    logprob_token_ids: Optional[list[int]] = None
     extra_args: Optional[dict] = None
 
     def __post_init__(self) -> None:
@@ -170,6 +173,12 @@ class SamplingParams:
             p.bad_words = list(self.bad_words)
         if self.truncate_prompt_tokens is not None:
             p.truncate_prompt_tokens = _int("truncate_prompt_tokens", self.truncate_prompt_tokens)
+        if self.logprob_token_ids is not None:
+            if not isinstance(self.logprob_token_ids, (list, tuple)):
+                raise ValueError(f"logprob_token_ids must be a list of token ids, got {self.logprob_token_ids!r}")
+            p.logprob_token_ids = [_int("logprob_token_ids", t, bits=32) for t in self.logprob_token_ids]
+            if self.logprobs is None:
+                p.logprobs = 0
         return p
 
 

@@ -242,6 +242,7 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readwrite("allowed_token_ids", &SamplingParams::allowed_token_ids)
       .def_readwrite("bad_words", &SamplingParams::bad_words)
       .def_readwrite("truncate_prompt_tokens", &SamplingParams::truncate_prompt_tokens)
+      .def_readwrite("logprob_token_ids", &SamplingParams::logprob_token_ids)
       .def("validate", &SamplingParams::validate, py::arg("vocab_size") = INT64_MAX,
            py::arg("max_logprobs") = INT64_MAX, "Raises ValueError naming the first field out of range");
 
@@ -345,5 +346,7 @@ PYBIND11_MODULE(_ditto, m) {
       .def("reset_prefix_cache", &PyAsyncLLM::reset_prefix_cache)
       .def_property_readonly("num_unfinished", &PyAsyncLLM::num_unfinished);
 
+  m.def("derived_seed", &derived_seed, py::arg("seed"), py::arg("k"),
+        "The seed of the k-th unseeded request of a front end seeded with `seed` (include/ditto/sampling_params.h)");
   m.attr("__version__") = DITTO_VERSION;
 }

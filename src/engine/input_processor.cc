@@ -219,6 +219,7 @@ EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams 
     for (const std::vector<int32_t>& ids : bad_words_token_ids(params.bad_words))
       params.bad_words_token_ids.push_back(ids);
   }
+  if (params.logprob_token_ids && !params.logprobs) params.logprobs = 0;  // the entries come with logprobs
   params.validate(limits_.vocab_size, limits_.max_logprobs);
   if (!params.stop.empty() && tokenizer_ == nullptr)
     throw_invalid_field("stop", "stop strings need the model's tokenizer (tokenizer.json)");

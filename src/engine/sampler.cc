@@ -250,7 +250,11 @@ int32_t Sampler::run(const SamplerInput& in, const SamplingParams& p) {
 SampledToken Sampler::sample(const SamplerInput& in, const SamplingParams& p) {
   const int32_t chosen = run(in, p);
   SampledToken out{entry(chosen), {}};
-  if (p.logprobs) out.top_logprobs = top(*p.logprobs);
+  if (p.logprob_token_ids) {
+    for (int32_t id : *p.logprob_token_ids) out.top_logprobs.push_back(entry(id));
+  } else if (p.logprobs) {
+    out.top_logprobs = top(*p.logprobs);
+  }
   return out;
 }
 

@@ -367,5 +367,24 @@ TEST(SamplerTest, LogprobsModesAgainstAFloat64Reference) {
   EXPECT_EQ(greedy.top_logprobs[1].logprob, 2.75f);
 }
 
+TEST(SamplerTest, LogprobTokenIdsReportTheseIdsInOrder) {
+  const std::vector<float> logits = logits_of({1.0f, 3.0f, 2.0f, -1.0f});
+  Sampler s;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logprobs = 2;
+  p.logprob_token_ids = std::vector<int32_t>{3, 0};
+  const SampledToken got = s.sample(input(logits), p);
+  EXPECT_EQ(got.token.token_id, 1);
+  ASSERT_EQ(got.top_logprobs.size(), 2u);
+  EXPECT_EQ(got.top_logprobs[0].token_id, 3);
+  EXPECT_EQ(got.top_logprobs[0].rank, 4);
+  EXPECT_EQ(got.top_logprobs[1].token_id, 0);
+  EXPECT_EQ(got.top_logprobs[1].rank, 3);
+  double z = 0.0;
+  for (float l : logits) z += std::exp(static_cast<double>(l));
+  EXPECT_NEAR(got.top_logprobs[0].logprob, -1.0 - std::log(z), 2e-6);
+}
+
 }  // namespace
 }  // namespace ditto

@@ -23,7 +23,7 @@ uint64_t derived_seed(uint64_t seed, uint64_t k) {
   uint64_t x = seed + k + 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+  return (x ^ (x >> 31)) >> 11;  // 53 bits: any JSON client reads the seed back exactly
 }
 
 void SamplingParams::validate(int64_t vocab_size, int64_t max_logprobs) const {
@@ -73,6 +73,14 @@ void SamplingParams::validate(int64_t vocab_size, int64_t max_logprobs) const {
     if (allowed_token_ids->empty()) throw_invalid_field("allowed_token_ids", "allowed_token_ids must not be empty");
     for (size_t i = 0; i < allowed_token_ids->size(); ++i)
       check_token("allowed_token_ids", "allowed_token_ids[" + std::to_string(i) + "]", (*allowed_token_ids)[i]);
+  }
+  if (logprob_token_ids) {
+    if (static_cast<int64_t>(logprob_token_ids->size()) > top_n)
+      throw_invalid_field("logprob_token_ids", "logprob_token_ids lists " + std::to_string(logprob_token_ids->size()) +
+                                                   " ids; at most " + std::to_string(top_n) +
+                                                   " (max_logprobs) are allowed");
+    for (size_t i = 0; i < logprob_token_ids->size(); ++i)
+      check_token("logprob_token_ids", "logprob_token_ids[" + std::to_string(i) + "]", (*logprob_token_ids)[i]);
   }
   for (size_t w = 0; w < bad_words_token_ids.size(); ++w) {
     if (bad_words_token_ids[w].empty())

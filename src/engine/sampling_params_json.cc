@@ -110,7 +110,8 @@ const std::set<std::string>& sampling_params_keys() {
                                              "logit_bias",
                                              "allowed_token_ids",
                                              "bad_words",
-                                             "truncate_prompt_tokens"};
+                                             "truncate_prompt_tokens",
+                                             "logprob_token_ids"};
   return keys;
 }
 
@@ -142,6 +143,9 @@ bool read_sampling_params(const Json& body, SamplingParams& p) {
     p.bad_words = read_field("bad_words", [&] { return json_strings(body["bad_words"], "bad_words"); });
   }
   if (present(body, "truncate_prompt_tokens")) p.truncate_prompt_tokens = count(body, "truncate_prompt_tokens");
+  if (present(body, "logprob_token_ids"))
+    p.logprob_token_ids =
+        read_field("logprob_token_ids", [&] { return json_token_ids(body["logprob_token_ids"], "logprob_token_ids"); });
   const bool max_tokens_given = present(body, "max_tokens");
   if (max_tokens_given) p.max_tokens = count(body, "max_tokens");
   return max_tokens_given;

@@ -186,11 +186,11 @@ def splitmix64(x):
     x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return x ^ (x >> 31)
+    return (x ^ (x >> 31)) >> 11  # the top 53 bits
 
 
 def test_lines_without_a_seed_repeat_by_the_offline_rule(ditto_bin, model, tmp_path):
-    """Issue 30: line k without a seed gets SplitMix64(seed + k) (--seed, default 0), the rule of
+    """Issue 30: line k without a seed gets the top 53 bits of SplitMix64(seed + k) (--seed, default 0), the rule of
     Python's LLM(seed=0): the same file gives the same text on every run."""
     lines = [{"prompt": "Once upon a time", "temperature": 1.0, "max_tokens": 8},
              {"prompt": "Once upon a time", "temperature": 1.0, "max_tokens": 8, "seed": 5},

@@ -182,3 +182,21 @@ def test_use_beam_search_returns_n_beams_best_first_the_same_bits_under_load(ser
         assert status == 400 and err["error"]["param"] == field, err
     status, err = server.post("/v1/completions", {"model": NAME, **body, "n": 11})
     assert status == 400 and err["error"]["param"] == "n" and "beam width" in err["error"]["message"], err
+
+
+def test_logprob_token_ids_report_those_tokens(server):
+    """vLLM's logprob_token_ids: beside each sampled token, the logprobs of exactly these ids."""
+    resp = complete(server, logprob_token_ids=[11, 220, 1234], return_token_ids=True)
+    lp = resp["choices"][0]["logprobs"]
+    assert len(lp["top_logprobs"]) == 6
+    status, names = server.post("/detokenize", {"model": NAME, "tokens": [11]})
+    for top in lp["top_logprobs"]:
+        assert len(top) >= 3  # the three ids (and the sampled token, when it is not one of them)
+        assert all(v <= 0.0 for v in top.values())
+    chat = server.post("/v1/chat/completions", {"model": NAME, "max_tokens": 3, "temperature": 0,
+                                                "messages": [{"role": "user", "content": "Hi"}],
+                                                "logprobs": True, "logprob_token_ids": [11, 13]})[1]
+    for entry in chat["choices"][0]["logprobs"]["content"]:
+        assert len(entry["top_logprobs"]) == 2
+    status, err = server.post("/v1/completions", {"model": NAME, "prompt": "x", "logprob_token_ids": [-1]})
+    assert status == 400 and err["error"]["param"] == "logprob_token_ids", err
