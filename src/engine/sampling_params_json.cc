@@ -59,7 +59,9 @@ int64_t count(const Json& body, const char* key) {
 std::map<int32_t, float> read_logit_bias(const Json& v) {
   if (!v.is_object()) throw_invalid_field("logit_bias", "field 'logit_bias' must be an object of token id → bias");
   std::map<int32_t, float> out;
-  for (const auto& [key, bias] : v.items()) {
+  for (const auto& item : v.items()) {
+    const std::string& key = item.key();
+    const Json& bias = item.value();
     int32_t id = 0;
     const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
     if (ec != std::errc() || end != key.data() + key.size() || id < 0)

@@ -351,6 +351,13 @@ ApiFormatter::ApiFormatter(const ApiRequest& request, const InputProcessor& door
       prompt_texts_(std::move(prompt_texts)) {
   prompt_texts_.resize(request.prompts.size());
   streams_.resize(request.prompts.size());
+  if (request.parsers.reasoning) {
+    try {
+      think_start_ = door.token_to_id("<think>");
+      think_end_ = door.token_to_id("</think>");
+    } catch (const Error&) {  // no tokenizer: every token of a reply without `</think>` is reasoning
+    }
+  }
   for (SlotStream& s : streams_) s.choices.resize(static_cast<size_t>(request.params.n));
 }
 
@@ -430,22 +437,40 @@ Json ApiFormatter::chat_logprobs(const CompletionOutput& c) const {
   return {{"content", content}};
 }
 
-Json ApiFormatter::usage_json(int64_t prompt, int64_t completion, int64_t cached) const {
+Json ApiFormatter::usage_json(int64_t prompt, int64_t completion, int64_t cached, int64_t reasoning) const {
   Json u = {{"prompt_tokens", prompt}, {"total_tokens", prompt + completion}, {"completion_tokens", completion}};
   if (request_.prompt_tokens_details) u["prompt_tokens_details"] = {{"cached_tokens", cached}};
+  if (request_.parsers.reasoning) u["completion_tokens_details"] = {{"reasoning_tokens", reasoning}};
   return u;
+}
+
+void ApiFormatter::count_reasoning(ReasoningCount& count, const std::vector<int32_t>& ids) const {
+  if (!request_.parsers.reasoning || request_.parsers.thinking_disabled) return;
+  for (int32_t id : ids) {
+    const bool first = !count.started;
+    count.started = true;
+    if (count.ended || (first && id == think_start_)) continue;
+    if (id == think_end_) {
+      count.ended = true;
+      continue;
+    }
+    ++count.tokens;
+  }
 }
 
 Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
   const bool chat = request_.endpoint == ApiEndpoint::kChatCompletions;
   Json choices = Json::array();
-  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0, reasoning_tokens = 0;
   for (size_t slot = 0; slot < outputs.size(); ++slot) {
     const RequestOutput& r = outputs[slot];
     prompt_tokens += static_cast<int64_t>(r.prompt_token_ids.size());
     cached_tokens += r.num_cached_tokens;
     for (const CompletionOutput& c : r.outputs) {
       completion_tokens += static_cast<int64_t>(c.token_ids.size());
+      ReasoningCount reasoning;
+      count_reasoning(reasoning, c.token_ids);
+      reasoning_tokens += reasoning.tokens;
       Json choice = {{"index", static_cast<int64_t>(slot) * request_.params.n + c.index}};
       std::string finish_reason = c.finish_reason;
       if (chat) {
@@ -480,10 +505,11 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       choices.push_back(std::move(choice));
     }
   }
-  Json j = {{"id", id_},           {"object", chat ? "chat.completion" : "text_completion"},
-            {"created", created_}, {"model", model_name_},
-            {"choices", choices},  {"usage", usage_json(prompt_tokens, completion_tokens, cached_tokens)},
-            {"seed", seed_json()}};
+  Json j = {
+      {"id", id_},           {"object", chat ? "chat.completion" : "text_completion"},
+      {"created", created_}, {"model", model_name_},
+      {"choices", choices},  {"usage", usage_json(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens)},
+      {"seed", seed_json()}};
   if (!request_.system_fingerprint.empty()) j["system_fingerprint"] = request_.system_fingerprint;
   // vLLM's chat response carries the (one) prompt's logprobs beside the choices.
   if (chat && request_.params.prompt_logprobs && !outputs.empty())
@@ -546,6 +572,7 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
     stream.completion_tokens += static_cast<int64_t>(c.token_ids.size());
     if (e.finished) continue;
     e.completion_tokens += static_cast<int64_t>(c.token_ids.size());
+    count_reasoning(e.reasoning, c.token_ids);
     const int64_t index = static_cast<int64_t>(slot) * request_.params.n + c.index;
     auto emit = [&](Json choice, int64_t completion_tokens) {
       out.push_back(chunk(std::move(choice), stream.prompt_tokens, completion_tokens));
@@ -649,10 +676,13 @@ std::pair<int64_t, int64_t> ApiFormatter::streamed_tokens() const {
 
 Json ApiFormatter::usage_chunk() const {
   const auto [prompt_tokens, completion_tokens] = streamed_tokens();
-  int64_t cached_tokens = 0;
-  for (const SlotStream& s : streams_) cached_tokens += s.cached_tokens;
+  int64_t cached_tokens = 0, reasoning_tokens = 0;
+  for (const SlotStream& s : streams_) {
+    cached_tokens += s.cached_tokens;
+    for (const ChoiceStream& c : s.choices) reasoning_tokens += c.reasoning.tokens;
+  }
   Json j = chunk(nullptr);
-  j["usage"] = usage_json(prompt_tokens, completion_tokens, cached_tokens);
+  j["usage"] = usage_json(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens);
   return j;
 }
 

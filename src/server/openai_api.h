@@ -153,6 +153,16 @@ class ApiFormatter {
   std::pair<int64_t, int64_t> streamed_tokens() const;
 
  private:
+  // usage.completion_tokens_details.reasoning_tokens (chat with a reasoning parser): a choice's
+  // tokens before the first `</think>` token, a leading `<think>` token and `</think>` itself not
+  // counted; every token when `</think>` never comes; none with thinking disabled (the parser's
+  // rules, output_parsers.h).
+  struct ReasoningCount {
+    bool started = false;  // a first token has been seen
+    bool ended = false;    // `</think>` has been seen
+    int64_t tokens = 0;
+  };
+  void count_reasoning(ReasoningCount& count, const std::vector<int32_t>& ids) const;
   // What the stream of one choice has sent: the one ledger on the way out.
   struct ChoiceStream {
     bool started = false;
@@ -160,6 +170,7 @@ class ApiFormatter {
     int64_t completion_tokens = 0;  // streamed so far (continuous_usage_stats)
     size_t text_offset = 0;         // completions logprobs: characters of text before the next token
     size_t tool_calls = 0;          // chat: tool calls sent (the next one's index)
+    ReasoningCount reasoning;
   };
   struct SlotStream {
     int64_t prompt_tokens = 0;
@@ -176,7 +187,9 @@ class ApiFormatter {
   nlohmann::ordered_json completion_logprobs(const RequestOutput& r, const CompletionOutput& c, bool with_prompt,
                                              size_t& text_offset) const;
   nlohmann::ordered_json chat_logprobs(const CompletionOutput& c) const;
-  nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) const;
+  // `reasoning_tokens` goes to completion_tokens_details when the request has a reasoning parser.
+  nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
+                                    int64_t reasoning_tokens = 0) const;
   // vLLM's prompt_logprobs: per prompt token null (the first) or {token id: {logprob, rank,
   // decoded_token}} for the token and its top alternatives.
   nlohmann::ordered_json prompt_logprobs_json(const RequestOutput& r) const;
@@ -191,6 +204,7 @@ class ApiFormatter {
 
   const ApiRequest& request_;
   const InputProcessor& door_;
+  std::optional<int32_t> think_start_, think_end_;  // the `<think>` and `</think>` token ids
   std::string id_;
   int64_t created_;
   std::string model_name_;

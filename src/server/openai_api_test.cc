@@ -427,6 +427,33 @@ TEST_F(FormatterTest, ReturnTokenIdsStreamedAndNot) {
   EXPECT_FALSE(body["choices"][0].contains("token_ids"));
 }
 
+// usage.completion_tokens_details.reasoning_tokens: the tokens before `</think>` (the markers not
+// counted), the same whole and streamed; none with thinking disabled; absent without a parser.
+TEST_F(FormatterTest, ReasoningTokensAreCountedInTheUsage) {
+  ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "stream": true,
+      "stream_options": {"include_usage": true}})");
+  req.parsers.reasoning = true;
+  const std::vector<int32_t> thought = tokenizer_->encode(" Well Paris", false);
+  std::vector<int32_t> ids = {*tokenizer_->token_to_id("<think>")};
+  ids.insert(ids.end(), thought.begin(), thought.end());
+  ids.push_back(*tokenizer_->token_to_id("</think>"));
+  for (int32_t id : tokenizer_->encode(" It is.", false)) ids.push_back(id);
+  RequestOutput full = result({ids}, false);
+  const Json body = ApiFormatter(req, *door_, "chatcmpl-1", 5, "m", {"Hello"}).response({full});
+  EXPECT_EQ(body["usage"]["completion_tokens_details"]["reasoning_tokens"], thought.size());
+  ApiFormatter streamer(req, *door_, "chatcmpl-1", 5, "m", {"Hello"});
+  for (const RequestOutput& delta : deltas(full)) streamer.stream_chunks(0, delta);
+  EXPECT_EQ(streamer.usage_chunk()["usage"], body["usage"]);
+  req.parsers.thinking_disabled = true;
+  EXPECT_EQ(ApiFormatter(req, *door_, "chatcmpl-1", 5, "m", {"Hello"})
+                .response({full})["usage"]["completion_tokens_details"]["reasoning_tokens"],
+            0);
+  req.parsers = ChatOutputParsers{};
+  EXPECT_FALSE(ApiFormatter(req, *door_, "chatcmpl-1", 5, "m", {"Hello"})
+                   .response({full})["usage"]
+                   .contains("completion_tokens_details"));
+}
+
 // vLLM's chat response carries prompt_logprobs beside the choices (they used to be computed and dropped).
 TEST_F(FormatterTest, ChatPromptLogprobsAreReturned) {
   ApiRequest req = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}], "prompt_logprobs": 1})");
