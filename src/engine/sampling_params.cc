@@ -75,6 +75,8 @@ void SamplingParams::validate(int64_t vocab_size, int64_t max_logprobs) const {
       check_token("allowed_token_ids", "allowed_token_ids[" + std::to_string(i) + "]", (*allowed_token_ids)[i]);
   }
   if (logprob_token_ids) {
+    if (logprob_token_ids->empty())
+      throw_invalid_field("logprob_token_ids", "logprob_token_ids must not be an empty list");
     if (static_cast<int64_t>(logprob_token_ids->size()) > top_n)
       throw_invalid_field("logprob_token_ids", "logprob_token_ids lists " + std::to_string(logprob_token_ids->size()) +
                                                    " ids; at most " + std::to_string(top_n) +

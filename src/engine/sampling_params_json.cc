@@ -55,20 +55,27 @@ int64_t count(const Json& body, const char* key) {
   return read_field(key, [&] { return json_int(body[key], key); });
 }
 
-// OpenAI's logit_bias: {"token id": bias, ...}, each bias clamped to [-100, 100] (vLLM's rule).
+// OpenAI's logit_bias: {"token id": bias, ...}, each bias clamped to [-100, 100] (vLLM's rule). Keys
+// that are not token ids are all named in one error (as vLLM reports them).
 std::map<int32_t, float> read_logit_bias(const Json& v) {
   if (!v.is_object()) throw_invalid_field("logit_bias", "field 'logit_bias' must be an object of token id → bias");
   std::map<int32_t, float> out;
+  std::string bad_keys;
   for (const auto& item : v.items()) {
     const std::string& key = item.key();
     const Json& bias = item.value();
     int32_t id = 0;
     const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
-    if (ec != std::errc() || end != key.data() + key.size() || id < 0)
-      throw_invalid_field("logit_bias", "logit_bias key '" + key + "' is not a token id (a non-negative integer)");
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0) {
+      bad_keys += (bad_keys.empty() ? "'" : ", '") + key + "'";
+      continue;
+    }
     const float b = read_field("logit_bias", [&] { return json_float(bias, "logit_bias[" + key + "]"); });
     out[id] = std::clamp(b, -100.0f, 100.0f);
   }
+  if (!bad_keys.empty())
+    throw_invalid_field("logit_bias",
+                        "logit_bias keys must be token ids (non-negative integers); not token ids: " + bad_keys);
   return out;
 }
 

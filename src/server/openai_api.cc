@@ -319,9 +319,10 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
     }
     if (want) r.logprobs = top;
   }
-  // vLLM's logprob_token_ids: the logprobs beside each token are those ids' — the response carries
-  // logprobs then, even without `logprobs`.
-  if (p.logprob_token_ids && !r.logprobs) r.logprobs = 0;
+  // vLLM's logprob_token_ids: the logprobs beside each token are those ids'; as vLLM's, the
+  // request must ask for logprobs too (`logprobs`; chat: `logprobs: true`).
+  if (p.logprob_token_ids && !r.logprobs)
+    throw_bad_param("logprob_token_ids", "logprobs must be set when using `logprob_token_ids`");
   if (r.logprobs) p.logprobs = *r.logprobs;
   // The ranges that need no model (the vocabulary and the context are checked at the front door),
   // now, so a bad body is refused before it is rendered or tokenized. A max_tokens not given is

@@ -186,7 +186,7 @@ def test_use_beam_search_returns_n_beams_best_first_the_same_bits_under_load(ser
 
 def test_logprob_token_ids_report_those_tokens(server):
     """vLLM's logprob_token_ids: beside each sampled token, the logprobs of exactly these ids."""
-    resp = complete(server, logprob_token_ids=[11, 220, 1234], return_token_ids=True)
+    resp = complete(server, logprob_token_ids=[11, 220, 1234], logprobs=0, return_token_ids=True)
     lp = resp["choices"][0]["logprobs"]
     assert len(lp["top_logprobs"]) == 6
     status, names = server.post("/detokenize", {"model": NAME, "tokens": [11]})
@@ -198,5 +198,9 @@ def test_logprob_token_ids_report_those_tokens(server):
                                                 "logprobs": True, "logprob_token_ids": [11, 13]})[1]
     for entry in chat["choices"][0]["logprobs"]["content"]:
         assert len(entry["top_logprobs"]) == 2
-    status, err = server.post("/v1/completions", {"model": NAME, "prompt": "x", "logprob_token_ids": [-1]})
-    assert status == 400 and err["error"]["param"] == "logprob_token_ids", err
+    for bad in ({"logprob_token_ids": [-1], "logprobs": 0}, {"logprob_token_ids": [], "logprobs": 0},
+                {"logprob_token_ids": [11]}):  # vLLM's rules: ids in the vocabulary, not empty, with logprobs
+        status, err = server.post("/v1/completions", {"model": NAME, "prompt": "x", **bad})
+        assert status == 400 and err["error"]["param"] == "logprob_token_ids", (bad, err)
+    status, err = server.post("/v1/completions", {"model": NAME, "prompt": "x", "logit_bias": {"bad1": 5, "bad2": 1}})
+    assert status == 400 and "bad1" in err["error"]["message"] and "bad2" in err["error"]["message"], err
