@@ -143,7 +143,7 @@ TEST_F(EngineInvarianceTest, BadRequestsAreRefusedAloneAndOthersComplete) {
   ok.max_tokens = 4;
   engine.add_request("good", {1, 2, 3}, ok);
   EXPECT_EQ(refuse("empty", {}, ok), "the prompt is empty");
-  EXPECT_EQ(refuse("oov", {1, 300}, ok), "prompt token 1 = 300 is outside the vocabulary [0, 300)");
+  EXPECT_EQ(refuse("oov", {1, 300}, ok), "prompt token 1 = 300 is out of vocabulary (the vocabulary is [0, 300))");
   SamplingParams bad = ok;
   bad.top_p = 1.5f;
   EXPECT_EQ(refuse("top_p", {1}, bad), "top_p must be in (0, 1], got 1.5");

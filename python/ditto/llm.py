@@ -352,7 +352,7 @@ def _prompt(i: int, p: PromptType) -> "_ditto.Prompt":
         ids = [int(t) for t in ids]
         for t in ids:
             if not -(1 << 31) <= t < 1 << 31:
-                raise ValueError(f"prompt {i}: prompt token {t} is outside the vocabulary")
+                raise ValueError(f"prompt {i}: prompt token {t} is out of vocabulary")
         e.token_ids = ids
     else:
         raise ValueError(f"prompt {i}: expected a string, {{'prompt': str}} or {{'prompt_token_ids': [int, ...]}}, "

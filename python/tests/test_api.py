@@ -262,7 +262,7 @@ def test_vllm_values_and_python_types_are_taken(llm, model_dir):
     a = llm.generate({"prompt_token_ids": np.array(ids)}, params, use_tqdm=False)[0].outputs[0].token_ids
     b = llm.generate({"prompt_token_ids": [np.int64(t) for t in ids]}, params, use_tqdm=False)[0].outputs[0].token_ids
     assert a == b == llm.generate({"prompt_token_ids": ids}, params, use_tqdm=False)[0].outputs[0].token_ids
-    with pytest.raises(ValueError, match="prompt 0.*outside the vocabulary"):
+    with pytest.raises(ValueError, match="prompt 0.*out of vocabulary"):
         llm.generate({"prompt_token_ids": [1, 2**40]}, params, use_tqdm=False)
     with pytest.raises(ValueError, match="prompt 0.*Unicode"):
         llm.generate("a\ud800b", params, use_tqdm=False)

@@ -185,7 +185,8 @@ EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams 
     const int32_t id = r.prompt_token_ids[static_cast<size_t>(t)];
     if (id < 0 || id >= limits_.vocab_size)
       throw_invalid_field(field, "prompt token " + std::to_string(t) + " = " + std::to_string(id) +
-                                     " is outside the vocabulary [0, " + std::to_string(limits_.vocab_size) + ")");
+                                     " is out of vocabulary (the vocabulary is [0, " +
+                                     std::to_string(limits_.vocab_size) + "))");
   }
   if (n >= ctx)
     throw_invalid_field(field,

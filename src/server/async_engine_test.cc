@@ -223,7 +223,7 @@ TEST_F(AsyncEngineTest, RefusedRequestGetsItsErrorAndOthersComplete) {
       if (item.report && item.slot == 1) good_done = item.report->finished;
     }
   }
-  EXPECT_NE(error.find("outside the vocabulary"), std::string::npos) << error;
+  EXPECT_NE(error.find("out of vocabulary"), std::string::npos) << error;
   EXPECT_EQ(engine.num_unfinished(), 0);
 }
 

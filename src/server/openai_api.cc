@@ -264,6 +264,8 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
       const Json& tc = body["tool_choice"];
       if (!(tc == "none" || tc == "auto"))
         throw_bad_param("tool_choice", "tool_choice \"none\" and \"auto\" are supported, got " + json_excerpt(tc));
+      if (tc == "auto" && in.tools.empty())  // vLLM's rule ("none" needs no tools)
+        throw_bad_param("tool_choice", "When using `tool_choice`, `tools` must be set.");
       // vLLM's default keeps the tools in the prompt (the same prompt tokens as with "auto") and
       // returns no tool calls; --exclude-tools-when-tool-choice-none leaves them out.
       r.tool_choice_none = tc == "none";

@@ -118,6 +118,7 @@ TEST(OpenAiApiTest, ErrorsNameTheParameter) {
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": 3})", "logprobs"},
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tools": {}})", "tools"},
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"})", "tool_choice"},
+      {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "auto"})", "tool_choice"},
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})",
        "response_format"},
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": -1})",
