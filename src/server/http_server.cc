@@ -90,6 +90,11 @@ struct HttpServer::Impl {
   int bound_port = -1;
   std::atomic<int64_t> open_responses{0};  // generation responses not yet fully written
   std::atomic<bool> draining{false};       // drain(): new requests get 503
+  // listen() and a stop that may come before it (a signal right after the port is printed):
+  // httplib's stop() does nothing until its accept loop runs, so each side tells the other.
+  std::atomic<bool> stop_requested{false};
+  std::atomic<bool> listen_entered{false};
+  std::atomic<bool> listen_returned{false};
   ConnectionQueue* connections = nullptr;  // owned by `server` (its task queue), set at the first listen
 
   // Counts a generation response as open until the guard (or the stream releaser) goes.
@@ -753,7 +758,12 @@ int HttpServer::bind() {
   return port;
 }
 
-void HttpServer::listen() { impl_->server.listen_after_bind(); }
+void HttpServer::listen() {
+  Impl& s = *impl_;
+  s.listen_entered = true;
+  if (!s.stop_requested) s.server.listen_after_bind();
+  s.listen_returned = true;
+}
 
 void HttpServer::stop() { drain(0); }
 
@@ -772,7 +782,19 @@ void HttpServer::drain(int grace_seconds) {
   // included, a moment to be written in full before the sockets close.
   s.engine.abort_all();
   wait_for_responses(std::chrono::seconds(5));
-  s.server.stop();  // returns at once; listen() returns once every HTTP thread is done
+  // httplib's stop() returns at once (listen() returns once every HTTP thread is done), but does
+  // nothing before its accept loop has started: a stop that comes between bind() and that start
+  // would be lost and listen() would run on. listen() checks stop_requested before it starts;
+  // if it had already passed that check, wait for the loop to run and stop it then.
+  s.stop_requested = true;
+  if (!s.listen_entered) return;  // listen() will see stop_requested and not start
+  while (!s.listen_returned) {
+    if (s.server.is_running()) {
+      s.server.stop();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 }  // namespace ditto
