@@ -57,6 +57,15 @@ struct SamplingParams {
   // Set: only the last k prompt tokens are kept (vLLM's truncate_prompt_tokens; -1: the last
   // max_model_len tokens). Applied by the front door before any other check on the prompt.
   std::optional<int64_t> truncate_prompt_tokens;
+  // Which end truncate_prompt_tokens cuts (vLLM's truncation_side): "left" (the default) keeps
+  // the last k tokens, "right" the first k.
+  std::string truncation_side = "left";
+  // Set: the prefix cache is salted with it (vLLM's cache_salt, a non-empty string): this
+  // request's prompt shares cached blocks only with requests that give the same salt, so that one
+  // client cannot learn from cache hits what another has sent. The answer's bits never depend on
+  // it (a hit or a miss gives the same bits). vLLM carries it on the prompt; here it travels with
+  // the request's parameters.
+  std::optional<std::string> cache_salt;
 
   // Throws Error(kInvalidArgument) whose param() is the first field out of range and whose message
   // says the rule, e.g. "top_p must be in (0, 1], got 1.5". vocab_size bounds stop_token_ids;

@@ -15,7 +15,7 @@ import concurrent.futures
 from typing import Any, AsyncGenerator, Iterable, Optional, Union
 
 from ditto import _ditto
-from ditto.llm import LLM, PromptType, _prompt, _splitmix64
+from ditto.llm import LLM, PromptType, _cache_salts, _prompt, _splitmix64
 from ditto.outputs import RequestOutput, from_engine
 from ditto.sampling_params import RequestOutputKind, SamplingParams
 from ditto.tokenizer import Tokenizer
@@ -82,6 +82,7 @@ class AsyncLLM:
             request_id = f"async-{k}"
         seed = self._llm._seed
         params = sampling_params._to_engine(default_seed=None if seed is None else _splitmix64(seed + k))
+        params.cache_salt = _cache_salts([prompt])[0]
         engine = self._engine
         if engine is None:
             raise RuntimeError("AsyncLLM: shut down")

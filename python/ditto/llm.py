@@ -195,7 +195,8 @@ class LLM:
                  use_tqdm: bool = True, lora_request: None = None) -> list[RequestOutput]:
         """Completes every prompt and returns the outputs in input order.
 
-        prompts: a string, a {"prompt": str} or {"prompt_token_ids": [int, ...]} dict, or a list of
+        prompts: a string, a {"prompt": str} or {"prompt_token_ids": [int, ...]} dict (either with
+        vLLM's "cache_salt": the prefix cache shared only with the same salt), or a list of
         them. sampling_params: one for all (default SamplingParams()) or one per prompt.
         use_tqdm: a progress bar with the requests done and the input / output tokens per second.
         Raises ValueError naming the prompt and field for a bad prompt (nothing runs then);
@@ -208,7 +209,7 @@ class LLM:
         if not isinstance(prompts, Sequence) or isinstance(prompts, (bytes, bytearray)):
             raise ValueError(f"prompts must be a string, a prompt dict or a list of them, got {type(prompts).__name__}")
         engine_prompts = [_prompt(i, p) for i, p in enumerate(prompts)]
-        return self._run(engine_prompts, sampling_params, use_tqdm)
+        return self._run(engine_prompts, sampling_params, use_tqdm, _cache_salts(prompts))
 
     def beam_search(self, prompts: Union[PromptType, Sequence[PromptType]], params: "BeamSearchParams",
                     lora_request: None = None, use_tqdm: bool = False) -> list["BeamSearchOutput"]:
@@ -224,6 +225,8 @@ class LLM:
         if isinstance(prompts, (str, dict)):
             prompts = [prompts]
         engine_prompts = [_prompt(i, p) for i, p in enumerate(prompts)]
+        if any(salt is not None for salt in _cache_salts(prompts)):
+            raise ValueError("cache_salt is not supported by beam_search (its steps share the unsalted prefix cache)")
         if not self.is_driver:
             return []
         with self._lock:
@@ -250,7 +253,8 @@ class LLM:
                           for c in conversations]
         return self._run(engine_prompts, sampling_params, use_tqdm)
 
-    def _run(self, engine_prompts: list, sampling_params, use_tqdm: bool) -> list[RequestOutput]:
+    def _run(self, engine_prompts: list, sampling_params, use_tqdm: bool,
+             cache_salts: Optional[list[Optional[str]]] = None) -> list[RequestOutput]:
         if not self.is_driver:
             return []
         if sampling_params is None:
@@ -276,6 +280,8 @@ class LLM:
             ids = [str(first + i) for i in range(len(engine_prompts))]
             engine_params = [p._to_engine(default_seed=None if self._seed is None else
                                           _splitmix64(self._seed + first + i)) for i, p in enumerate(params)]
+            for e, salt in zip(engine_params, cache_salts or []):
+                e.cache_salt = salt
             rest = [p.max_tokens is None for p in params]
             bar = _ProgressBar(len(engine_prompts)) if use_tqdm else None
             try:
@@ -322,7 +328,19 @@ def _default_sampling(model_defaults: dict, overrides: Optional[dict]) -> dict:
     return values
 
 
-_PROMPT_KEYS = {"prompt", "prompt_token_ids"}
+_PROMPT_KEYS = {"prompt", "prompt_token_ids", "cache_salt"}
+
+
+def _cache_salts(prompts: Sequence[PromptType]) -> list[Optional[str]]:
+    """Each prompt dict's vLLM cache_salt (None when absent): a non-empty string, or ValueError
+    naming the prompt. A salted prompt shares prefix-cache blocks only with the same salt."""
+    salts = []
+    for i, p in enumerate(prompts):
+        salt = p.get("cache_salt") if isinstance(p, dict) else None
+        if salt is not None and (not isinstance(salt, str) or not salt):
+            raise ValueError(f"prompt {i}: Parameter 'cache_salt' must be a non-empty string if provided.")
+        salts.append(salt)
+    return salts
 
 
 def _prompt(i: int, p: PromptType) -> "_ditto.Prompt":
@@ -332,7 +350,7 @@ def _prompt(i: int, p: PromptType) -> "_ditto.Prompt":
         unknown = set(p) - _PROMPT_KEYS
         if unknown:
             raise ValueError(f"prompt {i}: {', '.join(sorted(unknown))} not supported (ditto takes text models' "
-                             "'prompt' or 'prompt_token_ids')")
+                             "'prompt' or 'prompt_token_ids', and 'cache_salt')")
     if isinstance(p, str) or (isinstance(p, dict) and "prompt" in p and "prompt_token_ids" not in p):
         text = p if isinstance(p, str) else p["prompt"]
         if not isinstance(text, str):

@@ -242,6 +242,8 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readwrite("allowed_token_ids", &SamplingParams::allowed_token_ids)
       .def_readwrite("bad_words", &SamplingParams::bad_words)
       .def_readwrite("truncate_prompt_tokens", &SamplingParams::truncate_prompt_tokens)
+      .def_readwrite("truncation_side", &SamplingParams::truncation_side)
+      .def_readwrite("cache_salt", &SamplingParams::cache_salt)
       .def_readwrite("logprob_token_ids", &SamplingParams::logprob_token_ids)
       .def("validate", &SamplingParams::validate, py::arg("vocab_size") = INT64_MAX,
            py::arg("max_logprobs") = INT64_MAX, "Raises ValueError naming the first field out of range");

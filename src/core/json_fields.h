@@ -11,6 +11,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,10 +108,16 @@ inline std::vector<int32_t> json_token_ids(const nlohmann::ordered_json& v, cons
 }
 
 // A seed: an integer in [0, 2^64 - 1].
-inline uint64_t json_seed(const nlohmann::ordered_json& v, const std::string& key) {
-  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
-    bad_json_field(key, "an integer in [0, 2^64 - 1]", v);
-  return v.get<uint64_t>();
+// vLLM's request seed: an int64 in [-2^63, 2^63 - 1]; -1 is "no seed" (nullopt, as vLLM's
+// SamplingParams reads it), another negative s is the seed 2^64 + s (vLLM seeds torch's generator
+// with it, which reads a negative int64 as its two's complement). Throws as bad_json_field for
+// anything else (a value of 2^63 or more included, as vLLM's schema refuses it).
+inline std::optional<uint64_t> json_seed(const nlohmann::ordered_json& v, const std::string& key) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}))
+    bad_json_field(key, "an integer in [-2^63, 2^63 - 1] (less than or equal to 9223372036854775807; -1: none)", v);
+  const int64_t s = v.get<int64_t>();
+  if (s == -1) return std::nullopt;
+  return static_cast<uint64_t>(s);  // two's complement: -5 is 2^64 - 5
 }
 
 // A string or an array of strings.

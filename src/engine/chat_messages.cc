@@ -15,18 +15,13 @@ Json normalize_chat_messages(const Json& messages) {
   if (!messages.is_array() || messages.empty())
     throw_invalid_field("messages", "field 'messages' must be a non-empty array of messages");
   Json out = Json::array();
-  static const std::set<std::string> roles = {"system", "developer", "user", "assistant", "tool", "function"};
   for (size_t i = 0; i < messages.size(); ++i) {
     Json m = messages[i];
     const std::string name = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) throw_invalid_field("messages", "field '" + name + "' must be an object");
-    if (!m.contains("role") || !m["role"].is_string())
-      throw_invalid_field("messages", "field '" + name + ".role' must be a string");
-    if (!roles.contains(m["role"].get<std::string>()))
-      throw_invalid_field("messages", "field '" + name +
-                                          ".role' must be one of system, developer, user, assistant, "
-                                          "tool, function, got " +
-                                          json_excerpt(m["role"]));
+    // Any role the template knows what to do with (vLLM's custom roles): a non-empty string.
+    if (!m.contains("role") || !m["role"].is_string() || m["role"].get<std::string>().empty())
+      throw_invalid_field("messages", "field '" + name + ".role' must be a non-empty string");
     // content: a string, null (→ ""), or text parts (joined with newlines, as vLLM does for
     // text-only models).
     if (!m.contains("content") || m["content"].is_null()) {
@@ -36,13 +31,19 @@ Json normalize_chat_messages(const Json& messages) {
       for (size_t k = 0; k < m["content"].size(); ++k) {
         const Json& part = m["content"][k];
         const std::string where = name + ".content[" + std::to_string(k) + "]";
-        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
-            !part["text"].is_string())
+        // vLLM's text-like parts: text, input_text and output_text carry "text", refusal "refusal".
+        const std::string type = part.is_object() && part.contains("type") && part["type"].is_string()
+                                     ? part["type"].get<std::string>()
+                                     : "";
+        const char* key = type == "refusal" ? "refusal" : "text";
+        if (!(type == "text" || type == "input_text" || type == "output_text" || type == "refusal") ||
+            !part.contains(key) || !part[key].is_string())
           throw_invalid_field("messages", "field '" + where +
-                                              "' must be {\"type\": \"text\", \"text\": ...}: this model "
-                                              "takes text only, got " +
+                                              "' must be {\"type\": \"text\", \"text\": ...} (or input_text, "
+                                              "output_text, refusal): this model takes text only, got " +
                                               json_excerpt(part));
-        text += (k > 0 ? "\n" : "") + part["text"].get<std::string>();
+        if (k > 0) text += '\n';
+        text += part[key].get<std::string>();
       }
       m["content"] = text;
     } else if (!m["content"].is_string()) {

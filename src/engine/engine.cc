@@ -95,6 +95,7 @@ void Engine::add(EngineRequest r) {
     seq->token_ids = prompt_token_ids;
     seq->num_prompt_tokens = prompt_len;
     seq->use_prefix_cache = !(params.prompt_logprobs && i == 0);  // prompt logprobs need every row
+    if (params.cache_salt) seq->prefix_root = KvCacheManager::salt_root(*params.cache_salt);
     req->seqs.push_back(seq.get());
     scheduler_.add(seq.get());
     sequences_.emplace(seq->id, std::move(seq));

@@ -163,7 +163,7 @@ EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams 
   EngineRequest r;
   std::tie(r.prompt_token_ids, r.prompt) = encode(prompt);
   const int64_t ctx = limits_.max_model_len;
-  if (params.truncate_prompt_tokens) {                 // vLLM's: the last k tokens (-1: the context's worth)
+  if (params.truncate_prompt_tokens) {                 // vLLM's: the last (or first) k tokens (-1: the context's worth)
     const int64_t k = *params.truncate_prompt_tokens;  // other values below -1: validate() refuses them
     if (k > ctx)
       throw_invalid_field("truncate_prompt_tokens", "truncate_prompt_tokens (" + std::to_string(k) +
@@ -171,8 +171,11 @@ EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams 
                                                         " tokens)");
     const auto keep = static_cast<size_t>(k == -1 ? ctx : k);
     if (k >= -1 && k != 0 && r.prompt_token_ids.size() > keep) {
-      r.prompt_token_ids.erase(r.prompt_token_ids.begin(),
-                               r.prompt_token_ids.end() - static_cast<std::ptrdiff_t>(keep));
+      if (params.truncation_side == "right")  // the first k
+        r.prompt_token_ids.resize(keep);
+      else
+        r.prompt_token_ids.erase(r.prompt_token_ids.begin(),
+                                 r.prompt_token_ids.end() - static_cast<std::ptrdiff_t>(keep));
       r.prompt = tokenizer_ != nullptr ? tokenizer_->decode(r.prompt_token_ids, false) : "";
     }
   }

@@ -6,6 +6,10 @@
 
 #include "core/error.h"
 
+// xxHash header-only (Debian's libxxhash-dev), inlined as in system_fingerprint.cc.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace ditto {
 
 namespace {
@@ -46,11 +50,17 @@ KvCacheManager::KvCacheManager(int64_t num_blocks, int64_t block_size, bool enab
   for (int32_t b = 0; b < num_blocks; ++b) insert_free(b, free_tail_, kNone);
 }
 
-int64_t KvCacheManager::acquire_cached_prefix(RequestId id, std::span<const int32_t> token_ids) {
+uint64_t KvCacheManager::salt_root(const std::string& salt) {
+  return XXH3_64bits(salt.data(), salt.size()) | (uint64_t{1} << 63);
+}
+
+int64_t KvCacheManager::acquire_cached_prefix(RequestId id, std::span<const int32_t> token_ids, uint64_t root) {
   Request& request = requests_[id];
   DITTO_CHECK(request.block_table.empty())
       << "acquire_cached_prefix: request " << id << " already holds " << request.block_table.size() << " blocks";
   request = Request{};
+  request.last_hash = root;
+  request.last_entry = root;
   if (!enable_prefix_caching_) return 0;
   const int64_t num_tokens = static_cast<int64_t>(token_ids.size());
   // Full blocks only, and never the last token: the model must run it to produce logits.

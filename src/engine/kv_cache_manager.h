@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -57,7 +58,9 @@ class KvCacheManager {
   // prefix_queries_tokens and the result to prefix_hit_tokens. The caller must free(id) if it does
   // not go on to run the request, or the references are kept. Throws Error(kInternal) if the
   // request already holds blocks.
-  int64_t acquire_cached_prefix(RequestId id, std::span<const int32_t> token_ids);
+  // `root` is the parent of the request's first block: kRootBlockHash, or salt_root(cache_salt) for
+  // a salted request, whose blocks then match only blocks cached under the same salt.
+  int64_t acquire_cached_prefix(RequestId id, std::span<const int32_t> token_ids, uint64_t root = kRootBlockHash);
 
   // Grows the request's block table (registering an unknown id) so that it covers `num_tokens`
   // positions, taking blocks from the front of the free queue and unregistering any cached one it
@@ -99,6 +102,12 @@ class KvCacheManager {
   // cache is now empty.
   bool reset_prefix_cache();
 
+  // The root (parent hash and parent registration of a first block) of requests salted with
+  // `salt` (vLLM's cache_salt): XXH3-64 of its bytes with the top bit set, so it is never
+  // kRootBlockHash nor a registration id (those count up from 1). Two salts share cached blocks
+  // only if their XXH3-64 agree in 63 bits.
+  static uint64_t salt_root(const std::string& salt);
+
   // The default BlockHasher: a splitmix64-style chain over the parent hash and each token id.
   static uint64_t hash_block(uint64_t parent_hash, std::span<const int32_t> token_ids);
 
@@ -111,7 +120,7 @@ class KvCacheManager {
     int32_t next_free = kNone;
     // Cache registration; entry == 0 means none. Token ids live in cached_tokens_.
     uint64_t entry = 0;         // unique id of this registration (never reused)
-    uint64_t parent_entry = 0;  // the parent block's registration id; 0 for a first block
+    uint64_t parent_entry = 0;  // the parent block's registration id; the request's root for a first block
     uint64_t hash = 0;
     int32_t next_same_hash = kNone;  // next registered block in the same hash bucket
   };

@@ -94,6 +94,11 @@ void SamplingParams::validate(int64_t vocab_size, int64_t max_logprobs) const {
   for (size_t i = 0; i < bad_words.size(); ++i)
     if (bad_words[i].empty())
       throw_invalid_field("bad_words", "bad_words[" + std::to_string(i) + "] is an empty string");
+  if (truncation_side != "left" && truncation_side != "right")
+    throw_invalid_field("truncation_side",
+                        "truncation_side must be \"left\" or \"right\", got \"" + truncation_side + "\"");
+  if (cache_salt && cache_salt->empty())
+    throw_invalid_field("cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided.");
   if (truncate_prompt_tokens && *truncate_prompt_tokens < 1 && *truncate_prompt_tokens != -1)
     bad("truncate_prompt_tokens", "-1 (the context) or at least 1", *truncate_prompt_tokens);
 }

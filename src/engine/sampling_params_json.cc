@@ -28,6 +28,7 @@ bool is_false(const Json& v) { return v.is_null() || v == false; }
 bool is_true(const Json& v) { return v.is_null() || v == true; }
 bool is_one(const Json& v) { return v.is_null() || (v.is_number() && v.get<double>() == 1.0); }
 bool is_empty(const Json& v) { return v.is_null() || ((v.is_array() || v.is_object()) && v.empty()); }
+bool is_zero(const Json& v) { return v.is_null() || (v.is_number() && v.get<double>() == 0.0); }
 
 const std::vector<UnimplementedField>& unimplemented_fields() {
   static const std::vector<UnimplementedField> fields = {
@@ -47,6 +48,13 @@ const std::vector<UnimplementedField>& unimplemented_fields() {
       {"prompt_embeds", is_null, "prompt embeddings"},
       {"mm_processor_kwargs", is_empty, "multimodal inputs"},
       {"spaces_between_special_tokens", is_true, "no spaces between special tokens"},
+      {"multi_modal_data", is_empty, "multimodal inputs"},
+      {"media_io_kwargs", is_empty, "multimodal inputs"},
+      {"max_repetition_pattern_size", is_zero, "stopping on repeated token patterns"},
+      {"min_repetition_pattern_size", is_zero, "stopping on repeated token patterns"},
+      {"repetition_min_count", is_zero, "stopping on repeated token patterns"},
+      {"kv_transfer_params", is_empty, "disaggregated serving's KV transfer"},
+      {"ec_transfer_params", is_empty, "disaggregated serving's encoder-cache transfer"},
   };
   return fields;
 }
@@ -120,6 +128,8 @@ const std::set<std::string>& sampling_params_keys() {
                                              "allowed_token_ids",
                                              "bad_words",
                                              "truncate_prompt_tokens",
+                                             "truncation_side",
+                                             "cache_salt",
                                              "logprob_token_ids"};
   return keys;
 }
@@ -132,7 +142,8 @@ bool read_sampling_params(const Json& body, SamplingParams& p) {
         std::pair{"repetition_penalty", &p.repetition_penalty}})
     if (present(body, key)) *target = read_field(key, [&, key = key] { return json_float(body[key], key); });
   if (present(body, "top_k")) p.top_k = count(body, "top_k");
-  if (present(body, "seed")) p.seed = read_field("seed", [&] { return json_seed(body["seed"], "seed"); });
+  if (present(body, "seed"))
+    if (const auto seed = read_field("seed", [&] { return json_seed(body["seed"], "seed"); })) p.seed = *seed;
   if (present(body, "stop")) p.stop = read_field("stop", [&] { return json_strings(body["stop"], "stop"); });
   if (present(body, "stop_token_ids"))
     p.stop_token_ids =
@@ -152,6 +163,14 @@ bool read_sampling_params(const Json& body, SamplingParams& p) {
     p.bad_words = read_field("bad_words", [&] { return json_strings(body["bad_words"], "bad_words"); });
   }
   if (present(body, "truncate_prompt_tokens")) p.truncate_prompt_tokens = count(body, "truncate_prompt_tokens");
+  if (present(body, "truncation_side"))
+    p.truncation_side =
+        read_field("truncation_side", [&] { return json_string(body["truncation_side"], "truncation_side"); });
+  if (body.contains("cache_salt") && !body["cache_salt"].is_null()) {
+    if (!body["cache_salt"].is_string())
+      throw_invalid_field("cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided.");
+    p.cache_salt = body["cache_salt"].get<std::string>();
+  }
   if (present(body, "logprob_token_ids"))
     p.logprob_token_ids =
         read_field("logprob_token_ids", [&] { return json_token_ids(body["logprob_token_ids"], "logprob_token_ids"); });

@@ -277,7 +277,9 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
   request.system_fingerprint = llm.system_fingerprint();
   request.prompt_tokens_details = options.enable_prompt_tokens_details;
   request.return_tokens_as_token_ids = request.return_tokens_as_token_ids || options.return_tokens_as_token_ids;
-  if (request.stream && options.enable_force_include_usage) request.include_usage = true;
+  // Current vLLM's --enable-force-include-usage: usage on every chunk (continuous) and at the end.
+  if (request.stream && options.enable_force_include_usage)
+    request.include_usage = request.continuous_usage_stats = true;
   if (chat) {
     if (request.tool_choice_none && options.exclude_tools_when_tool_choice_none) request.prompts[0].tools.clear();
     request.parsers.reasoning = !options.reasoning_parser.empty();

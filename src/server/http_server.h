@@ -65,8 +65,8 @@ struct ServerOptions {
   // Logprob tokens as "token_id:N" for every request (vLLM's --return-tokens-as-token-ids; a
   // request may also ask for it itself).
   bool return_tokens_as_token_ids = false;
-  // A streamed response ends with a usage chunk even without stream_options.include_usage (vLLM's
-  // --enable-force-include-usage).
+  // Every streamed chunk carries the usage so far and the stream ends with a usage chunk, whatever
+  // stream_options says (current vLLM's --enable-force-include-usage).
   bool enable_force_include_usage = false;
   // A chat request's own `chat_template` (Jinja run on this server) is accepted (vLLM's
   // --trust-request-chat-template); without it such a request gets 400 naming chat_template.

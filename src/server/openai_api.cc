@@ -141,7 +141,8 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
                                                "response_format",
                                                "logprobs",
                                                "return_tokens_as_token_ids",
-                                               "return_token_ids"};
+                                               "return_token_ids",
+                                               "priority"};
   static const std::set<std::string> completions = {"prompt", "echo", "suffix", "add_special_tokens"};
   static const std::set<std::string> chat = {"messages",
                                              "tools",
@@ -191,6 +192,8 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
         {"bad_words", !asked.bad_words.empty()},
         {"prompt_logprobs", asked.prompt_logprobs.has_value()},
         {"truncate_prompt_tokens", asked.truncate_prompt_tokens.has_value()},
+        {"logprob_token_ids", asked.logprob_token_ids.has_value()},
+        {"cache_salt", asked.cache_salt.has_value()},
     };
     for (const auto& [name, set] : unused)
       if (set)
@@ -200,6 +203,13 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
   }
 
   if (present(body, "model")) r.model = field("model", [&] { return json_string(body["model"], "model"); });
+  if (present(body, "priority")) {  // vLLM's: any priority but 0 needs its priority scheduling, which ditto has not
+    const int64_t priority = field("priority", [&] { return json_int(body["priority"], "priority"); });
+    if (priority != 0)
+      throw_bad_param("priority", "Got priority " + std::to_string(priority) +
+                                      " but Priority scheduling is not enabled (ditto schedules first come, first "
+                                      "served).");
+  }
   r.max_tokens_given = parse_sampling(body, r);
   SamplingParams& p = r.params;
 
@@ -236,9 +246,16 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
     }
     if (present(body, "suffix")) throw_bad_param("suffix", "suffix is not supported");
     if (present(body, "echo")) r.echo = field("echo", [&] { return json_bool(body["echo"], "echo"); });
+    if (r.echo && r.max_tokens_given && p.max_tokens == 0) {
+      r.echo_only = true;
+      p.max_tokens = 1;
+    }
     if (present(body, "logprobs"))
       r.logprobs = field("logprobs", [&] { return json_int(body["logprobs"], "logprobs"); });
     if (r.echo && r.logprobs) p.prompt_logprobs = std::max<int64_t>(p.prompt_logprobs.value_or(0), *r.logprobs);
+    if (r.use_beam_search && r.echo && (r.logprobs || r.echo_only))  // vLLM refuses these too
+      throw_bad_param("echo",
+                      "echo with logprobs or with max_tokens 0 does not apply to beam search (use_beam_search)");
   } else {
     if (!present(body, "messages")) throw_bad_param("messages", "field 'messages' is required");
     PromptInput in;
@@ -394,7 +411,7 @@ Json bytes_json(const std::string& s) {
 }  // namespace
 
 Json ApiFormatter::completion_logprobs(const RequestOutput& r, const CompletionOutput& c, bool with_prompt,
-                                       size_t& text_offset) const {
+                                       size_t& text_offset, bool with_output) const {
   Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(), offsets = Json::array();
   auto add = [&](const std::string& text, std::optional<float> logprob, const SampledToken* s) {
     tokens.push_back(text);
@@ -422,7 +439,8 @@ Json ApiFormatter::completion_logprobs(const RequestOutput& r, const CompletionO
       }
     }
   }
-  for (const SampledToken& s : c.logprobs) add(token_text(s.token), s.token.logprob, &s);
+  if (with_output)
+    for (const SampledToken& s : c.logprobs) add(token_text(s.token), s.token.logprob, &s);
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
@@ -494,17 +512,20 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
         choice["message"] = std::move(message);
         choice["logprobs"] = request_.logprobs ? chat_logprobs(c) : Json(nullptr);
       } else {
-        choice["text"] = request_.echo ? prompt_texts_[slot] + c.text : c.text;
+        choice["text"] = request_.echo_only ? prompt_texts_[slot]
+                         : request_.echo    ? prompt_texts_[slot] + c.text
+                                            : c.text;
         size_t text_offset = 0;
-        choice["logprobs"] = request_.logprobs ? completion_logprobs(r, c, request_.echo, text_offset) : Json(nullptr);
+        choice["logprobs"] = request_.logprobs
+                                 ? completion_logprobs(r, c, request_.echo, text_offset, !request_.echo_only)
+                                 : Json(nullptr);
       }
       choice["finish_reason"] = finish_reason;
       choice["stop_reason"] = stop_reason_json(c);
-      if (!chat && request_.params.prompt_logprobs) choice["prompt_logprobs"] = prompt_logprobs_json(r);
-      if (request_.return_token_ids) {
-        if (!chat) choice["prompt_token_ids"] = r.prompt_token_ids;
-        choice["token_ids"] = c.token_ids;
-      }
+      // vLLM's fields beyond OpenAI's are always there, null when not asked for.
+      if (!chat) choice["prompt_logprobs"] = request_.params.prompt_logprobs ? prompt_logprobs_json(r) : Json(nullptr);
+      if (!chat) choice["prompt_token_ids"] = request_.return_token_ids ? Json(r.prompt_token_ids) : Json(nullptr);
+      choice["token_ids"] = request_.return_token_ids ? Json(c.token_ids) : Json(nullptr);
       choices.push_back(std::move(choice));
     }
   }
@@ -514,10 +535,13 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       {"choices", choices},  {"usage", usage_json(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens)},
       {"seed", seed_json()}};
   if (!request_.system_fingerprint.empty()) j["system_fingerprint"] = request_.system_fingerprint;
-  // vLLM's chat response carries the (one) prompt's logprobs beside the choices.
-  if (chat && request_.params.prompt_logprobs && !outputs.empty())
-    j["prompt_logprobs"] = prompt_logprobs_json(outputs[0]);
-  if (chat && request_.return_token_ids && !outputs.empty()) j["prompt_token_ids"] = outputs[0].prompt_token_ids;
+  // vLLM's chat response carries the (one) prompt's logprobs and ids beside the choices (null when
+  // not asked for).
+  if (chat) {
+    const bool one = !outputs.empty();
+    j["prompt_logprobs"] = one && request_.params.prompt_logprobs ? prompt_logprobs_json(outputs[0]) : Json(nullptr);
+    j["prompt_token_ids"] = one && request_.return_token_ids ? Json(outputs[0].prompt_token_ids) : Json(nullptr);
+  }
   return j;
 }
 
@@ -611,7 +635,10 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
       if (!piece.content.empty() || !started) delta["content"] = piece.content;
       if (!piece.tool_calls.empty())
         delta["tool_calls"] = tool_calls_json(piece.tool_calls, e.tool_calls, slot, c.index, /*streaming=*/true);
-      has_new = has_new || !piece.reasoning.empty() || !piece.content.empty() || !piece.tool_calls.empty();
+      // vLLM sends no chunk for tokens that add nothing visible (a reasoning parser's </think>),
+      // unless the client asked for what they carry (their ids or logprobs).
+      const bool visible = !piece.reasoning.empty() || !piece.content.empty() || !piece.tool_calls.empty();
+      has_new = visible || (has_new && (request_.return_token_ids || request_.logprobs.has_value()));
       if (started && !has_new && !finishing) continue;
       e.tool_calls += num_calls;
       if (finishing && e.tool_calls > 0 && finish_reason == "stop") finish_reason = "tool_calls";
@@ -621,27 +648,22 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
       has_new = has_new || !c.text.empty();
       if (started && !has_new && !finishing) continue;
       const bool with_prompt = request_.echo && !started;
-      choice["text"] = with_prompt ? prompt_texts_[slot] + c.text : c.text;
-      choice["logprobs"] = request_.logprobs ? completion_logprobs(r, c, with_prompt, e.text_offset) : Json(nullptr);
+      const std::string text = request_.echo_only ? "" : c.text;
+      choice["text"] = with_prompt ? prompt_texts_[slot] + text : text;
+      choice["logprobs"] = request_.logprobs
+                               ? completion_logprobs(r, c, with_prompt, e.text_offset, !request_.echo_only)
+                               : Json(nullptr);
     }
     choice["finish_reason"] = finishing ? Json(finish_reason) : Json(nullptr);
     choice["stop_reason"] = finishing ? stop_reason_json(c) : Json(nullptr);
     if (request_.return_token_ids) {
-      if (!chat && !started) choice["prompt_token_ids"] = stream.prompt_token_ids;
+      if (!chat) choice["prompt_token_ids"] = !started ? Json(stream.prompt_token_ids) : Json(nullptr);
       choice["token_ids"] = c.token_ids;
+    } else if (!chat) {  // vLLM's completion chunks carry them as null
+      choice["prompt_token_ids"] = choice["token_ids"] = nullptr;
     }
     e.started = true;
     e.finished = finishing;
-    // A finish chunk for chat carries an empty delta after the content chunk (OpenAI's shape).
-    if (chat && finishing && (has_new || !started)) {
-      Json content = choice;
-      content["finish_reason"] = nullptr;
-      content["stop_reason"] = nullptr;
-      emit(std::move(content), e.completion_tokens);
-      choice["delta"] = Json::object();
-      choice["logprobs"] = nullptr;
-      if (request_.return_token_ids) choice["token_ids"] = Json::array();
-    }
     emit(std::move(choice), e.completion_tokens);
   }
   // A chat stream carries the prompt's ids once, in its slot's first chunk (beside the choices).

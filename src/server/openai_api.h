@@ -81,6 +81,9 @@ struct ApiRequest {
   bool continuous_usage_stats = false;
   // completions: prepend the prompt (and its logprobs). chat (vLLM's): prepend `echoed_message`.
   bool echo = false;
+  // completions, echo with max_tokens 0 (vLLM's "echo without generation"): the engine samples one
+  // token (counted in usage, as vLLM does) and the choice shows the prompt alone.
+  bool echo_only = false;
   // chat: the role of the reply, vLLM's rule: "assistant" with add_generation_prompt, else the
   // last message's role (the message being continued).
   std::string response_role = "assistant";
@@ -183,9 +186,10 @@ class ApiFormatter {
   nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, size_t slot,
                                          int64_t choice, bool streaming) const;
   // The completions `logprobs` object for the tokens of `c` (after the prompt's, when
-  // `with_prompt`); `text_offset` is where the first token starts and is advanced past the last.
+  // `with_prompt`; none of them when not `with_output`); `text_offset` is where the first token
+  // starts and is advanced past the last.
   nlohmann::ordered_json completion_logprobs(const RequestOutput& r, const CompletionOutput& c, bool with_prompt,
-                                             size_t& text_offset) const;
+                                             size_t& text_offset, bool with_output = true) const;
   nlohmann::ordered_json chat_logprobs(const CompletionOutput& c) const;
   // `reasoning_tokens` goes to completion_tokens_details when the request has a reasoning parser.
   nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,

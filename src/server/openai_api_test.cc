@@ -45,7 +45,7 @@ TEST(OpenAiApiTest, CompletionPromptKinds) {
 
 TEST(OpenAiApiTest, SamplingFieldsMapToSamplingParams) {
   const ApiRequest r = parse(kCompletions, R"({"prompt": "x", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
-      "top_k": 4, "min_p": 0.1, "n": 3, "seed": 18446744073709551615, "stop": "END", "presence_penalty": 0.5,
+      "top_k": 4, "min_p": 0.1, "n": 3, "seed": -5, "stop": "END", "presence_penalty": 0.5,
       "frequency_penalty": -0.5, "repetition_penalty": 1.1, "ignore_eos": true, "min_tokens": 2,
       "stop_token_ids": [9], "logprobs": 2, "echo": true, "user": "u", "stream": true,
       "stream_options": {"include_usage": true}})");
@@ -54,7 +54,7 @@ TEST(OpenAiApiTest, SamplingFieldsMapToSamplingParams) {
   EXPECT_EQ(r.params.temperature, 0.5f);
   EXPECT_EQ(r.params.top_k, 4);
   EXPECT_EQ(r.params.n, 3);
-  EXPECT_EQ(*r.params.seed, 18446744073709551615ull);
+  EXPECT_EQ(*r.params.seed, 18446744073709551611ull);  // -5 is 2^64 - 5, as vLLM (torch) reads it
   EXPECT_EQ(r.params.stop, std::vector<std::string>{"END"});
   EXPECT_EQ(r.params.stop_token_ids, std::vector<int32_t>{9});
   EXPECT_EQ(*r.params.logprobs, 2);
@@ -94,7 +94,7 @@ TEST(OpenAiApiTest, ErrorsNameTheParameter) {
       {kCompletions, R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
       {kCompletions, R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens"},
       {kCompletions, R"({"prompt": "x", "logprobs": 21})", "logprobs"},
-      {kCompletions, R"({"prompt": "x", "seed": -1})", "seed"},
+      {kCompletions, R"({"prompt": "x", "seed": 9223372036854775808})", "seed"},
       {kCompletions, R"({"prompt": "x", "stop": [1]})", "stop"},
       {kCompletions, R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
       {kCompletions, R"({"prompt": "x", "logit_bias": {"five": 1}})", "logit_bias"},
@@ -113,7 +113,7 @@ TEST(OpenAiApiTest, ErrorsNameTheParameter) {
       {kCompletions, R"({"prompt": "x", "model": 5})", "model"},
       {kChat, R"({"messages": []})", "messages"},
       {kChat, R"({"messages": [{"content": "hi"}]})", "messages"},
-      {kChat, R"({"messages": [{"role": "wizard", "content": "hi"}]})", "messages"},
+      {kChat, R"({"messages": [{"role": 7, "content": "hi"}]})", "messages"},
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})", "top_logprobs"},
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": 3})", "logprobs"},
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tools": {}})", "tools"},

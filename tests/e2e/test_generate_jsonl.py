@@ -98,7 +98,7 @@ def test_bad_lines_get_their_own_errors(ditto_bin, model, tmp_path):
         {"prompt": "still fine", "max_tokens": 3, "temperature": 0},
         '{"prompt": "x", "temperature": 1e400}',
         {"prompt_token_ids": [4294977003]},
-        {"prompt": "x", "seed": -1},
+        {"prompt": "x", "seed": 2**63},
         {"prompt": "x", "max_tokens": 1.5},
         {"prompt": "x", "temperature": True},
     ]
@@ -116,7 +116,8 @@ def test_bad_lines_get_their_own_errors(ditto_bin, model, tmp_path):
     assert errors[9] is None and len(out[9]["outputs"][0]["token_ids"]) == 3
     assert errors[10].startswith("line 11: invalid JSON") and "1e400" in errors[10]
     assert errors[11] == "line 12: field 'prompt_token_ids' must be an integer in [0, 2147483647], got 4294977003"
-    assert errors[12] == "line 13: field 'seed' must be an integer in [0, 2^64 - 1], got -1"
+    assert errors[12] == ("line 13: field 'seed' must be an integer in [-2^63, 2^63 - 1] (less than or equal to "
+                          "9223372036854775807; -1: none), got 9223372036854775808")
     assert errors[13] == "line 14: field 'max_tokens' must be an integer, got 1.5"
     assert errors[14] == "line 15: field 'temperature' must be a number, got true"
 

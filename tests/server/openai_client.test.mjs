@@ -582,7 +582,7 @@ describe('ditto serve through the openai client', () => {
     await expectApiError(c({ max_tokens: -1 }), { ...bad, param: 'max_tokens' });
     await expectApiError(c({ logprobs: 21 }), { ...bad, param: 'logprobs' });
     await expectApiError(c({ stop: 5 }), { ...bad, param: 'stop' });
-    await expectApiError(c({ seed: -1 }), { ...bad, param: 'seed' });
+    await expectApiError(c({ seed: 2 ** 63 }), { ...bad, param: 'seed' });
     await expectApiError(c({ stream_options: { include_usage: true } }), { ...bad, param: 'stream_options' });
     await expectApiError(client.completions.create({ model: 'ditto-test', max_tokens: 2 }), { ...bad, param: 'prompt' });
     await expectApiError(c({ prompt: [] }), { ...bad, param: 'prompt' });
@@ -593,7 +593,7 @@ describe('ditto serve through the openai client', () => {
     await expectApiError(chat({ max_completion_tokens: 50000 }), { ...bad, param: 'max_completion_tokens', messageIncludes: String(CONTEXT) });
     await expectApiError(chat({ top_logprobs: 3 }), { ...bad, param: 'top_logprobs' });
     await expectApiError(chat({ messages: 'hi' }), { ...bad, param: 'messages' });
-    await expectApiError(chat({ messages: [{ role: 'wizard', content: 'hi' }] }), { ...bad, param: 'messages' });
+    await expectApiError(chat({ messages: [{ role: '', content: 'hi' }] }), { ...bad, param: 'messages' });
     await expectApiError(chat({ tools: [{ type: 'function' }] }), { ...bad, param: 'tools' });
   }));
 

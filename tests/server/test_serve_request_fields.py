@@ -48,7 +48,7 @@ def test_return_token_ids_are_the_prompt_and_output_ids(server):
                                                "temperature": 0, "return_token_ids": True, "stream": True})
     streamed = [i for e in events if e != "[DONE]" for c in e["choices"] for i in c.get("token_ids", [])]
     assert streamed == choice["token_ids"]
-    assert "token_ids" not in complete(server)["choices"][0]  # only when asked
+    assert complete(server)["choices"][0]["token_ids"] is None  # only when asked (null, as vLLM)
 
 
 def test_logit_bias_allowed_token_ids_and_bad_words_change_the_output(server):
@@ -204,3 +204,123 @@ def test_logprob_token_ids_report_those_tokens(server):
         assert status == 400 and err["error"]["param"] == "logprob_token_ids", (bad, err)
     status, err = server.post("/v1/completions", {"model": NAME, "prompt": "x", "logit_bias": {"bad1": 5, "bad2": 1}})
     assert status == 400 and "bad1" in err["error"]["message"] and "bad2" in err["error"]["message"], err
+
+
+def test_truncation_side_right_keeps_the_first_tokens(server):
+    ids = list(range(1000, 1008))
+    right = complete(server, prompt=ids, truncate_prompt_tokens=4, truncation_side="right", return_token_ids=True,
+                     max_tokens=1)
+    assert right["choices"][0]["prompt_token_ids"] == ids[:4]
+    left = complete(server, prompt=ids, truncate_prompt_tokens=4, truncation_side="left", return_token_ids=True,
+                    max_tokens=1)
+    assert left["choices"][0]["prompt_token_ids"] == ids[-4:]
+    status, err = server.post("/v1/completions", {"model": NAME, "prompt": ids, "truncate_prompt_tokens": 4,
+                                                  "truncation_side": "middle"})
+    assert status == 400 and err["error"]["param"] == "truncation_side", err
+
+
+def test_cache_salt_keeps_cached_prefixes_apart():
+    """vLLM's cache_salt: a salted prompt shares prefix-cache blocks only with the same salt, and
+    the answer's bits never depend on it."""
+    s = Server("--enable-prompt-tokens-details")
+    try:
+        prompt = "The quick brown fox jumps over the lazy dog. " * 12
+
+        def cached(**fields):
+            resp = complete(s, prompt=prompt, max_tokens=3, logprobs=1, **fields)
+            return resp["usage"]["prompt_tokens_details"]["cached_tokens"], resp["choices"][0]
+
+        first, a = cached(cache_salt="salt-one")
+        assert first == 0
+        again, b = cached(cache_salt="salt-one")
+        assert again > 0  # the same salt hits
+        other, c = cached(cache_salt="salt-two")
+        assert other == 0  # another salt does not
+        plain, d = cached()
+        assert plain == 0  # nor does an unsalted request
+        assert a == b == c == d  # same text and logprob bits, hit or miss
+        for bad in ("", 7):
+            status, err = s.post("/v1/completions", {"model": NAME, "prompt": "x", "cache_salt": bad})
+            assert status == 400 and err["error"]["param"] == "cache_salt", err
+    finally:
+        s.close()
+
+
+def test_vllm_fields_ditto_cannot_honour_are_refused_by_name(server):
+    for field, value in [("priority", 1), ("max_repetition_pattern_size", 4), ("repetition_min_count", 2),
+                         ("kv_transfer_params", {"do_remote_decode": True}), ("multi_modal_data", {"image": "x"}),
+                         ("media_io_kwargs", {"video": {"num_frames": 4}})]:
+        status, err = server.post("/v1/completions", {"model": NAME, "prompt": "x", field: value})
+        assert status == 400 and err["error"]["param"] == field, (field, err)
+    # Their no-op values are accepted, as vLLM's defaults.
+    for field, value in [("priority", 0), ("max_repetition_pattern_size", 0), ("kv_transfer_params", None)]:
+        complete(server, **{field: value})
+
+
+def test_seed_takes_vllm_range(server):
+    """vLLM: seed is an int64; -1 is no seed; another negative s is the seed 2^64 + s."""
+    neg = complete(server, seed=-5, temperature=1.0, logprobs=1)
+    pos = complete(server, seed=2**63 - 1, temperature=1.0)  # the largest
+    assert neg["seed"] == 2**64 - 5
+    assert pos["seed"] == 2**63 - 1
+    unseeded = complete(server, seed=-1, temperature=1.0)
+    assert unseeded["seed"] is not None and unseeded["seed"] < 2**53  # drawn, as with no seed
+    for bad in (2**63, -2**63 - 1, 1.5):
+        status, err = server.post("/v1/completions", {"model": NAME, "prompt": "x", "seed": bad})
+        assert status == 400 and err["error"]["param"] == "seed", (bad, err)
+
+
+def test_echo_with_max_tokens_0_returns_the_prompt_alone(server):
+    prompt = "The capital of France is"
+    resp = complete(server, prompt=prompt, echo=True, max_tokens=0, logprobs=1)
+    choice = resp["choices"][0]
+    assert choice["text"] == prompt
+    status, tokenized = server.post("/tokenize", {"model": NAME, "prompt": prompt})
+    assert len(choice["logprobs"]["tokens"]) == len(tokenized["tokens"])
+    assert resp["usage"]["completion_tokens"] == 1  # vLLM samples one token and counts it
+    events = server.stream("/v1/completions", {"model": NAME, "prompt": prompt, "echo": True, "max_tokens": 0,
+                                               "stream": True})
+    assert "".join(c["text"] for e in events if e != "[DONE]" for c in e["choices"]) == prompt
+    status, err = server.post("/v1/completions", {"model": NAME, "prompt": prompt, "max_tokens": 0})
+    assert status == 400 and err["error"]["param"] == "max_tokens", err
+
+
+def test_vllm_extra_fields_are_null_when_not_asked_for(server):
+    choice = complete(server)["choices"][0]
+    assert choice["prompt_logprobs"] is None and choice["prompt_token_ids"] is None and choice["token_ids"] is None
+    status, chat = server.post("/v1/chat/completions", {"model": NAME, "max_tokens": 2,
+                                                        "messages": [{"role": "user", "content": "Hi"}]})
+    assert status == 200
+    assert chat["prompt_logprobs"] is None and chat["prompt_token_ids"] is None
+    assert chat["choices"][0]["token_ids"] is None
+
+
+def test_a_stream_finishes_on_its_last_token_chunk(server):
+    """vLLM puts finish_reason on the chunk that carries the last token (no empty trailing chunk)."""
+    for path, body in [("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]}),
+                       ("/v1/completions", {"prompt": "The capital of France is"})]:
+        events = server.stream(path, {"model": NAME, "max_tokens": 5, "temperature": 0, "ignore_eos": True,
+                                      "stream": True, "stream_options": {"include_usage": True,
+                                                                        "continuous_usage_stats": True}, **body})
+        chunks = [e for e in events if e != "[DONE]" and e["choices"]]
+        finished = [c for c in chunks if c["choices"][0]["finish_reason"] is not None]
+        assert len(finished) == 1 and finished[0] is chunks[-1], path
+        last = finished[0]["choices"][0]
+        assert (last["delta"].get("content") if "delta" in last else last["text"]), path  # it carries text
+        assert [c["usage"]["completion_tokens"] for c in chunks][-1] == 5, path
+
+
+def test_custom_roles_and_text_like_parts_as_vllm(server):
+    def chat(messages):
+        return server.post("/v1/chat/completions", {"model": NAME, "max_tokens": 2, "temperature": 0,
+                                                    "messages": messages})
+
+    status, custom = chat([{"role": "my-custom-role", "content": "Hi"}, {"role": "user", "content": "Hi"}])
+    assert status == 200, custom
+    status, err = chat([{"role": "", "content": "Hi"}])
+    assert status == 400 and err["error"]["param"] == "messages", err
+    plain = chat([{"role": "user", "content": "Hello there"}])[1]["choices"][0]["message"]
+    for part in ({"type": "input_text", "text": "Hello there"}, {"type": "output_text", "text": "Hello there"},
+                 {"type": "refusal", "refusal": "Hello there"}):
+        status, resp = chat([{"role": "user", "content": [part]}])
+        assert status == 200 and resp["choices"][0]["message"] == plain, (part, resp)
