@@ -160,6 +160,7 @@ std::vector<RequestOutput> Engine::step() {
   std::vector<int64_t> touched = std::move(aborted_);  // requests to report on
   aborted_.clear();
   last_step_tokens_.clear();
+  last_step_scheduled_.clear();
   if (proposer_) propose();
   std::optional<PhaseTimer> schedule_timer(std::in_place, StepPhase::kSchedule);
   const std::vector<ScheduledSequence> batch = scheduler_.schedule();
@@ -255,6 +256,12 @@ void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const 
   for (size_t i = 0; i < batch.size(); ++i) {
     Sequence& seq = *batch[i].seq;
     Request& req = *requests_.at(seq.request);
+    if (std::none_of(last_step_scheduled_.begin(), last_step_scheduled_.end(),
+                     [&](const auto& e) { return e.first == req.request_id; })) {
+      int64_t preemptions = 0;
+      for (const Sequence* s : req.seqs) preemptions += s->num_preemptions;
+      last_step_scheduled_.emplace_back(req.request_id, preemptions);
+    }
     const int64_t num_tokens = batch[i].num_tokens + batch[i].num_proposals;
     const int64_t rows = steps[i].all_logits ? num_tokens : 1;
     if (steps[i].all_logits && batch[i].num_proposals == 0)

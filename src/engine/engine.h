@@ -89,6 +89,10 @@ class Engine {
   // The tokens sampled in the last step() by each request that sampled any (request_id, count), for
   // every output kind: a kFinalOnly request's progress, for the server's latency metrics.
   const std::vector<std::pair<std::string, int64_t>>& last_step_tokens() const { return last_step_tokens_; }
+  // Each request that ran tokens in the last step() (request_id, its sequences' preemptions so
+  // far), for the server's per-request metrics: the first step that lists a request is when it was
+  // first scheduled (vLLM's scheduled_ts).
+  const std::vector<std::pair<std::string, int64_t>>& last_step_scheduled() const { return last_step_scheduled_; }
 
   bool has_unfinished() const { return num_unfinished_ > 0; }
   // Gives memory a burst left behind back to the operating system, for an idle server: the forward
@@ -145,6 +149,7 @@ class Engine {
   int64_t num_steps_ = 0;
   std::vector<int64_t> aborted_;  // request indices aborted since the last step
   std::vector<std::pair<std::string, int64_t>> last_step_tokens_;
+  std::vector<std::pair<std::string, int64_t>> last_step_scheduled_;
 };
 
 }  // namespace ditto

@@ -35,6 +35,9 @@ AsyncEngine::AsyncEngine(const LLMEngine& llm, const AsyncEngineConfig& config, 
       config_(config),
       metrics_(metrics),
       engine_(llm.make_engine(config.logits_hook)) {
+  const EngineArgs& args = llm.args();
+  metrics_.set_cache_config({engine_->kv_cache().block_size(), engine_->kv_cache().num_blocks(), llm.max_model_len(),
+                             args.enable_prefix_caching, args.kv_cache_memory});
   publish_gauges();
   thread_ = std::thread([this] { loop(); });
 }
@@ -111,14 +114,22 @@ void AsyncEngine::admit(Submission& s) {
   std::string error;
   bool internal = false;
   try {
-    const auto prompt_tokens = static_cast<int64_t>(s.request.prompt_token_ids.size());
+    FinishedRequest stats;
+    stats.finish_reason = "stop";
+    stats.prompt_tokens = static_cast<int64_t>(s.request.prompt_token_ids.size());
+    stats.n = s.request.params.n;
+    stats.max_tokens = s.request.params.max_tokens;
+    stats.arrival = s.arrival;
+    const int64_t prompt_tokens = stats.prompt_tokens;
     const std::string id = s.request.request_id;
     if (s.processed) {
       engine_->add(std::move(s.request));
     } else {
+      // The engine's front door may cut max_tokens to the context.
+      stats.max_tokens = std::min<int64_t>(stats.max_tokens, llm_.max_model_len() - prompt_tokens);
       engine_->add_request(id, std::move(s.request.prompt_token_ids), s.request.params, s.request.prompt);
     }
-    routes_[id] = Route{s.channel, s.slot, prompt_tokens, s.arrival, std::nullopt, "stop"};
+    routes_[id] = Route{s.channel, s.slot, std::move(stats)};
     metrics_.add_prompt_tokens(prompt_tokens);
     s.channel->push({s.slot, true, std::nullopt, "", false});
     return;
@@ -132,7 +143,7 @@ void AsyncEngine::admit(Submission& s) {
     error = e.what();
     internal = true;
   }
-  metrics_.record_request_finished("error");
+  metrics_.record_request_failed();
   {  // counted before the reader can see the end
     std::lock_guard lock(mu_);
     --unfinished_;
@@ -140,19 +151,34 @@ void AsyncEngine::admit(Submission& s) {
   s.channel->push({s.slot, false, std::nullopt, error, internal});
 }
 
-void AsyncEngine::observe_progress(std::chrono::steady_clock::time_point now) {
+void AsyncEngine::observe_progress(std::chrono::steady_clock::time_point step_start,
+                                   std::chrono::steady_clock::time_point now) {
+  for (const auto& [id, preemptions] : engine_->last_step_scheduled()) {
+    const auto found = routes_.find(id);
+    if (found == routes_.end()) continue;
+    FinishedRequest& stats = found->second.stats;
+    if (!stats.scheduled) stats.scheduled = step_start;
+    stats.num_preemptions = preemptions;
+  }
+  int64_t iteration_tokens = 0;
   for (const auto& [id, tokens] : engine_->last_step_tokens()) {
     const auto found = routes_.find(id);
     if (found == routes_.end()) continue;
-    Route& route = found->second;
+    FinishedRequest& stats = found->second.stats;
     metrics_.add_generation_tokens(tokens);
-    if (!route.last_token) {
-      metrics_.observe_time_to_first_token(std::chrono::duration<double>(now - route.arrival).count());
+    iteration_tokens += tokens;
+    stats.generation_tokens += tokens;
+    if (!stats.last_token) {
+      metrics_.observe_time_to_first_token(std::chrono::duration<double>(now - stats.arrival).count());
+      stats.first_token = now;
+      iteration_tokens += stats.prompt_tokens;  // vLLM counts a prompt in the step of its first token
     } else {
-      metrics_.observe_inter_token_latency(std::chrono::duration<double>(now - *route.last_token).count());
+      metrics_.observe_inter_token_latency(std::chrono::duration<double>(now - *stats.last_token).count());
+      ++stats.num_token_intervals;
     }
-    route.last_token = now;
+    stats.last_token = now;
   }
+  metrics_.observe_iteration_tokens(iteration_tokens);
 }
 
 void AsyncEngine::deliver(RequestOutput&& report, std::chrono::steady_clock::time_point now) {
@@ -161,13 +187,13 @@ void AsyncEngine::deliver(RequestOutput&& report, std::chrono::steady_clock::tim
   Route& route = found->second;
   // The request's reason for the metrics: "abort" over "length" over "stop", over all its choices
   // (a kDelta request's choices may finish in different reports).
+  std::string& reason = route.stats.finish_reason;
   for (const CompletionOutput& c : report.outputs)
-    if (c.finish_reason == "abort" || (c.finish_reason == "length" && route.finish_reason != "abort"))
-      route.finish_reason = c.finish_reason;
+    if (c.finish_reason == "abort" || (c.finish_reason == "length" && reason != "abort")) reason = c.finish_reason;
   const bool finished = report.finished;
   if (finished) {
-    metrics_.record_request_finished(route.finish_reason);
-    metrics_.observe_e2e_latency(std::chrono::duration<double>(now - route.arrival).count());
+    route.stats.finished = now;
+    metrics_.record_finished_request(route.stats);
   }
   std::shared_ptr<OutputChannel> channel = route.channel;
   const size_t slot = route.slot;
@@ -185,13 +211,16 @@ void AsyncEngine::fail_all(const std::string& why) {
     unfinished_ -= static_cast<int64_t>(routes_.size());
   }
   for (auto& [id, route] : routes_) {
-    metrics_.record_request_finished("error");
+    metrics_.record_request_failed();
     route.channel->push({route.slot, false, std::nullopt, why, true});
   }
   routes_.clear();
 }
 
 void AsyncEngine::publish_gauges() {
+  const int64_t preemptions = engine_->scheduler().num_preemptions();
+  metrics_.add_preemptions(preemptions - preemptions_seen_);
+  preemptions_seen_ = preemptions;
   const KvCacheManagerStats kv = engine_->kv_cache().stats();
   metrics_.set_engine_state(engine_->scheduler().num_running(), engine_->scheduler().num_waiting(), kv.usage(),
                             kv.prefix_queries_tokens, kv.prefix_hit_tokens);
@@ -243,9 +272,11 @@ void AsyncEngine::loop() {
       continue;
     }
     try {
+      const auto step_start = std::chrono::steady_clock::now();
+      const int64_t steps_before = engine_->num_steps();
       std::vector<RequestOutput> reports = engine_->step();
       const auto now = std::chrono::steady_clock::now();
-      observe_progress(now);
+      if (engine_->num_steps() > steps_before) observe_progress(step_start, now);
       for (RequestOutput& r : reports) deliver(std::move(r), now);
       if (!engine_->has_unfinished()) {
         idle_since = now;
@@ -260,6 +291,7 @@ void AsyncEngine::loop() {
       fail_all(std::string("internal error in the engine: ") + e.what());
       engine_.reset();
       engine_ = llm_.make_engine(config_.logits_hook);
+      preemptions_seen_ = 0;
     }
     publish_gauges();
   }

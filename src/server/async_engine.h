@@ -115,17 +115,17 @@ class AsyncEngine {
   struct Route {
     std::shared_ptr<OutputChannel> channel;
     size_t slot = 0;
-    int64_t prompt_tokens = 0;
-    std::chrono::steady_clock::time_point arrival;
-    std::optional<std::chrono::steady_clock::time_point> last_token;
-    std::string finish_reason;  // for the metrics, over the reports so far
+    // For the metrics: finish_reason over the reports so far, the rest as measured so far (its
+    // prompt tokens, n, max_tokens, arrival, scheduled, first and last token, preemptions).
+    FinishedRequest stats;
   };
 
   void enqueue(EngineRequest request, bool processed, std::shared_ptr<OutputChannel> channel, size_t slot);
   void loop();
   void admit(Submission& s);
   // Token counts and latencies of the last step (every output kind: the engine's last_step_tokens).
-  void observe_progress(std::chrono::steady_clock::time_point now);
+  // `step_start`: when the step began (a request it ran first was scheduled then).
+  void observe_progress(std::chrono::steady_clock::time_point step_start, std::chrono::steady_clock::time_point now);
   void deliver(RequestOutput&& report, std::chrono::steady_clock::time_point now);
   void fail_all(const std::string& why);
   void publish_gauges();
@@ -135,6 +135,7 @@ class AsyncEngine {
   AsyncEngineConfig config_;
   ServerMetrics& metrics_;
   std::unique_ptr<Engine> engine_;  // engine thread only
+  int64_t preemptions_seen_ = 0;    // engine_'s scheduler's count already added to the metrics
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -164,6 +164,86 @@ TEST_F(AsyncEngineTest, ConcurrentClientsGetTheBitsOfTheRequestAlone) {
             std::string::npos);
 }
 
+// The sum of the samples named `name` (any labels) in an exposition text.
+double sample_sum(const std::string& text, const std::string& name) {
+  double total = 0.0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(name + "{", 0) == 0 || line.rfind(name + " ", 0) == 0)
+      total += std::stod(line.substr(line.rfind(' ')));
+  return total;
+}
+
+// vLLM's test_metrics_counts on the engine thread: requests one after another, each counted once in
+// every per-request histogram with the engine's own numbers (issue 30).
+TEST_F(AsyncEngineTest, PerRequestMetricsCountWhatTheEngineDid) {
+  ServerMetrics metrics("tiny");
+  AsyncEngine engine(*llm_, {}, metrics);
+  Req r;
+  r.prompt = {3, 1, 4, 1, 5, 9, 2};
+  r.params.max_tokens = 5;
+  r.params.ignore_eos = true;
+  r.params.temperature = 0.0f;
+  const int num_requests = 3;
+  for (int i = 0; i < num_requests; ++i) run(engine, {r}, {0}, "seq" + std::to_string(i));
+  const std::string t = metrics.render();
+  const double n = num_requests;
+  for (const char* family :
+       {"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds", "vllm:request_inference_time_seconds",
+        "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds",
+        "vllm:request_time_per_output_token_seconds", "vllm:request_num_preemptions", "vllm:request_params_n"})
+    EXPECT_EQ(sample_sum(t, std::string(family) + "_count"), n) << family << "\n" << t;
+  EXPECT_EQ(sample_sum(t, "vllm:request_prompt_tokens_sum"), n * 7);
+  EXPECT_EQ(sample_sum(t, "vllm:request_generation_tokens_sum"), n * 5);
+  EXPECT_EQ(sample_sum(t, "vllm:request_params_max_tokens_sum"), n * 5);
+  EXPECT_EQ(sample_sum(t, "vllm:inter_token_latency_seconds_count"), n * 4);
+  // One prefill step (the prompt and its first token), then four decode steps, per request.
+  EXPECT_EQ(sample_sum(t, "vllm:iteration_tokens_total_sum"), n * (7 + 5));
+  EXPECT_EQ(sample_sum(t, "vllm:iteration_tokens_total_count"), n * 5);
+  EXPECT_EQ(sample_sum(t, "vllm:request_num_preemptions_sum"), 0);
+  // Measured, not configured: every phase took time, and the phases add up.
+  const double prefill = sample_sum(t, "vllm:request_prefill_time_seconds_sum");
+  const double decode = sample_sum(t, "vllm:request_decode_time_seconds_sum");
+  EXPECT_GT(prefill, 0.0);
+  EXPECT_GT(decode, 0.0);
+  EXPECT_NEAR(sample_sum(t, "vllm:request_inference_time_seconds_sum"), prefill + decode, 1e-9);
+  EXPECT_GE(sample_sum(t, "vllm:e2e_request_latency_seconds_sum"),
+            sample_sum(t, "vllm:request_inference_time_seconds_sum") +
+                sample_sum(t, "vllm:request_queue_time_seconds_sum") - 1e-9);
+  // 4 MiB of KV cache over the tiny model's 4 KiB blocks of 16 tokens; 4096-token context.
+  EXPECT_NE(t.find("kv_cache_size_tokens=\"16384\""), std::string::npos) << t;
+  EXPECT_NE(t.find("kv_cache_max_concurrency=\"4\""), std::string::npos);
+  EXPECT_EQ(sample_sum(t, "vllm:num_requests_waiting_by_reason"), 0);
+}
+
+// A KV cache of 7 blocks and four requests that each grow to 6: the scheduler preempts, and the
+// counter and the per-request histogram say how often.
+TEST_F(AsyncEngineTest, PreemptionsAreCountedPerEngineAndPerRequest) {
+  TempDir dir;
+  EngineArgs o;
+  o.model = tiny_model_with_tokenizer(dir);
+  o.threads = 2;
+  o.kv_cache_memory = 7 * 4096;  // 2 layers × K and V × 16 tokens × 2 heads × 16 dims × 2 bytes a block
+  LLMEngine llm(o);
+  ServerMetrics metrics("tiny");
+  AsyncEngine engine(llm, {}, metrics);
+  std::vector<Req> requests(4);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].prompt = {static_cast<int32_t>(10 + i), 11, 12, 13, 14, 15, 16, 17, 18, 19};
+    requests[i].params.max_tokens = 80;
+    requests[i].params.ignore_eos = true;
+    requests[i].params.seed = static_cast<uint64_t>(i);
+  }
+  run(engine, requests, {0, 1, 2, 3}, "grow");
+  const std::string t = metrics.render();
+  const double preemptions = sample_sum(t, "vllm:num_preemptions_total");
+  EXPECT_GT(preemptions, 0) << t;
+  EXPECT_EQ(sample_sum(t, "ditto:num_preemptions_total"), preemptions);
+  EXPECT_EQ(sample_sum(t, "vllm:request_num_preemptions_sum"), preemptions);
+  EXPECT_EQ(sample_sum(t, "vllm:request_num_preemptions_count"), 4);
+  EXPECT_NE(t.find("num_gpu_blocks=\"7\""), std::string::npos);
+}
+
 // Stop strings: the streamed text never shows bytes a stop string later cuts.
 TEST_F(AsyncEngineTest, StreamedTextNeverShowsWhatAStopStringCuts) {
   ServerMetrics metrics("tiny");

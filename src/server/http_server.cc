@@ -27,6 +27,7 @@
 #include "server/connection_queue.h"
 #include "server/http_responses.h"
 #include "server/metrics.h"
+#include "server/metrics_http.h"
 #include "server/openai_api.h"
 #include "server/sockets.h"
 
@@ -583,7 +584,7 @@ void HttpServer::Impl::routes() {
   });
   server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     access_record().end_response();
-    metrics.record_http_status(access_record().status(res));
+    metrics.record_http(http_exchange(req, res));
     if (!options.disable_log_requests) log_access(options.log_format, req, res);
     access_record() = AccessRecord{};
   });
@@ -615,8 +616,7 @@ void HttpServer::Impl::routes() {
                                 {"/v1/models", "GET"},
                                 {"/health", "GET"},
                                 {"/version", "GET"},
-                                {"/load", "GET"},
-                                {"/metrics", "GET"}});
+                                {"/load", "GET"}});
   server.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   server.Get("/version", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"version", options.version}});
@@ -632,9 +632,16 @@ void HttpServer::Impl::routes() {
                  send_json(res, 200, info);
                }));
   }
-  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
+  // Every method, as vLLM's mounted metrics app (metrics_http.h).
+  const auto metrics_handler = [this](const httplib::Request& req, httplib::Response& res) {
+    serve_metrics(metrics, req, res);
+  };
+  server.Get("/metrics", metrics_handler);
+  server.Post("/metrics", metrics_handler);
+  server.Put("/metrics", metrics_handler);
+  server.Patch("/metrics", metrics_handler);
+  server.Delete("/metrics", metrics_handler);
+  server.Options("/metrics", metrics_handler);
   server.Post("/tokenize",
               with_body([this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); }));
   server.Post("/detokenize",
