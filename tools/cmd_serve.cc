@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/hub.h"
 #include "commands.h"
 #include "core/cpu_features.h"
@@ -38,6 +40,9 @@ struct ServeOptions {
   std::vector<std::string> served_model_names;
   ServerOptions server;
   std::string max_request_body = "32MiB";
+  int shutdown_timeout = 60;  // vLLM's --shutdown-timeout: SIGTERM's grace for requests in flight
+  // vLLM's CORS flags, as given: a JSON list ('["http://a", "http://b"]') or one or more values.
+  std::vector<std::string> allowed_origins, allowed_methods, allowed_headers;
   VllmFlagReport vllm_flags;
 };
 
@@ -66,6 +71,37 @@ void settle_model(ServeOptions& o) {
       o.server.served_model_aliases.push_back(name);
     }
   }
+}
+
+// vLLM's CORS list flags take a JSON list ('["http://a"]', as vLLM's own json.loads reads them);
+// plain values are taken as the list's items. Empty (the flag not given): the default, ["*"].
+std::vector<std::string> cors_list(const std::vector<std::string>& given, const char* flag) {
+  if (given.empty()) return {"*"};
+  std::vector<std::string> out;
+  for (const std::string& v : given) {
+    if (v.empty() || v[0] != '[') {
+      out.push_back(v);
+      continue;
+    }
+    const auto list = nlohmann::json::parse(v, nullptr, /*allow_exceptions=*/false);
+    if (!list.is_array()) throw_invalid_argument(std::string(flag) + ": '" + v + "' is not a JSON list of strings");
+    for (const auto& item : list) {
+      if (!item.is_string()) throw_invalid_argument(std::string(flag) + ": '" + v + "' is not a JSON list of strings");
+      out.push_back(item.get<std::string>());
+    }
+  }
+  return out;
+}
+
+// vLLM's VLLM_API_KEY: the key when --api-key is not given. The log says where the key came from,
+// never the key.
+void api_key_from_environment(ServerOptions& server) {
+  const char* env = std::getenv("VLLM_API_KEY");
+  if (!server.api_key.empty() || env == nullptr || *env == '\0') return;
+  server.api_key = env;
+  log_event(server.log_format, "info",
+            "API key taken from the environment (VLLM_API_KEY): every route but /health, /ping, /load and "
+            "/version needs 'Authorization: Bearer <key>'");
 }
 
 // VLLM_BATCH_INVARIANT and DITTO_BATCH_INVARIANT, as vLLM users set them: "1" (or unset) is what
@@ -126,6 +162,10 @@ void run_serve(ServeOptions o) {
   mallopt(M_ARENA_MAX, 4);
 
   o.server.max_request_body_bytes = parse_size_bytes(o.max_request_body, "--max-request-body-bytes");
+  api_key_from_environment(o.server);
+  o.server.cors.allowed_origins = cors_list(o.allowed_origins, "--allowed-origins");
+  o.server.cors.allowed_methods = cors_list(o.allowed_methods, "--allowed-methods");
+  o.server.cors.allowed_headers = cors_list(o.allowed_headers, "--allowed-headers");
   if (o.server.served_model_name.empty()) o.server.served_model_name = o.engine.model;
   validate_server_options(o.server);  // before the (long) model load
   check_listen_address(o.server);
@@ -153,10 +193,11 @@ void run_serve(ServeOptions o) {
   const int port = server.bind();
 
   // The first SIGTERM/SIGINT drains: new requests get 503, requests in flight run on for up to
-  // --timeout seconds, then whatever still runs is aborted. A second one stops at once.
+  // --shutdown-timeout seconds (0: aborted at once), then whatever still runs is aborted. A second
+  // one stops at once.
   std::atomic<bool> done{false};
   std::thread drainer;
-  const int grace = o.server.timeout_seconds;
+  const int grace = o.shutdown_timeout;
   std::thread waiter([&server, &done, &drainer, signals, grace, log_format] {
     for (int received = 0;;) {
       int sig = 0;
@@ -166,7 +207,7 @@ void run_serve(ServeOptions o) {
       if (++received == 1) {
         log_event(log_format, "info",
                   std::string(name) + " received, draining: new requests get 503; requests in flight get up to " +
-                      std::to_string(grace) + " s (--timeout), then are aborted; a second signal stops now");
+                      std::to_string(grace) + " s (--shutdown-timeout), then are aborted; a second signal stops now");
         drainer = std::thread([&server, grace] { server.drain(grace); });
       } else {
         log_event(log_format, "info", std::string(name) + " received again, stopping now");
@@ -174,7 +215,7 @@ void run_serve(ServeOptions o) {
       }
     }
   });
-  const std::string base = "http://" + o.server.host + ":" + std::to_string(port);
+  const std::string base = "http://" + o.server.host + ":" + std::to_string(port) + o.server.root_path;
   std::printf("ditto serve: listening on %s (model \"%s\", %s)\n", base.c_str(), o.server.served_model_name.c_str(),
               o.server.model_path.c_str());
   std::printf(
@@ -182,7 +223,7 @@ void run_serve(ServeOptions o) {
       "\"prompt\": \"The future of AI is\", \"max_tokens\": 32, \"temperature\": 0.7, \"seed\": 42}'\n",
       base.c_str(), o.server.api_key.empty() ? "" : " -H \"Authorization: Bearer $KEY\"",
       o.server.served_model_name.c_str());
-  if (!o.server.api_key.empty()) std::printf("  (set KEY to the --api-key value first: KEY=...)\n");
+  if (!o.server.api_key.empty()) std::printf("  (set KEY to the API key first: KEY=...)\n");
   std::printf("  or any OpenAI client with base_url %s/v1; Ctrl-C stops.\n", base.c_str());
   std::fflush(stdout);
   server.listen();
@@ -214,7 +255,25 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--served-model-name", o->served_model_names,
                   "The model name(s) clients send; responses carry the first (default: MODEL as given)")
       ->expected(1, 64);
-  cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
+  cmd->add_option("--api-key", o->server.api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health, /ping, /load and /version "
+                  "(vLLM's rule; default: the VLLM_API_KEY environment variable)");
+  cmd->add_option("--root-path", o->server.root_path,
+                  "Also serve every route under this prefix, as behind a path-based proxy (vLLM's, uvicorn's "
+                  "root_path; e.g. /llm)");
+  cmd->add_flag("--enable-request-id-headers", o->server.enable_request_id_headers,
+                "Every response carries X-Request-Id: the request's own, or a fresh one (vLLM's flag)");
+  cmd->add_option("--allowed-origins", o->allowed_origins,
+                  "CORS: origins allowed, a JSON list or values (vLLM's; default [\"*\"])")
+      ->expected(1, 64);
+  cmd->add_option("--allowed-methods", o->allowed_methods,
+                  "CORS: methods allowed, a JSON list or values (vLLM's; default [\"*\"])")
+      ->expected(1, 64);
+  cmd->add_option("--allowed-headers", o->allowed_headers,
+                  "CORS: request headers allowed, a JSON list or values (vLLM's; default [\"*\"])")
+      ->expected(1, 64);
+  cmd->add_flag("--allow-credentials", o->server.cors.allow_credentials,
+                "CORS: Access-Control-Allow-Credentials: true (vLLM's flag)");
   add_engine_flags(cmd, o->engine);
   cmd->add_flag("--disable-log-requests", o->server.disable_log_requests,
                 "No access-log line per request on stderr (vLLM's flag)");
@@ -238,9 +297,13 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_option("--timeout", o->server.timeout_seconds,
-                  "Seconds a client may stall while sending a request or reading the response; on SIGTERM, how long "
-                  "requests in flight may run on before they are aborted")
+                  "Seconds a client may stall while sending a request or reading the response")
       ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout,
+                  "On SIGTERM, seconds requests in flight may run on before they are aborted (0: at once; vLLM's "
+                  "flag); new requests get 503 meanwhile")
+      ->check(CLI::Range(0, 3600))
       ->capture_default_str();
   cmd->add_option(
       "--reasoning-parser", o->server.reasoning_parser,

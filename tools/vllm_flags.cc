@@ -72,6 +72,9 @@ const std::vector<VllmFlag>& vllm_flags() {
       {"--rope-theta", true, kNone, "ditto reads RoPE theta from the model's config"},
       {"--hf-overrides", true, kNone, "ditto reads the model's config as it is"},
       {"--override-generation-config", true, kNone, "ditto has no such knob yet (see --generation-config DIR)"},
+      {"--uds", true, kNone, "ditto listens on TCP only (--host, --port); a Unix domain socket is not supported yet"},
+      {"--config", true, kNone,
+       "ditto reads no YAML file of flags (no YAML library in its build); give the flags on the command line"},
   };
   return flags;
 }

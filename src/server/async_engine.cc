@@ -277,6 +277,8 @@ void AsyncEngine::loop() {
       std::vector<RequestOutput> reports = engine_->step();
       const auto now = std::chrono::steady_clock::now();
       if (engine_->num_steps() > steps_before) observe_progress(step_start, now);
+      // The gauges first, so a client that has read its whole answer never sees it still running.
+      publish_gauges();
       for (RequestOutput& r : reports) deliver(std::move(r), now);
       if (!engine_->has_unfinished()) {
         idle_since = now;

@@ -1,9 +1,11 @@
 #include "server/http_responses.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <string_view>
 
 namespace ditto {
 namespace {
@@ -83,21 +85,49 @@ void log_access(const std::string& format, const httplib::Request& req, const ht
   std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines from threads do not interleave
 }
 
+std::string http_reason_phrase(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 411: return "Length Required";
+    case 413: return "Request Entity Too Large";
+    case 414: return "Request-URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "HTTP " + std::to_string(status);
+  }
+}
+
+std::optional<ApiError> json_content_type_error(const httplib::Request& req) {
+  std::string media_type = req.get_header_value("Content-Type");
+  media_type = media_type.substr(0, media_type.find(';'));
+  std::transform(media_type.begin(), media_type.end(), media_type.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (media_type == "application/json") return std::nullopt;
+  // vLLM's validate_json_request raises a RequestValidationError, which its handler answers as a
+  // 400 "Bad Request" listing the one error.
+  return ApiError(400, http_reason_phrase(400),
+                  "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed");
+}
+
 std::optional<ApiError> framing_error(const httplib::Request& req, int64_t max_body_bytes) {
   const size_t lengths = req.get_header_value_count("Content-Length");
-  if (lengths > 1) return ApiError(400, "invalid_request_error", "more than one Content-Length header");
+  if (lengths > 1) return ApiError(400, http_reason_phrase(400), "more than one Content-Length header");
   if (lengths == 1) {
     const std::string v = req.get_header_value("Content-Length");
     if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos)
-      return ApiError(400, "invalid_request_error", "Content-Length '" + v + "' is not a byte count");
+      return ApiError(400, http_reason_phrase(400), "Content-Length '" + v + "' is not a byte count");
     if (std::stoull(v) > static_cast<uint64_t>(max_body_bytes))
-      return ApiError(413, "invalid_request_error",
+      return ApiError(413, http_reason_phrase(413),
                       "the request body (" + v +
                           " bytes) is larger than the server accepts "
                           "(--max-request-body-bytes " +
                           std::to_string(max_body_bytes) + ")");
   } else if (req.method == "POST" && !req.has_header("Transfer-Encoding")) {
-    return ApiError(411, "invalid_request_error", "a POST needs a Content-Length header or a chunked body");
+    return ApiError(411, http_reason_phrase(411), "a POST needs a Content-Length header or a chunked body");
   }
   return std::nullopt;
 }
@@ -118,12 +148,12 @@ std::optional<ApiError> read_body(const httplib::ContentReader& reader, int64_t 
     return true;
   });
   if (too_large) return body_too_large(max_body_bytes);
-  if (!ok) return ApiError(400, "invalid_request_error", "could not read the request body");
+  if (!ok) return ApiError(400, http_reason_phrase(400), "could not read the request body");
   return std::nullopt;
 }
 
 ApiError body_too_large(int64_t max_body_bytes) {
-  return ApiError(413, "invalid_request_error",
+  return ApiError(413, http_reason_phrase(413),
                   "the request body is larger than the server accepts (--max-request-body-bytes " +
                       std::to_string(max_body_bytes) + ")");
 }
@@ -131,22 +161,40 @@ ApiError body_too_large(int64_t max_body_bytes) {
 ApiError http_status_error(const httplib::Request& req, int status) {
   switch (status) {
     case 413:
-      return ApiError(413, "invalid_request_error",
+      return ApiError(413, http_reason_phrase(413),
                       "the request body is larger than the server accepts (--max-request-body-bytes)");
-    case 404: return ApiError(404, "invalid_request_error", "no route " + req.method + " " + req.path);
+    case 404: return ApiError(404, http_reason_phrase(404), "no route " + req.method + " " + req.path);
     case 400:
-      return ApiError(400, "invalid_request_error",
+      return ApiError(400, http_reason_phrase(400),
                       "malformed HTTP request (request line, headers or chunked framing)");
-    case 414: return ApiError(414, "invalid_request_error", "the request path is too long");
-    default: return ApiError(status, "invalid_request_error", "HTTP error " + std::to_string(status));
+    case 414: return ApiError(414, http_reason_phrase(414), "the request path is too long");
+    default: return ApiError(status, http_reason_phrase(status), "HTTP error " + std::to_string(status));
   }
 }
 
-void refuse_other_methods(httplib::Server& server, const std::vector<std::pair<std::string, std::string>>& routes) {
-  for (const auto& [path, allowed] : routes) {
-    auto refuse = [path = path, allowed = allowed](const httplib::Request& req, httplib::Response& res) {
-      send_error(
-          res, ApiError(405, "invalid_request_error", req.method + " is not allowed on " + path + "; use " + allowed));
+std::string route_pattern(const std::string& root_path, const std::string& path) {
+  if (root_path.empty()) return path;
+  std::string escaped;
+  for (const char c : root_path) {
+    if (std::string_view(".^$|()[]{}*+?\\").find(c) != std::string_view::npos) escaped += '\\';
+    escaped += c;
+  }
+  return "(?:" + escaped + ")?" + path;
+}
+
+std::string strip_root_path(const std::string& root_path, const std::string& path) {
+  if (root_path.empty() || path.rfind(root_path, 0) != 0) return path;
+  if (path.size() > root_path.size() && path[root_path.size()] != '/') return path;  // "/llmx" is not under "/llm"
+  return path.size() == root_path.size() ? "/" : path.substr(root_path.size());
+}
+
+void refuse_other_methods(httplib::Server& server, const std::string& root_path,
+                          const std::vector<std::pair<std::string, std::string>>& routes) {
+  for (const auto& [plain_path, allowed] : routes) {
+    const std::string path = route_pattern(root_path, plain_path);
+    auto refuse = [allowed = allowed](const httplib::Request& req, httplib::Response& res) {
+      send_error(res, ApiError(405, http_reason_phrase(405),
+                               req.method + " is not allowed on " + req.path + "; use " + allowed));
       res.set_header("Allow", allowed);
     };
     if (allowed == "POST")

@@ -58,6 +58,15 @@ void send_error(httplib::Response& res, const ApiError& e);
 // numbers): text, or a JSON object per line with format "json".
 void log_access(const std::string& format, const httplib::Request& req, const httplib::Response& res);
 
+// The HTTP reason phrase of `status` ("Not Found"): the `type` of the errors vLLM's HTTPException
+// handler writes, and so of the ones ditto answers from the headers alone.
+std::string http_reason_phrase(int status);
+
+// A POST to a JSON route whose Content-Type's media type is not application/json (or that has none):
+// vLLM's validate_json_request, answered as its validation handler does (400 "Bad Request", the
+// message "... Unsupported Media Type: Only 'application/json' is allowed"). nullopt when it is JSON.
+std::optional<ApiError> json_content_type_error(const httplib::Request& req);
+
 // The request's framing from its headers alone, before any body is read: more than one
 // Content-Length (400), one that is not a byte count (400), one above `max_body_bytes` (413), a
 // POST with neither Content-Length nor a chunked body (411). nullopt when the framing is fine.
@@ -76,7 +85,14 @@ ApiError body_too_large(int64_t max_body_bytes);
 // route, 413, 414 …).
 ApiError http_status_error(const httplib::Request& req, int status);
 
+// The regex httplib matches a route with: `path` itself, and under `root_path` (--root-path) when
+// one is given ("/llm": "(?:/llm)?/v1/models"). `path` may itself be a regex ("/v1/models/(.+)").
+std::string route_pattern(const std::string& root_path, const std::string& path);
+// `path` with `root_path` taken off its front (when it starts there).
+std::string strip_root_path(const std::string& root_path, const std::string& path);
+
 // Known routes with the wrong method: 405 naming the one that works ({path, "GET" | "POST"}).
-void refuse_other_methods(httplib::Server& server, const std::vector<std::pair<std::string, std::string>>& routes);
+void refuse_other_methods(httplib::Server& server, const std::string& root_path,
+                          const std::vector<std::pair<std::string, std::string>>& routes);
 
 }  // namespace ditto

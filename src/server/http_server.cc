@@ -65,6 +65,14 @@ struct Job {
   int connection_fd = -1;  // to notice a client that hangs up while it waits
 };
 
+// A fresh X-Request-Id, as vLLM's uuid4().hex: 32 hex digits.
+std::string random_hex_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64 "%016" PRIx64, rng(), rng());
+  return buf;
+}
+
 AsyncEngineConfig async_engine_config(const ServerOptions& o) {
   AsyncEngineConfig c;
   c.max_queued_requests = o.max_queued_requests;
@@ -145,14 +153,32 @@ struct HttpServer::Impl {
     if (!model || *model == options.served_model_name || *model == options.model_path ||
         std::find(aliases.begin(), aliases.end(), *model) != aliases.end())
       return;
-    std::string names = "`" + options.served_model_name + "`";
-    for (const std::string& a : aliases) names += ", `" + a + "`";
-    throw Error(
-        ErrorCode::kNotFound,
-        "The model `" + *model + "` does not exist. This server serves " + names +
-            (options.model_path != options.served_model_name ? " (also reachable as `" + options.model_path + "`)."
-                                                             : "."),
-        "model");
+    // vLLM's words; the model's path on this machine is not told to clients.
+    throw Error(ErrorCode::kNotFound, "The model `" + *model + "` does not exist.", "model");
+  }
+
+  // The model card of /v1/models and /v1/models/{model}.
+  Json model_card(const std::string& name) const {
+    return {{"id", name},
+            {"object", "model"},
+            {"created", static_cast<int64_t>(std::time(nullptr))},
+            {"owned_by", "ditto"},
+            {"root", options.model_path},
+            {"parent", nullptr},
+            {"max_model_len", context()}};
+  }
+  std::vector<std::string> served_names() const {
+    std::vector<std::string> names = {options.served_model_name};
+    names.insert(names.end(), options.served_model_aliases.begin(), options.served_model_aliases.end());
+    return names;
+  }
+
+  // vLLM's _base_request_id: the X-Request-Id header, else the body's request_id, names the
+  // response ("" when neither does: the server's own id is used).
+  static std::string client_request_id(const httplib::Request& req, const Json& body) {
+    if (const std::string h = req.get_header_value("X-Request-Id"); !h.empty()) return h;
+    if (!body.is_object() || !body.contains("request_id") || body["request_id"].is_null()) return "";
+    return read_field("request_id", [&] { return json_string(body["request_id"], "request_id"); });
   }
 
   Json parse_body(const httplib::Request& req) const { return parse_json_input<Json>(req.body, "request body"); }
@@ -170,7 +196,8 @@ struct HttpServer::Impl {
   // use_beam_search: each prompt's beams by run_beam_search, every step's beams submitted to the
   // engine as one-token requests beside whatever else runs; the answer is whole (a stream gets it
   // as one report), as vLLM's server gives it.
-  void respond_beam_search(ApiRequest&& request, const char* id_prefix, httplib::Response& res, int connection_fd);
+  void respond_beam_search(ApiRequest&& request, const char* id_prefix, const std::string& client_id,
+                           httplib::Response& res, int connection_fd);
   void handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res);
   void respond_whole(Job& job, const ApiFormatter& formatter, httplib::Response& res);
   void respond_stream(const std::shared_ptr<Job>& job, const std::shared_ptr<ApiFormatter>& formatter,
@@ -265,6 +292,7 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
 void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   auto open = std::make_shared<OpenResponse>(open_responses);  // a stream hands it to its releaser
   const Json body = parse_body(req);
+  const std::string client_id = client_request_id(req, body);
   ApiRequest request =
       parse_api_request(endpoint, body, llm.args().max_logprobs, llm.input_processor().default_sampling_params());
   check_model(request.model);
@@ -293,12 +321,15 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
     }
   }
   if (request.use_beam_search)
-    return respond_beam_search(std::move(request), chat ? "chatcmpl-" : "cmpl-", res,
+    return respond_beam_search(std::move(request), chat ? "chatcmpl-" : "cmpl-", client_id, res,
                                connection_fd(req.remote_addr, req.remote_port, req.local_port));
-  std::shared_ptr<Job> job = start_job(std::move(request), chat ? "chatcmpl-" : "cmpl-");
-  access_record().request_id = job->id;
+  const char* prefix = chat ? "chatcmpl-" : "cmpl-";
+  std::shared_ptr<Job> job = start_job(std::move(request), prefix);
+  // The engine's ids stay the server's own (unique); the client's id names only the response.
+  const std::string response_id = client_id.empty() ? job->id : prefix + client_id;
+  access_record().request_id = response_id;
   job->connection_fd = connection_fd(req.remote_addr, req.remote_port, req.local_port);
-  auto formatter = std::make_shared<ApiFormatter>(job->request, llm.input_processor(), job->id, job->created,
+  auto formatter = std::make_shared<ApiFormatter>(job->request, llm.input_processor(), response_id, job->created,
                                                   options.served_model_name, job->prompt_texts);
 
   if (job->request.stream) {
@@ -308,8 +339,8 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
   }
 }
 
-void HttpServer::Impl::respond_beam_search(ApiRequest&& request, const char* id_prefix, httplib::Response& res,
-                                           int connection_fd) {
+void HttpServer::Impl::respond_beam_search(ApiRequest&& request, const char* id_prefix, const std::string& client_id,
+                                           httplib::Response& res, int connection_fd) {
   ApiRequest& r = request;
   BeamSearchParams bp;
   bp.beam_width = r.params.n;
@@ -339,8 +370,9 @@ void HttpServer::Impl::respond_beam_search(ApiRequest&& request, const char* id_
     prompt_texts.push_back(r.echo && r.prompts[i].token_ids ? llm.input_processor().decode(e.prompt_token_ids)
                                                             : e.prompt);
   }
-  const std::string id = new_id(id_prefix);
-  access_record().request_id = id;
+  const std::string id = new_id(id_prefix);  // the engine's; the client's own names the response
+  const std::string response_id = client_id.empty() ? id : id_prefix + client_id;
+  access_record().request_id = response_id;
   const int64_t context = llm.max_model_len();
   int64_t counter = 0;
   const BeamStepFn step = [&](const std::vector<BeamStepRequest>& requests) {
@@ -415,7 +447,7 @@ void HttpServer::Impl::respond_beam_search(ApiRequest&& request, const char* id_
       o.outputs.push_back(std::move(c));
     }
   }
-  ApiFormatter formatter(r, llm.input_processor(), id, static_cast<int64_t>(std::time(nullptr)),
+  ApiFormatter formatter(r, llm.input_processor(), response_id, static_cast<int64_t>(std::time(nullptr)),
                          options.served_model_name, prompt_texts);
   if (!r.stream) return send_json(res, 200, formatter.response(outputs));
   std::string body;
@@ -534,6 +566,7 @@ void HttpServer::Impl::routes() {
         res.set_header("Connection", "close");
         return;
       }
+      if (const std::optional<ApiError> e = json_content_type_error(req)) return send_error(res, *e);
       httplib::Request with = req;
       with.body = std::move(body);
       h(with, res);
@@ -543,10 +576,19 @@ void HttpServer::Impl::routes() {
     using R = httplib::Server::HandlerResponse;
     access_record() = AccessRecord{};  // the access log's record of this request starts here
     access_record().start = std::chrono::steady_clock::now();
+    if (options.enable_request_id_headers)
+      res.set_header("X-Request-Id",
+                     req.has_header("X-Request-Id") ? req.get_header_value("X-Request-Id") : random_hex_id());
+    // vLLM's CORSMiddleware answers a preflight; its AuthenticationMiddleware lets preflights by.
+    if (is_cors_preflight(req)) {
+      answer_cors_preflight(options.cors, req, res);
+      return R::Handled;
+    }
+    add_cors_headers(options.cors, req, res);
     if (ConnectionQueue::refusing() || draining.load()) {
       const bool busy = ConnectionQueue::refusing();
       send_error(res,
-                 ApiError(503, "server_overloaded",
+                 ApiError(503, http_reason_phrase(503),
                           busy ? "the server holds its limit of " + std::to_string(connections->max_connections()) +
                                      " connections (--max-connections); retry later"
                                : "the server is shutting down; retry on another replica or later"));
@@ -560,7 +602,8 @@ void HttpServer::Impl::routes() {
       res.set_header("Connection", "close");
       return R::Handled;
     }
-    if (options.api_key.empty() || req.path.rfind("/v1", 0) != 0) return R::Unhandled;
+    if (options.api_key.empty() || !path_needs_api_key(strip_root_path(options.root_path, req.path)))
+      return R::Unhandled;
     // "Bearer" is case-insensitive (RFC 9110 §11.1); the key is not.
     if (bearer_token_matches(req.get_header_value("Authorization"), options.api_key)) return R::Unhandled;
     send_error(res, to_api_error(Error(ErrorCode::kUnauthenticated,
@@ -589,44 +632,63 @@ void HttpServer::Impl::routes() {
     access_record() = AccessRecord{};
   });
 
-  server.Post("/v1/completions", with_body([this](const httplib::Request& req, httplib::Response& res) {
+  auto at = [this](const std::string& path) { return route_pattern(options.root_path, path); };
+  server.Post(at("/v1/completions"), with_body([this](const httplib::Request& req, httplib::Response& res) {
                 handle_generate(ApiEndpoint::kCompletions, req, res);
               }));
-  server.Post("/v1/chat/completions", with_body([this](const httplib::Request& req, httplib::Response& res) {
+  server.Post(at("/v1/chat/completions"), with_body([this](const httplib::Request& req, httplib::Response& res) {
                 handle_generate(ApiEndpoint::kChatCompletions, req, res);
               }));
-  server.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
+  // SageMaker's /invocations (vLLM's): a body with messages is a chat, one with a prompt a completion.
+  server.Post(at("/invocations"), with_body([this](const httplib::Request& req, httplib::Response& res) {
+                const Json body = parse_body(req);
+                if (body.is_object() && body.contains("messages"))
+                  return handle_generate(ApiEndpoint::kChatCompletions, req, res);
+                if (body.is_object() && body.contains("prompt"))
+                  return handle_generate(ApiEndpoint::kCompletions, req, res);
+                throw_invalid_argument(
+                    "Cannot find suitable handler for request. Expected one of: ['ChatCompletionRequest' (with "
+                    "messages), 'CompletionRequest' (with prompt)]");
+              }));
+  server.Get(at("/v1/models"), guarded([this](const httplib::Request&, httplib::Response& res) {
                Json data = Json::array();
-               std::vector<std::string> names = {options.served_model_name};
-               names.insert(names.end(), options.served_model_aliases.begin(), options.served_model_aliases.end());
-               for (const std::string& name : names)
-                 data.push_back({{"id", name},
-                                 {"object", "model"},
-                                 {"created", static_cast<int64_t>(std::time(nullptr))},
-                                 {"owned_by", "ditto"},
-                                 {"root", options.model_path},
-                                 {"parent", nullptr},
-                                 {"max_model_len", context()}});
+               for (const std::string& name : served_names()) data.push_back(model_card(name));
                send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
              }));
-  refuse_other_methods(server, {{"/v1/completions", "POST"},
-                                {"/v1/chat/completions", "POST"},
-                                {"/tokenize", "POST"},
-                                {"/detokenize", "POST"},
-                                {"/v1/models", "GET"},
-                                {"/health", "GET"},
-                                {"/version", "GET"},
-                                {"/load", "GET"}});
-  server.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
-  server.Get("/version", [this](const httplib::Request&, httplib::Response& res) {
+  // The OpenAI client's models.retrieve: one model's card, by any name it is served as.
+  server.Get(at("/v1/models/(.+)"), guarded([this](const httplib::Request& req, httplib::Response& res) {
+               const std::string name = req.matches[1];
+               const std::vector<std::string> names = served_names();
+               if (std::find(names.begin(), names.end(), name) == names.end()) check_model(name);  // throws 404
+               send_json(res, 200, model_card(name));
+             }));
+  refuse_other_methods(server, options.root_path,
+                       {{"/v1/completions", "POST"},
+                        {"/v1/chat/completions", "POST"},
+                        {"/invocations", "POST"},
+                        {"/tokenize", "POST"},
+                        {"/detokenize", "POST"},
+                        {"/v1/models", "GET"},
+                        {"/health", "GET"},
+                        {"/version", "GET"},
+                        {"/load", "GET"}});
+  server.Get(at("/health"), [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  // SageMaker's health check (vLLM's): /health by another name, GET or POST.
+  server.Get(at("/ping"), [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  server.Post(at("/ping"), [](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& reader) {
+    std::string ignored;
+    (void)read_body(reader, 1 << 20, ignored);
+    res.status = 200;
+  });
+  server.Get(at("/version"), [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"version", options.version}});
   });
   // vLLM's server load: the generation requests whose responses are not fully written yet.
-  server.Get("/load", [this](const httplib::Request&, httplib::Response& res) {
+  server.Get(at("/load"), [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"server_load", open_responses.load()}});
   });
   if (options.enable_tokenizer_info_endpoint) {
-    server.Get("/tokenizer_info", guarded([this](const httplib::Request&, httplib::Response& res) {
+    server.Get(at("/tokenizer_info"), guarded([this](const httplib::Request&, httplib::Response& res) {
                  Json info = Json::parse(llm.input_processor().tokenizer_config().dump());
                  if (!info.contains("tokenizer_class")) info["tokenizer_class"] = "PreTrainedTokenizerFast";
                  send_json(res, 200, info);
@@ -636,15 +698,15 @@ void HttpServer::Impl::routes() {
   const auto metrics_handler = [this](const httplib::Request& req, httplib::Response& res) {
     serve_metrics(metrics, req, res);
   };
-  server.Get("/metrics", metrics_handler);
-  server.Post("/metrics", metrics_handler);
-  server.Put("/metrics", metrics_handler);
-  server.Patch("/metrics", metrics_handler);
-  server.Delete("/metrics", metrics_handler);
-  server.Options("/metrics", metrics_handler);
-  server.Post("/tokenize",
+  server.Get(at("/metrics"), metrics_handler);
+  server.Post(at("/metrics"), metrics_handler);
+  server.Put(at("/metrics"), metrics_handler);
+  server.Patch(at("/metrics"), metrics_handler);
+  server.Delete(at("/metrics"), metrics_handler);
+  server.Options(at("/metrics"), metrics_handler);
+  server.Post(at("/tokenize"),
               with_body([this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); }));
-  server.Post("/detokenize",
+  server.Post(at("/detokenize"),
               with_body([this](const httplib::Request& req, httplib::Response& res) { handle_detokenize(req, res); }));
 }
 
@@ -697,8 +759,19 @@ void HttpServer::Impl::handle_detokenize(const httplib::Request& req, httplib::R
   send_json(res, 200, {{"prompt", llm.input_processor().decode(ids)}});
 }
 
+bool path_needs_api_key(const std::string& path) {
+  std::string p = path;
+  if (p.size() > 1 && p.back() == '/') p.pop_back();
+  for (const char* open : {"/health", "/ping", "/load", "/version"})
+    if (p == open) return false;
+  return true;
+}
+
 void validate_server_options(const ServerOptions& options) {
   if (options.served_model_name.empty()) throw_invalid_argument("--served-model-name must not be empty");
+  if (!options.root_path.empty() && (options.root_path[0] != '/' || options.root_path.back() == '/'))
+    throw_invalid_argument("--root-path must start with '/' and not end with one (e.g. /llm), got '" +
+                           options.root_path + "'");
   for (const std::string& a : options.served_model_aliases)
     if (a.empty()) throw_invalid_argument("--served-model-name: a name must not be empty");
   if (options.max_queued_requests < 1) throw_invalid_argument("--max-queued-requests must be at least 1");

@@ -2,10 +2,12 @@
 // requests, hand them to the AsyncEngine's queue and write its reports back, as one JSON body or
 // as server-sent events; the one engine thread runs every request exactly as if it were alone.
 //
-// Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,
-// GET /version, POST /tokenize, POST /detokenize, GET /metrics. Errors are OpenAI error objects:
-// 400 invalid parameter (named in `param`), 401 missing or wrong API key, 404 unknown model or
-// route, 413 body too large, 503 queue full, 500 internal.
+// Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /v1/models/{model},
+// POST /invocations, GET /health, GET|POST /ping, GET /version, GET /load, POST /tokenize,
+// POST /detokenize, GET /metrics (all also under --root-path). Errors are vLLM's error objects
+// (type the error's name, code the HTTP status): 400 invalid parameter (named in `param`) or a body
+// that is not application/json, 401 missing or wrong API key, 404 unknown model or route, 413 body
+// too large, 503 queue full, 500 internal.
 #pragma once
 
 #include <atomic>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "ditto/llm.h"
+#include "server/cors.h"
 
 namespace httplib {
 class Server;
@@ -33,7 +36,18 @@ struct ServerOptions {
   // responses carry); /v1/models lists every name.
   std::vector<std::string> served_model_aliases;
   std::string model_path;  // reported as the model's root in /v1/models
-  std::string api_key;     // empty: no authentication
+  // empty: no authentication. Else vLLM's rule (its AuthenticationMiddleware as of vLLM main,
+  // PR #58028): every route needs "Authorization: Bearer KEY" except the liveness probes /health,
+  // /ping, /load and /version (a trailing slash allowed) and CORS preflights.
+  std::string api_key;
+  // uvicorn's root_path as vLLM's --root-path: every route is served both as itself and under this
+  // prefix ("/llm": /llm/v1/completions and /v1/completions). Empty, or "/..." without a trailing "/".
+  std::string root_path;
+  // vLLM's --enable-request-id-headers: every response carries X-Request-Id (the request's own, or
+  // a fresh one). Whatever this says, a request's X-Request-Id (else its body's request_id) names
+  // its response: id "cmpl-<it>" / "chatcmpl-<it>", as vLLM's _base_request_id.
+  bool enable_request_id_headers = false;
+  CorsOptions cors;  // vLLM's --allowed-origins, --allowed-methods, --allowed-headers, --allow-credentials
   int64_t max_request_body_bytes = int64_t{32} << 20;
   int64_t max_queued_requests = 1024;  // beyond this, 503
   int http_threads = 0;                // connections served at once (threads started on demand); 0: 192
@@ -43,8 +57,8 @@ struct ServerOptions {
   // Tokens one request may ask for: over its prompts, prompt tokens + n × max_tokens (max_tokens as
   // resolved: the default of a chat is the rest of the context). 0: max(1048576, max_model_len).
   int64_t max_tokens_per_request = 0;
-  // A client that stalls this long while sending or reading is dropped; on SIGTERM, requests still
-  // running this long after it are aborted (drain()).
+  // A client that stalls this long while sending or reading is dropped (--timeout). How long
+  // requests in flight may run on after a SIGTERM is drain()'s argument (--shutdown-timeout).
   int timeout_seconds = 60;
   std::string version;  // for GET /version
   // The access log on stderr: one line per request (route, status, request id, prompt and
@@ -77,7 +91,8 @@ struct ServerOptions {
   std::string tool_call_parser;
 };
 
-// Throws Error(kInvalidArgument) naming the flag for an empty served name, a queue limit < 1, a
+// Throws Error(kInvalidArgument) naming the flag for an empty served name, a --root-path that does
+// not start with "/" (or ends with one), a queue limit < 1, a
 // body limit < 1 KiB, a connection limit < 1, a negative tokens-per-request limit, an unknown
 // parser, auto tool choice without a parser, or a log format other than text or json.
 void validate_server_options(const ServerOptions& options);
@@ -86,6 +101,11 @@ void validate_server_options(const ServerOptions& options);
 // system's reason ("Address already in use") when the server could not listen there now. Port 0
 // (any free port) always passes.
 void check_listen_address(const ServerOptions& options);
+
+// vLLM's AuthenticationMiddleware rule: whether a request to `path` (--root-path already removed)
+// needs the API key. Every path does but /health, /ping, /load and /version (with or without a
+// trailing slash; "/healthcheck" is not "/health").
+bool path_needs_api_key(const std::string& path);
 
 class HttpServer {
  public:

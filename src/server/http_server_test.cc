@@ -4,6 +4,9 @@
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <filesystem>
@@ -88,6 +91,71 @@ TEST_F(HttpServerLifetimeTest, StopWhileServingMakesListenReturn) {
   ASSERT_GT(server.bind(), 0);
   EXPECT_TRUE(listen_returns(server, [&server] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    server.stop();
+  }));
+}
+
+// vLLM's AuthenticationMiddleware rule (vLLM main, PR #58028): only the liveness probes are open.
+TEST(HttpServerRoutesTest, OnlyLivenessProbesAreOpenUnderAnApiKey) {
+  for (const char* open : {"/health", "/health/", "/ping", "/load", "/version"})
+    EXPECT_FALSE(path_needs_api_key(open)) << open;
+  for (const char* guarded : {"/v1/models", "/v1/models/", "/tokenize", "/detokenize", "/metrics", "/invocations",
+                              "/tokenizer_info", "/healthcheck", "/", "/nowhere"})
+    EXPECT_TRUE(path_needs_api_key(guarded)) << guarded;
+}
+
+// Serving: the API key, CORS preflights, --root-path, the Content-Type check, /ping and
+// /v1/models/{model}, over HTTP.
+TEST_F(HttpServerLifetimeTest, VllmRoutesAuthenticationAndRootPath) {
+  ServerOptions o = options();
+  o.api_key = "k";
+  o.root_path = "/llm";
+  o.enable_request_id_headers = true;
+  o.model_path = "/secret/place/of/the/model";
+  HttpServer server(*llm_, o);
+  const int port = server.bind();
+  ASSERT_GT(port, 0);
+  EXPECT_TRUE(listen_returns(server, [&server, port] {
+    httplib::Client c("127.0.0.1", port);
+    const httplib::Headers key = {{"Authorization", "Bearer k"}};
+    EXPECT_EQ(c.Get("/health")->status, 200);
+    EXPECT_EQ(c.Get("/llm/ping")->status, 200);
+    EXPECT_EQ(c.Post("/ping", "", "application/json")->status, 200);
+    EXPECT_EQ(c.Get("/metrics")->status, 401);
+    auto unauthorized = c.Post("/tokenize", R"({"prompt": "hi"})", "application/json");
+    EXPECT_EQ(unauthorized->status, 401);
+    EXPECT_EQ(nlohmann::json::parse(unauthorized->body)["error"]["code"], 401);
+    EXPECT_EQ(c.Get("/metrics", key)->status, 200);
+    EXPECT_EQ(c.Get("/llm/v1/models", key)->status, 200);
+    EXPECT_EQ(c.Get("/llm/v1/models")->status, 401);
+    // A preflight carries no key and gets the CORS answer; a bare OPTIONS meets the key.
+    auto pre = c.Options("/v1/models", {{"Origin", "http://page"}, {"Access-Control-Request-Method", "GET"}});
+    EXPECT_EQ(pre->status, 200);
+    EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "*");
+    EXPECT_EQ(c.Options("/v1/models")->status, 401);
+    // One model's card; an unknown one is vLLM's 404, without the model's path on this machine.
+    auto card = c.Get("/v1/models/tiny", key);
+    EXPECT_EQ(card->status, 200);
+    EXPECT_EQ(nlohmann::json::parse(card->body)["id"], "tiny");
+    auto unknown = c.Get("/v1/models/other", key);
+    EXPECT_EQ(unknown->status, 404);
+    const auto err = nlohmann::json::parse(unknown->body)["error"];
+    EXPECT_EQ(err["type"], "NotFoundError");
+    EXPECT_EQ(err["code"], 404);
+    EXPECT_EQ(err["message"], "The model `other` does not exist.");
+    EXPECT_EQ(unknown->body.find("/secret/place"), std::string::npos);
+    // A JSON route refuses another Content-Type, as vLLM's validate_json_request.
+    for (const char* type : {"application/x-www-form-urlencoded", "text/plain"}) {
+      auto wrong = c.Post("/tokenize", key, R"({"prompt": "hi"})", type);
+      EXPECT_EQ(wrong->status, 400) << type;
+      EXPECT_NE(wrong->body.find("Only 'application/json' is allowed"), std::string::npos) << wrong->body;
+    }
+    auto ok = c.Post("/llm/tokenize", key, R"({"prompt": "hi"})", "application/json; charset=utf-8");
+    EXPECT_EQ(ok->status, 200) << ok->body;
+    EXPECT_EQ(ok->get_header_value("X-Request-Id").size(), 32u);
+    httplib::Headers with_id = key;
+    with_id.emplace("X-Request-Id", "mine");
+    EXPECT_EQ(c.Get("/v1/models", with_id)->get_header_value("X-Request-Id"), "mine");
     server.stop();
   }));
 }

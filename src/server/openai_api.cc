@@ -103,21 +103,20 @@ int64_t parse_max_tokens(const Json& body, const char* key) {
 
 ApiError to_api_error(const Error& e) {
   switch (e.code()) {
-    case ErrorCode::kInvalidArgument: return ApiError(400, "invalid_request_error", e.what(), e.param());
-    case ErrorCode::kNotFound:
-      return ApiError(404, "invalid_request_error", e.what(), e.param(), e.param() == "model" ? "model_not_found" : "");
-    case ErrorCode::kUnauthenticated: return ApiError(401, "invalid_request_error", e.what(), "", "invalid_api_key");
-    case ErrorCode::kResourceExhausted: return ApiError(503, "server_overloaded", e.what(), e.param());
-    case ErrorCode::kCancelled: return ApiError(499, "client_closed_request", e.what());
+    case ErrorCode::kInvalidArgument: return ApiError(400, "BadRequestError", e.what(), e.param());
+    case ErrorCode::kNotFound: return ApiError(404, "NotFoundError", e.what(), e.param());
+    case ErrorCode::kUnauthenticated: return ApiError(401, "Unauthorized", e.what());
+    case ErrorCode::kResourceExhausted: return ApiError(503, "Service Unavailable", e.what(), e.param());
+    case ErrorCode::kCancelled: return ApiError(499, "Client Closed Request", e.what());
     case ErrorCode::kInternal: break;
   }
-  return ApiError(500, "internal_error", e.what());
+  return ApiError(500, "InternalServerError", e.what());
 }
 
 Json ApiError::body() const {
   Json e = {{"message", what()}, {"type", type_}};
   e["param"] = param_.empty() ? Json(nullptr) : Json(param_);
-  e["code"] = code_.empty() ? Json(nullptr) : Json(code_);
+  e["code"] = status_;
   return {{"error", e}};
 }
 
@@ -142,7 +141,8 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
                                                "logprobs",
                                                "return_tokens_as_token_ids",
                                                "return_token_ids",
-                                               "priority"};
+                                               "priority",
+                                               "request_id"};
   static const std::set<std::string> completions = {"prompt", "echo", "suffix", "add_special_tokens"};
   static const std::set<std::string> chat = {"messages",
                                              "tools",

@@ -22,39 +22,38 @@
 
 namespace ditto {
 
-// An error answered as an OpenAI error object:
-// {"error": {"message": ..., "type": ..., "param": ..., "code": ...}} with HTTP `status`.
-// Made by to_api_error() from a ditto::Error, or directly for HTTP framing (405, 411, 413, 414).
 // True when an Authorization header value is "Bearer <api_key>": the scheme case-insensitively
 // (RFC 9110 §11.1), the key exactly, compared in time that depends only on the header's length,
 // never on where a wrong key first differs (no timing side channel on --api-key).
 bool bearer_token_matches(std::string_view authorization, std::string_view api_key);
 
+// An error answered as vLLM's error object (the OpenAI shape with vLLM's type and code):
+// {"error": {"message": ..., "type": ..., "param": ..., "code": <status>}} with HTTP `status`.
+// Made by to_api_error() from a ditto::Error, or directly for HTTP framing (405, 411, 413, 414),
+// whose type is the status's HTTP reason phrase, as vLLM's HTTPException handler writes it.
+
 class ApiError : public std::runtime_error {
  public:
-  ApiError(int status, std::string type, const std::string& message, std::string param = "", std::string code = "")
-      : std::runtime_error(message),
-        status_(status),
-        type_(std::move(type)),
-        param_(std::move(param)),
-        code_(std::move(code)) {}
+  ApiError(int status, std::string type, const std::string& message, std::string param = "")
+      : std::runtime_error(message), status_(status), type_(std::move(type)), param_(std::move(param)) {}
   int status() const { return status_; }
+  // vLLM's ErrorResponse: {"error": {"message", "type", "param", "code": status}}.
   nlohmann::ordered_json body() const;
 
  private:
   int status_;
   std::string type_;
   std::string param_;
-  std::string code_;
 };
 
-// The one mapping from ditto::Error to an HTTP status and OpenAI error body:
-//   kInvalidArgument → 400 invalid_request_error (param: the field at fault)
-//   kNotFound → 404 (code "model_not_found" when the param is "model")
-//   kUnauthenticated → 401 (code "invalid_api_key")
-//   kResourceExhausted → 503 server_overloaded (the queue is full, or the server is shutting down)
-//   kCancelled → 499 (nginx's "client closed request": the client went away; nobody reads it)
-//   kInternal → 500 internal_error
+// The one mapping from ditto::Error to an HTTP status and error body, as vLLM's
+// create_error_response names them (type: the exception's name, code: the HTTP status):
+//   kInvalidArgument → 400 BadRequestError (param: the field at fault)
+//   kNotFound → 404 NotFoundError (param "model" for an unknown model)
+//   kUnauthenticated → 401 Unauthorized
+//   kResourceExhausted → 503 Service Unavailable (the queue is full, or the server is shutting down)
+//   kCancelled → 499 Client Closed Request (nginx's: the client went away; nobody reads it)
+//   kInternal → 500 InternalServerError
 ApiError to_api_error(const Error& e);
 
 // Error(kInvalidArgument) naming `param` (a 400 once mapped).

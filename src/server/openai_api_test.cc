@@ -128,7 +128,8 @@ TEST(OpenAiApiTest, ErrorsNameTheParameter) {
     const ApiError e = parse_error(c.endpoint, c.body);
     EXPECT_EQ(e.status(), 400) << c.body;
     EXPECT_EQ(e.body()["error"]["param"], c.param) << c.body << " -> " << e.what();
-    EXPECT_EQ(e.body()["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(e.body()["error"]["type"], "BadRequestError");
+    EXPECT_EQ(e.body()["error"]["code"], 400);
   }
   EXPECT_EQ(parse_error(kCompletions, "[1]").status(), 400);
 }
@@ -704,11 +705,20 @@ TEST_F(FormatterTest, SystemFingerprintInEveryBodyAndChunk) {
   }
 }
 
+// vLLM's ErrorResponse: type the exception's name, code the HTTP status (an integer).
 TEST(OpenAiApiTest, ErrorBodyShape) {
-  const Json b = ApiError(404, "invalid_request_error", "no such model", "model", "model_not_found").body();
-  EXPECT_EQ(b, Json::parse(R"({"error": {"message": "no such model", "type": "invalid_request_error",
-      "param": "model", "code": "model_not_found"}})"));
-  EXPECT_TRUE(ApiError(500, "internal_error", "x").body()["error"]["param"].is_null());
+  const Json b = to_api_error(Error(ErrorCode::kNotFound, "The model `x` does not exist.", "model")).body();
+  EXPECT_EQ(b, Json::parse(R"({"error": {"message": "The model `x` does not exist.", "type": "NotFoundError",
+      "param": "model", "code": 404}})"));
+  const Json bad = to_api_error(Error(ErrorCode::kInvalidArgument, "bad top_p", "top_p")).body();
+  EXPECT_EQ(bad["error"]["type"], "BadRequestError");
+  EXPECT_EQ(bad["error"]["code"], 400);
+  EXPECT_EQ(bad["error"]["param"], "top_p");
+  const Json internal = to_api_error(Error(ErrorCode::kInternal, "x")).body();
+  EXPECT_EQ(internal["error"]["type"], "InternalServerError");
+  EXPECT_EQ(internal["error"]["code"], 500);
+  EXPECT_TRUE(internal["error"]["param"].is_null());
+  EXPECT_EQ(to_api_error(Error(ErrorCode::kUnauthenticated, "x")).status(), 401);
 }
 
 TEST(OpenAiApiTest, BearerTokenMatchesTheKeyExactlyAndTheSchemeInAnyCase) {

@@ -571,7 +571,8 @@ describe('ditto serve through the openai client', () => {
   test('400 for bad parameters names the parameter', logged(async () => {
     const c = (extra) => client.completions.create({ model: 'ditto-test', prompt: PROMPT, max_tokens: 2, ...extra });
     const chat = (extra) => client.chat.completions.create({ model: 'ditto-test', messages: MESSAGES, max_completion_tokens: 2, ...extra });
-    const bad = { status: 400, errorClass: BadRequestError, type: 'invalid_request_error' };
+    // vLLM's error body: type the error's name, code the HTTP status.
+    const bad = { status: 400, errorClass: BadRequestError, type: 'BadRequestError', code: 400 };
     await expectApiError(c({ temperature: -1 }), { ...bad, param: 'temperature' });
     await expectApiError(c({ temperature: 'hot' }), { ...bad, param: 'temperature', messageIncludes: 'temperature' });
     await expectApiError(c({ top_p: 2 }), { ...bad, param: 'top_p' });
@@ -616,21 +617,24 @@ describe('ditto serve through the openai client', () => {
       const r = await postJson(server, path, '{"model": "ditto-test", "prompt": "hi", "max_tokens": 3');
       assert.equal(r.status, 400, `${path}: ${r.text}`);
       assert.match(r.headers.get('content-type') ?? '', /application\/json/);
-      assert.equal(r.json?.error?.type, 'invalid_request_error', r.text);
+      assert.equal(r.json?.error?.type, 'BadRequestError', r.text);
+      assert.equal(r.json?.error?.code, 400, r.text);
       assert.equal(typeof r.json.error.message, 'string');
     }
     const notObject = await postJson(server, '/v1/completions', '[1, 2]');
     assert.equal(notObject.status, 400);
-    assert.equal(notObject.json?.error?.type, 'invalid_request_error');
+    assert.equal(notObject.json?.error?.type, 'BadRequestError');
   }));
 
   test('404 for an unknown model or route', logged(async () => {
-    const notFound = { status: 404, errorClass: NotFoundError, param: 'model', code: 'model_not_found' };
+    const notFound = { status: 404, errorClass: NotFoundError, type: 'NotFoundError', param: 'model', code: 404,
+                       messageIncludes: 'The model `no-such-model` does not exist.' };
     await expectApiError(client.completions.create({ model: 'no-such-model', prompt: PROMPT, max_tokens: 2 }), notFound);
     await expectApiError(client.chat.completions.create({ model: 'no-such-model', messages: MESSAGES, max_tokens: 2 }), notFound);
     const route = await postJson(server, '/v1/no-such-route', {});
     assert.equal(route.status, 404);
-    assert.equal(route.json?.error?.type, 'invalid_request_error', route.text);
+    assert.equal(route.json?.error?.type, 'Not Found', route.text);
+    assert.equal(route.json?.error?.code, 404, route.text);
   }));
 
   test('413 for a 50 MB body; the server answers afterwards', logged(async () => {
@@ -700,7 +704,7 @@ describe('--api-key', () => {
   test('401 without the key or with a wrong one; the right key works', logged(async () => {
     const right = makeClient(server, 'sk-right');
     const wrong = makeClient(server, 'sk-wrong');
-    const unauthorized = { status: 401, errorClass: AuthenticationError, code: 'invalid_api_key' };
+    const unauthorized = { status: 401, errorClass: AuthenticationError, code: 401 };
     await expectApiError(wrong.models.list(), unauthorized);
     await expectApiError(wrong.completions.create({ model: 'keyed', prompt: PROMPT, max_tokens: 2 }), unauthorized);
     // No Authorization header at all.
@@ -708,14 +712,15 @@ describe('--api-key', () => {
                          unauthorized);
     const raw = await fetch(`${server.baseURL}/models`);
     assert.equal(raw.status, 401);
-    assert.equal((await raw.json()).error.code, 'invalid_api_key');
+    assert.equal((await raw.json()).error.code, 401);
 
     const models = await right.models.list();
     assert.deepEqual(models.data.map((m) => m.id), ['keyed']);
     const r = await right.completions.create({ model: 'keyed', prompt: PROMPT, max_tokens: 3, ignore_eos: true });
     assert.equal(r.usage.completion_tokens, 3);
-    // Routes outside /v1 need no key.
+    // vLLM's rule: only the liveness probes need no key.
     assert.equal((await fetch(`${server.url}/health`)).status, 200);
+    assert.equal((await fetch(`${server.url}/metrics`)).status, 401);
   }));
 });
 
@@ -734,7 +739,7 @@ describe('--max-request-body-bytes', () => {
     assert.ok(big.length > 2_000_000);
     const r = await postJson(server, '/v1/completions', big);
     assert.equal(r.status, 413, r.text.slice(0, 500));
-    assert.equal(r.json?.error?.type, 'invalid_request_error', r.text.slice(0, 500));
+    assert.equal(r.json?.error?.type, 'Request Entity Too Large', r.text.slice(0, 500));
     assert.equal(typeof r.json.error.message, 'string');
 
     // 0.9 MB is accepted by the HTTP layer; the prompt is then too long for the context (400).
@@ -763,7 +768,7 @@ describe('--max-request-body-bytes', () => {
       method: 'POST', body, duplex: 'half', headers: { 'Content-Type': 'application/json' } });
     const text = await res.text();
     assert.equal(res.status, 413, text.slice(0, 500));
-    assert.equal(JSON.parse(text).error?.type, 'invalid_request_error');
+    assert.equal(JSON.parse(text).error?.type, 'Request Entity Too Large');
     assert.equal((await fetch(`${server.url}/health`)).status, 200);
   }));
 });
