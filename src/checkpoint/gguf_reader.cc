@@ -368,6 +368,27 @@ std::optional<std::vector<int64_t>> GgufFile::get_int_array(const std::string& k
   return out;
 }
 
+std::optional<std::vector<double>> GgufFile::get_float_array(const std::string& key) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr) return std::nullopt;
+  std::vector<double> out;
+  if (v->type == GgufValueType::kArray) {
+    out.reserve(v->array.size());
+    for (const GgufValue& e : v->array) {
+      if (e.is_float()) {
+        out.push_back(e.f);
+      } else if (const std::optional<int64_t> i = as_int(e)) {
+        out.push_back(static_cast<double>(*i));
+      } else {
+        break;
+      }
+    }
+  }
+  if (v->type != GgufValueType::kArray || out.size() != v->array.size())
+    wrong_type(path(), key, *v, "an array of numbers");
+  return out;
+}
+
 int64_t GgufFile::require_int(const std::string& key) const {
   const std::optional<int64_t> v = get_int(key);
   if (!v) throw_invalid_argument(path() + ": metadata '" + key + "' is missing");

@@ -82,6 +82,8 @@ class GgufFile {
   std::optional<std::string> get_string(const std::string& key) const;
   std::optional<std::vector<std::string>> get_string_array(const std::string& key) const;
   std::optional<std::vector<int64_t>> get_int_array(const std::string& key) const;
+  // An array of numbers (f32, f64 or integers, as llama.cpp reads tokenizer.ggml.scores), as double.
+  std::optional<std::vector<double>> get_float_array(const std::string& key) const;
   // get_int / get_string that throw Error(kInvalidArgument) "<path>: metadata '<key>' is missing"
   // when absent.
   int64_t require_int(const std::string& key) const;
