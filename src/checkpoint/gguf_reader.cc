@@ -251,7 +251,7 @@ void locate_tensor_data(std::vector<GgufTensor>& tensors, const MappedFile& file
 
 }  // namespace
 
-std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
+std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, bool metadata_only) {
   std::unique_ptr<GgufFile> g(new GgufFile());
   g->file_ = std::make_unique<MappedFile>(path);
   Cursor c(g->file_->data(), g->file_->size(), path);
@@ -273,6 +273,7 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
 
   read_metadata(c, kv_count, g->metadata_);
   g->alignment_ = data_alignment(*g, path);
+  if (metadata_only) return g;
 
   g->tensors_.reserve(static_cast<size_t>(tensor_count));
   for (uint64_t t = 0; t < tensor_count; ++t) {

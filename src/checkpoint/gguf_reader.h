@@ -63,7 +63,9 @@ class GgufFile {
  public:
   // Maps and validates `path`. Error(kNotFound) if it cannot be opened, kInvalidArgument (naming
   // the path and what is wrong) if it is not a valid GGUF file of a supported version and types.
-  static std::unique_ptr<GgufFile> open(const std::string& path);
+  // `metadata_only`: read the header and metadata and stop before the tensor infos (no tensors;
+  // a tensor type ditto cannot read is no error), e.g. to load only the tokenizer.
+  static std::unique_ptr<GgufFile> open(const std::string& path, bool metadata_only = false);
 
   const std::string& path() const { return file_->path(); }
   const MappedFile& file() const { return *file_; }
