@@ -63,6 +63,7 @@ void Decoder::parse_into(const nlohmann::json& j, const std::string& where) {
     if (!j.contains("decoders") || !j["decoders"].is_array()) {
       throw_invalid_argument(where + ": Sequence needs an array \"decoders\"");
     }
+    present_ = true;  // even empty: Hugging Face joins a decoder's tokens without spaces
     const auto& list = j["decoders"];
     for (size_t i = 0; i < list.size(); ++i) parse_into(list[i], where + ".decoders[" + std::to_string(i) + "]");
     return;
