@@ -1,7 +1,9 @@
 #include "tokenizer/spm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "core/error.h"
 #include "tokenizer/utf8.h"
@@ -78,7 +80,11 @@ std::unique_ptr<Spm> Spm::from_json(const nlohmann::json& model, const std::stri
     std::string token = entry[0].get<std::string>();
     if (token.empty()) throw_invalid_argument(at + ": the token is empty");
     spm->tokens_.push_back(std::move(token));
-    spm->scores_.push_back(entry[1].get<float>());
+    const double score = entry[1].get<double>();
+    if (!(std::fabs(score) <= std::numeric_limits<float>::max())) {
+      throw_invalid_argument(at + ": the score " + entry[1].dump() + " is not a finite float32");
+    }
+    spm->scores_.push_back(static_cast<float>(score));
   }
   spm->vocab_.reserve(spm->tokens_.size());
   for (size_t id = 0; id < spm->tokens_.size(); ++id) {

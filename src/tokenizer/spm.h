@@ -41,7 +41,8 @@ class Spm : public TokenizerModel {
  public:
   // Parses the "model" object; `where` names it in errors (e.g. "x.gguf: model"). Throws
   // Error(kInvalidArgument) naming the entry for: a type other than "ditto_spm", a "vocab" that is
-  // not an array of [string, number] pairs, an empty or repeated token, more than 2^24 tokens.
+  // not an array of [string, number] pairs, a score outside float32's range, an empty or repeated
+  // token, more than 2^24 tokens.
   static std::unique_ptr<Spm> from_json(const nlohmann::json& model, const std::string& where);
 
   // Appends the ids of `text` (valid UTF-8, non-empty). Throws Error(kInvalidArgument) when a

@@ -188,6 +188,7 @@ TEST(SpmTest, ModelJsonErrorsNameTheEntry) {
              "m.vocab[1]: token \"a\" repeats m.vocab[0]");
   fails_with(model(json::array({json::array({"", 0})})), "m.vocab[0]: the token is empty");
   fails_with(model(json::object()), "m.vocab: expected an array of [token, score] pairs");
+  fails_with(model(json::array({json::array({"a", 1e300})})), "m.vocab[0]: the score 1e+300 is not a finite float32");
   fails_with({{"type", "Unigram"}, {"vocab", json::array()}}, "m.type: expected \"ditto_spm\"");
 }
 
