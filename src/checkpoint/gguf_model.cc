@@ -163,6 +163,10 @@ GgufVocab gguf_vocab(const GgufFile& g) {
     for (int64_t t : *types) v.token_types.push_back(static_cast<int32_t>(t));
   }
   if (const auto merges = g.get_string_array("tokenizer.ggml.merges")) v.merges = *merges;
+  if (const auto scores = g.get_float_array("tokenizer.ggml.scores")) {
+    v.scores.reserve(scores->size());
+    for (double s : *scores) v.scores.push_back(static_cast<float>(s));
+  }
   for (const GgufSpecialIdKey& k : gguf_special_id_keys()) {
     if (v.special_ids.find(k.name) != nullptr) continue;  // a newer key named it already
     if (const std::optional<int64_t> id = g.get_int(k.key)) {

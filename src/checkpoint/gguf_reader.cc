@@ -251,7 +251,7 @@ void locate_tensor_data(std::vector<GgufTensor>& tensors, const MappedFile& file
 
 }  // namespace
 
-std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
+std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, bool metadata_only) {
   std::unique_ptr<GgufFile> g(new GgufFile());
   g->file_ = std::make_unique<MappedFile>(path);
   Cursor c(g->file_->data(), g->file_->size(), path);
@@ -273,6 +273,7 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
 
   read_metadata(c, kv_count, g->metadata_);
   g->alignment_ = data_alignment(*g, path);
+  if (metadata_only) return g;
 
   g->tensors_.reserve(static_cast<size_t>(tensor_count));
   for (uint64_t t = 0; t < tensor_count; ++t) {
@@ -365,6 +366,27 @@ std::optional<std::vector<int64_t>> GgufFile::get_int_array(const std::string& k
   }
   if (v->type != GgufValueType::kArray || out.size() != v->array.size())
     wrong_type(path(), key, *v, "an array of integers");
+  return out;
+}
+
+std::optional<std::vector<double>> GgufFile::get_float_array(const std::string& key) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr) return std::nullopt;
+  std::vector<double> out;
+  if (v->type == GgufValueType::kArray) {
+    out.reserve(v->array.size());
+    for (const GgufValue& e : v->array) {
+      if (e.is_float()) {
+        out.push_back(e.f);
+      } else if (const std::optional<int64_t> i = as_int(e)) {
+        out.push_back(static_cast<double>(*i));
+      } else {
+        break;
+      }
+    }
+  }
+  if (v->type != GgufValueType::kArray || out.size() != v->array.size())
+    wrong_type(path(), key, *v, "an array of numbers");
   return out;
 }
 

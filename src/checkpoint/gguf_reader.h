@@ -63,7 +63,9 @@ class GgufFile {
  public:
   // Maps and validates `path`. Error(kNotFound) if it cannot be opened, kInvalidArgument (naming
   // the path and what is wrong) if it is not a valid GGUF file of a supported version and types.
-  static std::unique_ptr<GgufFile> open(const std::string& path);
+  // `metadata_only`: read the header and metadata and stop before the tensor infos (no tensors;
+  // a tensor type ditto cannot read is no error), e.g. to load only the tokenizer.
+  static std::unique_ptr<GgufFile> open(const std::string& path, bool metadata_only = false);
 
   const std::string& path() const { return file_->path(); }
   const MappedFile& file() const { return *file_; }
@@ -82,6 +84,8 @@ class GgufFile {
   std::optional<std::string> get_string(const std::string& key) const;
   std::optional<std::vector<std::string>> get_string_array(const std::string& key) const;
   std::optional<std::vector<int64_t>> get_int_array(const std::string& key) const;
+  // An array of numbers (f32, f64 or integers, as llama.cpp reads tokenizer.ggml.scores), as double.
+  std::optional<std::vector<double>> get_float_array(const std::string& key) const;
   // get_int / get_string that throw Error(kInvalidArgument) "<path>: metadata '<key>' is missing"
   // when absent.
   int64_t require_int(const std::string& key) const;

@@ -16,7 +16,8 @@ namespace ditto {
 namespace {
 
 HfTokenizerFiles gguf_tokenizer_files(const std::string& gguf_path) {
-  const std::unique_ptr<GgufFile> g = GgufFile::open(gguf_path);
+  // The tokenizer needs the metadata alone, so it loads from files whose tensors ditto cannot read.
+  const std::unique_ptr<GgufFile> g = GgufFile::open(gguf_path, /*metadata_only=*/true);
   if (g->find("tokenizer.ggml.tokens") == nullptr)
     throw_not_found(gguf_path + ": no tokenizer (metadata 'tokenizer.ggml.tokens' is missing)");
   return hf_tokenizer_from_gguf(gguf_vocab(*g), gguf_path);
@@ -68,7 +69,8 @@ ChatTemplate load_chat_template(const std::string& model_path, const std::string
 
 std::vector<int64_t> model_eos_token_ids(const std::string& model_path, const ModelConfig& config) {
   if (!is_gguf_file(model_path)) return eos_token_ids(model_path, config);
-  if (GgufFile::open(model_path)->find("tokenizer.ggml.tokens") == nullptr) return config.eos_token_ids;
+  if (GgufFile::open(model_path, /*metadata_only=*/true)->find("tokenizer.ggml.tokens") == nullptr)
+    return config.eos_token_ids;
   std::vector<int64_t> ids;
   for (int32_t id : gguf_tokenizer_files(model_path).eos_token_ids)
     if (id < config.vocab_size) ids.push_back(id);

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "tokenizer/bpe.h"
+#include "tokenizer/model.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/utf8.h"
 
@@ -92,7 +92,7 @@ size_t AddedVocabulary::Trie::longest_at(std::string_view text, size_t pos, int3
 }
 
 AddedVocabulary AddedVocabulary::from_json(const nlohmann::json& added_tokens, const std::string& where,
-                                           const Bpe& model, const Normalizer& normalizer) {
+                                           const TokenizerModel& model, const Normalizer& normalizer) {
   AddedVocabulary v;
   if (added_tokens.is_null()) return v;
   if (!added_tokens.is_array()) throw_invalid_argument(where + ": expected an array");

@@ -16,7 +16,7 @@
 
 namespace ditto {
 
-class Bpe;
+class TokenizerModel;
 class Normalizer;
 
 struct AddedToken {
@@ -47,8 +47,8 @@ class AddedVocabulary {
   // file's "id". Normalized tokens are matched by their normalized content. `where` names the
   // array in errors. Throws Error(kInvalidArgument) naming the entry for a missing or mistyped
   // field, or two different tokens claiming one id.
-  static AddedVocabulary from_json(const nlohmann::json& added_tokens, const std::string& where, const Bpe& model,
-                                   const Normalizer& normalizer);
+  static AddedVocabulary from_json(const nlohmann::json& added_tokens, const std::string& where,
+                                   const TokenizerModel& model, const Normalizer& normalizer);
 
   // Splits `text` on the tokens with normalized == false (raw_pass) or true (!raw_pass),
   // appending to `out` (offsets relative to `text`); text without any match is one piece.

@@ -22,12 +22,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizer/model.h"
+
 namespace ditto {
 
-// Token ids are below this bound (2^24): they index dense per-id tables.
-inline constexpr int64_t kMaxTokenId = int64_t{1} << 24;
-
-class Bpe {
+class Bpe : public TokenizerModel {
  public:
   // Parses the "model" object. `where` names it in errors (e.g. "tokenizer.json: model").
   // `byte_level_input`: the pre-tokenizer ends with ByteLevel, so tokenize() receives raw bytes
@@ -41,13 +40,11 @@ class Bpe {
   // and each byte stands for its byte-level character (the mapped string is never built on the
   // common path); otherwise `word` is text whose characters are the initial symbols.
   // Thread-safe (the word cache is locked per shard).
-  void tokenize(std::string_view word, std::vector<int32_t>& ids) const;
+  void tokenize(std::string_view word, std::vector<int32_t>& ids) const override;
 
-  std::optional<int32_t> token_to_id(std::string_view token) const;
-  // The token string of `id`, or nullptr when the vocabulary has no such id.
-  const std::string* id_to_token(int32_t id) const;
-  // Largest id in the vocabulary plus one (0 for an empty vocabulary).
-  int32_t id_limit() const { return static_cast<int32_t>(tokens_.size()); }
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
+  const std::string* id_to_token(int32_t id) const override;
+  int32_t id_limit() const override { return static_cast<int32_t>(tokens_.size()); }
 
   // Words of more than this many symbols are merged with a priority queue, shorter ones by a
   // linear scan (same result; exposed so tests can compare the two).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -337,15 +339,27 @@ std::vector<std::string> llama_tokens(const GgufVocab& v, const std::string& sou
   return tokens;
 }
 
-// Special ids by name (kNoToken when none): llama.cpp's BPE defaults (BOS = EOS = 11, when the
-// vocabulary has it), then the file's keys.
-std::map<std::string, int32_t> special_ids(const GgufVocab& v, const PreTokenizerMapping& pre, int64_t n_tokens,
+// What llama.cpp assumes for one tokenizer.ggml.model when the file's keys are silent.
+struct ModelDefaults {
+  int32_t bos = kNoToken, eos = kNoToken, unk = kNoToken;  // each dropped when outside the vocabulary
+  bool add_bos = false;
+};
+
+ModelDefaults model_defaults(const GgufVocab& v, const PreTokenizerMapping* pre) {
+  if (v.model == "llama") return {/*bos=*/1, /*eos=*/2, /*unk=*/0, /*add_bos=*/true};
+  // BPE: BOS = EOS = 11 (none for BOS where the pre-tokenizer says so).
+  return {pre->default_bos ? 11 : kNoToken, 11, kNoToken, pre->add_bos};
+}
+
+// Special ids by name (kNoToken when none): llama.cpp's defaults for the model (each only when
+// inside the vocabulary), then the file's keys.
+std::map<std::string, int32_t> special_ids(const GgufVocab& v, const ModelDefaults& defaults, int64_t n_tokens,
                                            const std::string& source) {
   std::map<std::string, int32_t> ids;
   for (const GgufSpecialIdKey& k : gguf_special_id_keys()) ids[k.name] = kNoToken;
-  if (n_tokens > 11) {
-    ids["eos"] = 11;
-    if (pre.default_bos) ids["bos"] = 11;
+  for (const auto& [name, id] :
+       {std::pair<const char*, int32_t>{"bos", defaults.bos}, {"eos", defaults.eos}, {"unk", defaults.unk}}) {
+    if (id != kNoToken && id < n_tokens) ids[name] = id;
   }
   for (const GgufSpecialIdKey& k : gguf_special_id_keys()) {
     const uint32_t* id = v.special_ids.find(k.name);
@@ -390,9 +404,9 @@ struct AddSpecial {
   bool bos = false;
   bool eos = false;
 };
-AddSpecial add_special_tokens(const GgufVocab& v, const PreTokenizerMapping& pre,
+AddSpecial add_special_tokens(const GgufVocab& v, const ModelDefaults& defaults,
                               const std::map<std::string, int32_t>& ids, const std::string& source) {
-  AddSpecial add{pre.add_bos, false};
+  AddSpecial add{defaults.add_bos, false};
   if (const bool* b = v.add_special.find("bos")) add.bos = *b;
   if (const bool* e = v.add_special.find("eos")) add.eos = *e;
   if (add.bos && ids.at("bos") == kNoToken) {
@@ -487,6 +501,60 @@ nlohmann::ordered_json tokenizer_config(const GgufVocab& v, const std::vector<st
   return tc;
 }
 
+// tokenizer.ggml.scores of a SentencePiece vocabulary: one finite number per token.
+void check_scores(const GgufVocab& v, const std::string& source) {
+  if (v.scores.empty()) {
+    throw_invalid_argument(source +
+                           ": tokenizer.ggml.scores is missing (tokenizer.ggml.model 'llama' merges by token score)");
+  }
+  if (v.scores.size() != v.tokens.size()) {
+    throw_invalid_argument(source + ": tokenizer.ggml.scores has " + std::to_string(v.scores.size()) +
+                           " entries but tokenizer.ggml.tokens has " + std::to_string(v.tokens.size()));
+  }
+  for (size_t i = 0; i < v.scores.size(); ++i) {
+    if (!std::isfinite(v.scores[i])) {
+      throw_invalid_argument(source + ": tokenizer.ggml.scores[" + std::to_string(i) + "] is " +
+                             std::to_string(v.scores[i]) + " (scores must be finite)");
+    }
+  }
+}
+
+// ditto_spm's vocab: [token, score] in id order, written by hand like vocab_json. A float32 score
+// printed with 9 significant digits reads back as the same float32.
+std::string spm_vocab_json(const std::vector<std::string>& tokens, const std::vector<float>& scores,
+                           const std::string& source) {
+  std::string vocab = "[";
+  char number[32];
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i > 0) vocab += ',';
+    vocab += '[';
+    vocab += json_string(tokens[i], i, source);
+    std::snprintf(number, sizeof(number), ",%.9g]", static_cast<double>(scores[i]));
+    vocab += number;
+  }
+  vocab += ']';
+  return vocab;
+}
+
+// Spaces as U+2581, with the dummy prefix when add_space_prefix (llama_escape_whitespace and the
+// is_prev_special prefix of llama_vocab::impl::tokenize).
+json spm_normalizer_json(bool add_space_prefix) {
+  json steps = json::array();
+  if (add_space_prefix) steps.push_back({{"type", "Prepend"}, {"prepend", "\u2581"}});
+  steps.push_back({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}});
+  return json{{"type", "Sequence"}, {"normalizers", steps}};
+}
+
+// token_to_piece for SPM: "▁" -> " ", byte tokens -> their byte; and the prefix space removed.
+json spm_decoder_json(bool add_space_prefix) {
+  json steps = json::array();
+  steps.push_back({{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}});
+  steps.push_back({{"type", "ByteFallback"}});
+  steps.push_back({{"type", "Fuse"}});
+  if (add_space_prefix) steps.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+  return json{{"type", "Sequence"}, {"decoders", steps}};
+}
+
 }  // namespace
 
 std::vector<std::string> supported_gguf_pre_tokenizers() {
@@ -497,37 +565,51 @@ std::vector<std::string> supported_gguf_pre_tokenizers() {
 }
 
 HfTokenizerFiles hf_tokenizer_from_gguf(const GgufVocab& v, const std::string& source) {
-  if (v.model != "gpt2") {
+  const bool spm = v.model == "llama";
+  if (v.model != "gpt2" && !spm) {
     throw_invalid_argument(source + ": tokenizer.ggml.model '" + v.model +
-                           "' is not supported (ditto reads byte-level BPE vocabularies only: \"gpt2\")");
+                           "' is not supported (ditto reads \"gpt2\", byte-level BPE, and \"llama\", SentencePiece)");
   }
-  const PreTokenizerMapping& pre = find_pre_tokenizer(v.pre, source);
+  const PreTokenizerMapping* pre = spm ? nullptr : &find_pre_tokenizer(v.pre, source);
   if (v.tokens.empty()) throw_invalid_argument(source + ": tokenizer.ggml.tokens is empty");
   if (!v.token_types.empty() && v.token_types.size() != v.tokens.size()) {
     throw_invalid_argument(source + ": tokenizer.ggml.token_type has " + std::to_string(v.token_types.size()) +
                            " entries but tokenizer.ggml.tokens has " + std::to_string(v.tokens.size()));
   }
+  if (spm) check_scores(v, source);
 
   std::unordered_map<std::string, size_t> index_of;
   const std::vector<std::string> tokens = llama_tokens(v, source, index_of);
-  std::map<std::string, int32_t> ids = special_ids(v, pre, static_cast<int64_t>(v.tokens.size()), source);
+  const ModelDefaults defaults = model_defaults(v, pre);
+  std::map<std::string, int32_t> ids = special_ids(v, defaults, static_cast<int64_t>(v.tokens.size()), source);
   const LlamaAttributes attributes = llama_attributes(v, tokens, ids);
-  const json merges = merges_json(v.merges, index_of, source);
-  const AddSpecial add = add_special_tokens(v, pre, ids, source);
+  const AddSpecial add = add_special_tokens(v, defaults, ids, source);
 
   // tokenizer.json, written piece by piece: the vocabulary is large and its order is the ids'. The
   // vocabulary comes first: it is where a token that is not UTF-8 is refused.
-  const std::string vocab = vocab_json(tokens, source);
-  std::string text = R"({"version":"1.0","truncation":null,"padding":null,"added_tokens":)" +
-                     added_tokens_json(tokens, attributes.attrs).dump();
-  text += R"(,"normalizer":null,"pre_tokenizer":)" + pre_tokenizer_json(pre).dump();
-  text += R"(,"post_processor":)" + post_processor_json(tokens, ids, add).dump();
-  text += R"(,"decoder":{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false})";
-  text += R"(,"model":{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,)"
-          R"("end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"ditto_unknown_separates":true,)"
-          R"("ignore_merges":)";
-  text += pre.ignore_merges ? "true" : "false";
-  text += R"(,"vocab":)" + vocab + R"(,"merges":)" + merges.dump() + "}}";
+  std::string text;
+  if (spm) {
+    const std::string vocab = spm_vocab_json(tokens, v.scores, source);
+    text = R"({"version":"1.0","truncation":null,"padding":null,"added_tokens":)" +
+           added_tokens_json(tokens, attributes.attrs).dump();
+    text += R"(,"normalizer":)" + spm_normalizer_json(v.add_space_prefix.value_or(true)).dump();
+    text += R"(,"pre_tokenizer":null,"post_processor":)" + post_processor_json(tokens, ids, add).dump();
+    text += R"(,"decoder":)" + spm_decoder_json(v.add_space_prefix.value_or(true)).dump();
+    text += R"(,"model":{"type":"ditto_spm","vocab":)" + vocab + "}}";
+  } else {
+    const json merges = merges_json(v.merges, index_of, source);
+    const std::string vocab = vocab_json(tokens, source);
+    text = R"({"version":"1.0","truncation":null,"padding":null,"added_tokens":)" +
+           added_tokens_json(tokens, attributes.attrs).dump();
+    text += R"(,"normalizer":null,"pre_tokenizer":)" + pre_tokenizer_json(*pre).dump();
+    text += R"(,"post_processor":)" + post_processor_json(tokens, ids, add).dump();
+    text += R"(,"decoder":{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false})";
+    text += R"(,"model":{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,)"
+            R"("end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"ditto_unknown_separates":true,)"
+            R"("ignore_merges":)";
+    text += pre->ignore_merges ? "true" : "false";
+    text += R"(,"vocab":)" + vocab + R"(,"merges":)" + merges.dump() + "}}";
+  }
 
   HfTokenizerFiles files;
   files.tokenizer_json = std::move(text);

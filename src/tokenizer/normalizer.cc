@@ -12,34 +12,6 @@
 namespace ditto {
 namespace {
 
-void parse_into(const nlohmann::json& j, const std::string& where, std::vector<Normalizer::Form>& forms) {
-  if (j.is_null()) return;
-  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
-    throw_invalid_argument(where + ": expected an object with a string \"type\"");
-  }
-  const std::string type = j["type"].get<std::string>();
-  if (type == "NFC") {
-    forms.push_back(Normalizer::Form::kNFC);
-  } else if (type == "NFD") {
-    forms.push_back(Normalizer::Form::kNFD);
-  } else if (type == "NFKC") {
-    forms.push_back(Normalizer::Form::kNFKC);
-  } else if (type == "NFKD") {
-    forms.push_back(Normalizer::Form::kNFKD);
-  } else if (type == "Sequence") {
-    if (!j.contains("normalizers") || !j["normalizers"].is_array()) {
-      throw_invalid_argument(where + ": Sequence needs an array \"normalizers\"");
-    }
-    const auto& list = j["normalizers"];
-    for (size_t i = 0; i < list.size(); ++i) {
-      parse_into(list[i], where + ".normalizers[" + std::to_string(i) + "]", forms);
-    }
-  } else {
-    throw_invalid_argument(where + ".type '" + type +
-                           "' is not supported (ditto supports NFC, NFD, NFKC, NFKD, Sequence and null)");
-  }
-}
-
 // True when `form` provably leaves `text` unchanged: for the compatibility and decomposing forms,
 // which change Latin-1 letters too, only ASCII is safe.
 bool ascii_only(std::string_view text) {
@@ -152,22 +124,94 @@ bool nfc_inert(char32_t cp) {
   return p->decomp_seqindex == UINT16_MAX || p->decomp_type != 0;
 }
 
+void Normalizer::parse_into(const nlohmann::json& j, const std::string& where, std::vector<Step>& steps) {
+  if (j.is_null()) return;
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
+    throw_invalid_argument(where + ": expected an object with a string \"type\"");
+  }
+  auto string_field = [&](const nlohmann::json& o, const char* key, const std::string& at) {
+    if (!o.contains(key) || !o[key].is_string()) throw_invalid_argument(at + "." + key + ": expected a string");
+    return o[key].get<std::string>();
+  };
+  const std::string type = j["type"].get<std::string>();
+  Step step;
+  if (type == "NFC") {
+    step.form = Form::kNFC;
+  } else if (type == "NFD") {
+    step.form = Form::kNFD;
+  } else if (type == "NFKC") {
+    step.form = Form::kNFKC;
+  } else if (type == "NFKD") {
+    step.form = Form::kNFKD;
+  } else if (type == "Prepend") {
+    step.kind = Kind::kPrepend;
+    step.content = string_field(j, "prepend", where);
+  } else if (type == "Replace") {
+    step.kind = Kind::kReplace;
+    if (!j.contains("pattern") || !j["pattern"].is_object() || !j["pattern"].contains("String")) {
+      throw_invalid_argument(where +
+                             ".pattern: expected {\"String\": ...} (ditto does not support a Regex pattern "
+                             "in a Replace normalizer)");
+    }
+    step.pattern = string_field(j["pattern"], "String", where + ".pattern");
+    if (step.pattern.empty()) throw_invalid_argument(where + ".pattern.String: expected a non-empty string");
+    step.content = string_field(j, "content", where);
+  } else if (type == "Sequence") {
+    if (!j.contains("normalizers") || !j["normalizers"].is_array()) {
+      throw_invalid_argument(where + ": Sequence needs an array \"normalizers\"");
+    }
+    const auto& list = j["normalizers"];
+    for (size_t i = 0; i < list.size(); ++i) {
+      parse_into(list[i], where + ".normalizers[" + std::to_string(i) + "]", steps);
+    }
+    return;
+  } else {
+    throw_invalid_argument(where + ".type '" + type +
+                           "' is not supported (ditto supports NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence and "
+                           "null)");
+  }
+  steps.push_back(std::move(step));
+}
+
 Normalizer Normalizer::from_json(const nlohmann::json& j, const std::string& where) {
   Normalizer n;
-  parse_into(j, where, n.forms_);
+  parse_into(j, where, n.steps_);
   return n;
 }
 
 std::string_view Normalizer::normalize(std::string_view text, std::string& storage) const {
   std::string_view current = text;
   std::string scratch;
-  for (const Form form : forms_) {
-    if (form == Form::kNFC) {
-      const std::string_view result = nfc(current, scratch);
-      if (result.data() == current.data()) continue;  // unchanged
-    } else {
-      if (ascii_only(current)) continue;
-      apply(form, current, scratch);
+  for (const Step& step : steps_) {
+    switch (step.kind) {
+      case Kind::kForm:
+        if (step.form == Form::kNFC) {
+          const std::string_view result = nfc(current, scratch);
+          if (result.data() == current.data()) continue;  // unchanged
+        } else {
+          if (ascii_only(current)) continue;
+          apply(step.form, current, scratch);
+        }
+        break;
+      case Kind::kPrepend:
+        if (current.empty()) continue;
+        scratch.assign(step.content);
+        scratch.append(current);
+        break;
+      case Kind::kReplace: {
+        size_t pos = current.find(step.pattern);
+        if (pos == std::string_view::npos) continue;
+        scratch.clear();
+        size_t last = 0;
+        while (pos != std::string_view::npos) {
+          scratch.append(current.substr(last, pos - last));
+          scratch.append(step.content);
+          last = pos + step.pattern.size();
+          pos = current.find(step.pattern, last);
+        }
+        scratch.append(current.substr(last));
+        break;
+      }
     }
     storage.swap(scratch);
     current = storage;

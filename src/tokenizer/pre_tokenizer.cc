@@ -166,17 +166,65 @@ void PreTokenizer::parse_into(const nlohmann::json& j, const std::string& where)
     step.behavior = Behavior::kIsolated;
     steps_.push_back(std::move(step));
     byte_level_ = true;
+  } else if (type == "Metaspace") {
+    Step step;
+    if (!j.contains("replacement") || !j["replacement"].is_string() || j["replacement"].get<std::string>().empty()) {
+      throw_invalid_argument(where + ".replacement: expected a non-empty string");
+    }
+    step.replacement = j["replacement"].get<std::string>();
+    // Current files name prepend_scheme; older ones only add_prefix_space (true: "always").
+    if (j.contains("prepend_scheme") && !j["prepend_scheme"].is_null()) {
+      const std::string scheme = j["prepend_scheme"].is_string() ? j["prepend_scheme"].get<std::string>() : "";
+      if (scheme == "always") {
+        step.prepend = Step::Prepend::kAlways;
+      } else if (scheme == "first") {
+        step.prepend = Step::Prepend::kFirst;
+      } else if (scheme == "never") {
+        step.prepend = Step::Prepend::kNever;
+      } else {
+        throw_invalid_argument(where + ".prepend_scheme: expected \"always\", \"first\" or \"never\"");
+      }
+    } else {
+      step.prepend = optional_bool(j, "add_prefix_space", true, where) ? Step::Prepend::kAlways : Step::Prepend::kNever;
+    }
+    if (optional_bool(j, "split", true, where)) {
+      step.regex = std::make_shared<Regex>(Regex::literal(step.replacement, where + ".replacement"));
+    }
+    step.behavior = Behavior::kMergedWithNext;
+    steps_.push_back(std::move(step));
   } else {
     throw_invalid_argument(where + ".type '" + type +
-                           "' is not supported (ditto supports Split, ByteLevel, Sequence and null)");
+                           "' is not supported (ditto supports Split, ByteLevel, Metaspace, Sequence and null)");
   }
 }
 
-void PreTokenizer::pre_tokenize(std::string& buffer, std::vector<MatchSpan>& pieces) const {
+void PreTokenizer::pre_tokenize(std::string& buffer, std::vector<MatchSpan>& pieces, bool at_text_start) const {
   Scratch& s = scratch();
   for (const Step& step : steps_) {
     s.next.clear();
-    for (MatchSpan piece : pieces) {
+    for (size_t index = 0; index < pieces.size(); ++index) {
+      MatchSpan piece = pieces[index];
+      if (!step.replacement.empty()) {
+        // Metaspace: the rewritten piece is appended to the buffer (never read while it grows).
+        const bool starts_text = at_text_start && index == 0 && piece.begin == 0;
+        std::string rewritten;
+        const std::string_view text(buffer.data() + piece.begin, piece.end - piece.begin);
+        for (const char c : text) {
+          if (c == ' ') {
+            rewritten += step.replacement;
+          } else {
+            rewritten.push_back(c);
+          }
+        }
+        const bool prepend =
+            step.prepend == Step::Prepend::kAlways || (step.prepend == Step::Prepend::kFirst && starts_text);
+        if (prepend && rewritten.compare(0, step.replacement.size(), step.replacement) != 0) {
+          rewritten.insert(0, step.replacement);
+        }
+        const auto begin = static_cast<uint32_t>(buffer.size());
+        buffer += rewritten;
+        piece = {begin, static_cast<uint32_t>(buffer.size())};
+      }
       if (step.add_prefix_space && buffer[piece.begin] != ' ') {
         const size_t length = piece.end - piece.begin;
         const auto begin = static_cast<uint32_t>(buffer.size());

@@ -1,7 +1,12 @@
 // The tokenizer.json "pre_tokenizer": Split (a Regex or String pattern, a behavior, invert),
 // ByteLevel (optional prefix space and GPT-2 regex; the byte-to-character mapping itself is left
-// to the BPE model, see Bpe::tokenize), Sequence of those, or null. Semantics follow Hugging Face
-// tokenizers' pre_tokenizers/split.rs, byte_level.rs and NormalizedString::split.
+// to the BPE model, see Bpe::tokenize), Metaspace (spaces written as a replacement character,
+// usually U+2581 "▁", with prepend_scheme always / first / never and optional split), Sequence of
+// those, or null. Semantics follow Hugging Face tokenizers' pre_tokenizers/split.rs, byte_level.rs,
+// metaspace.rs and NormalizedString::split. Metaspace prepends the replacement to a piece that does
+// not already start with it ("first": only to the piece that starts the whole input text, i.e. not
+// to text after an added token), and with split true splits before each replacement
+// (MergedWithNext).
 #pragma once
 
 #include <memory>
@@ -29,9 +34,10 @@ class PreTokenizer {
   bool byte_level() const { return byte_level_; }
 
   // Splits `buffer` into `pieces` (byte ranges of `buffer`, in order, none empty). `buffer`
-  // holds valid UTF-8 and may grow (ByteLevel's prefix space appends copies of pieces).
-  // Thread-safe.
-  void pre_tokenize(std::string& buffer, std::vector<MatchSpan>& pieces) const;
+  // holds valid UTF-8 and may grow (ByteLevel's prefix space and Metaspace append rewritten copies
+  // of pieces). `at_text_start`: the buffer's first byte is the first byte of the text given to
+  // encode (Metaspace's prepend_scheme "first"). Thread-safe.
+  void pre_tokenize(std::string& buffer, std::vector<MatchSpan>& pieces, bool at_text_start = true) const;
 
  private:
   struct Step {
@@ -39,6 +45,10 @@ class PreTokenizer {
     Behavior behavior = Behavior::kIsolated;
     bool invert = false;
     bool add_prefix_space = false;  // ByteLevel: prepend ' ' to pieces not starting with one
+    // Metaspace: ' ' becomes `replacement` and, per prepend_scheme, the replacement is prepended;
+    // `regex` (a literal of the replacement, or null without split) then splits MergedWithNext.
+    std::string replacement;  // empty: not a Metaspace step
+    enum class Prepend { kAlways, kFirst, kNever } prepend = Prepend::kAlways;
   };
   void parse_into(const nlohmann::json& j, const std::string& where);
 

@@ -3,8 +3,8 @@
 
 #include "core/error.h"
 #include "tokenizer/added_vocabulary.h"
-#include "tokenizer/bpe.h"
 #include "tokenizer/decoder.h"
+#include "tokenizer/model.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
@@ -48,19 +48,19 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     if (split.id >= 0) {
       ids.push_back(split.id);
     } else {
-      encode_section(text.substr(split.begin, split.end - split.begin), ids);
+      encode_section(text.substr(split.begin, split.end - split.begin), split.begin == 0, ids);
     }
   }
   if (add_special_tokens) post_processor_->apply(ids);
   return ids;
 }
 
-void Tokenizer::encode_section(std::string_view section, std::vector<int32_t>& ids) const {
+void Tokenizer::encode_section(std::string_view section, bool at_text_start, std::vector<int32_t>& ids) const {
   if (section.empty()) return;
   EncodeScratch& s = encode_scratch();
   const std::string_view normalized = normalizer_->normalize(section, s.normalized);
   if (!added_->has_normalized_tokens()) {
-    encode_normalized(normalized, ids);
+    encode_normalized(normalized, at_text_start, ids);
     return;
   }
   s.normalized_splits.clear();
@@ -69,18 +69,19 @@ void Tokenizer::encode_section(std::string_view section, std::vector<int32_t>& i
     if (split.id >= 0) {
       ids.push_back(split.id);
     } else {
-      encode_normalized(normalized.substr(split.begin, split.end - split.begin), ids);
+      encode_normalized(normalized.substr(split.begin, split.end - split.begin), at_text_start && split.begin == 0,
+                        ids);
     }
   }
 }
 
-void Tokenizer::encode_normalized(std::string_view text, std::vector<int32_t>& ids) const {
+void Tokenizer::encode_normalized(std::string_view text, bool at_text_start, std::vector<int32_t>& ids) const {
   if (text.empty()) return;
   EncodeScratch& s = encode_scratch();
   s.buffer.assign(text);
   s.pieces.clear();
   s.pieces.push_back({0, static_cast<uint32_t>(text.size())});
-  pre_tokenizer_->pre_tokenize(s.buffer, s.pieces);
+  pre_tokenizer_->pre_tokenize(s.buffer, s.pieces, at_text_start);
   const std::string_view buffer = s.buffer;
   for (const MatchSpan& piece : s.pieces) model_->tokenize(buffer.substr(piece.begin, piece.end - piece.begin), ids);
 }
@@ -96,7 +97,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
     joined += *bytes;
     first = false;
   }
-  std::string text = decoder_->byte_level() ? utf8::decode_lossy(joined) : std::move(joined);
+  std::string text = decoder_->joins_with_space() ? std::move(joined) : utf8::decode_lossy(joined);
+  decoder_->strip_leading(text, decoder_->strip_start());
   if (clean_up_tokenization_spaces.value_or(clean_up_tokenization_spaces_)) text = clean_up_tokenization(text);
   return text;
 }
@@ -114,6 +116,7 @@ struct IncrementalDetokenizer::State {
   CleanUpStream clean_up;
   std::string text;  // complete characters not yet cleaned up
   bool first = true;
+  size_t strip_left = 0;  // leading characters the decoder's Strip may still remove
 };
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special_tokens,
@@ -121,7 +124,9 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool 
     : tokenizer_(tokenizer),
       skip_special_tokens_(skip_special_tokens),
       clean_up_tokenization_spaces_(clean_up_tokenization_spaces.value_or(tokenizer.clean_up_tokenization_spaces_)),
-      state_(std::make_unique<State>()) {}
+      state_(std::make_unique<State>()) {
+  state_->strip_left = tokenizer.decoder_->strip_start();
+}
 
 IncrementalDetokenizer::~IncrementalDetokenizer() = default;
 
@@ -130,8 +135,9 @@ std::string IncrementalDetokenizer::add(int32_t id) {
   if (bytes == nullptr) return {};
   State& s = *state_;
   s.text.clear();
-  if (tokenizer_.decoder_->byte_level()) {
+  if (!tokenizer_.decoder_->joins_with_space()) {
     s.utf8.feed(*bytes, s.text);
+    strip(s);
   } else {
     if (!s.first) s.text.push_back(' ');
     s.text += *bytes;
@@ -147,6 +153,7 @@ std::string IncrementalDetokenizer::finish() {
   State& s = *state_;
   s.text.clear();
   s.utf8.finish(s.text);
+  strip(s);
   std::string out;
   if (clean_up_tokenization_spaces_) {
     s.clean_up.feed(s.text, out);
@@ -155,7 +162,16 @@ std::string IncrementalDetokenizer::finish() {
     out = s.text;
   }
   s.first = true;
+  s.strip_left = tokenizer_.decoder_->strip_start();
   return out;
+}
+
+void IncrementalDetokenizer::strip(State& s) const {
+  // The Strip applies to the first characters of the whole text; they arrive in order, so the
+  // strip ends at the first character it does not remove.
+  if (s.strip_left == 0 || s.text.empty()) return;
+  const size_t removed = tokenizer_.decoder_->strip_leading(s.text, s.strip_left);
+  s.strip_left = s.text.empty() ? s.strip_left - removed : 0;
 }
 
 }  // namespace ditto

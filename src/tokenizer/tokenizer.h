@@ -11,9 +11,12 @@
 // IncrementalDetokenizer streams the same text token by token.
 //
 // Supported components (anything else fails at load, naming the component and the file):
-// normalizer NFC/NFD/NFKC/NFKD/Sequence/null; pre_tokenizer Split (Regex or String pattern, any
-// behavior, invert)/ByteLevel/Sequence/null; model BPE; post_processor TemplateProcessing/
-// BertProcessing/RobertaProcessing/ByteLevel/Sequence/null; decoder ByteLevel/Sequence/null.
+// normalizer NFC/NFD/NFKC/NFKD/Prepend/Replace/Sequence/null; pre_tokenizer Split (Regex or String
+// pattern, any behavior, invert)/ByteLevel/Metaspace/Sequence/null; model BPE (with byte_fallback)
+// or ditto's own ditto_spm (llama.cpp's score-driven SentencePiece merges, spm.h, for GGUF "llama"
+// vocabularies); post_processor TemplateProcessing/BertProcessing/RobertaProcessing/ByteLevel/
+// Sequence/null; decoder ByteLevel, or Replace/ByteFallback/Fuse/Strip/Metaspace (the
+// SentencePiece family, decoder.h), Sequence, null.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +31,8 @@
 namespace ditto {
 
 class AddedVocabulary;
-class Bpe;
 class Decoder;
+class TokenizerModel;
 class Normalizer;
 class PostProcessor;
 class PreTokenizer;
@@ -92,9 +95,9 @@ class Tokenizer {
   Tokenizer();
 
   // Encodes text between added tokens: normalize, split on normalized added tokens, pre-tokenize,
-  // BPE.
-  void encode_section(std::string_view section, std::vector<int32_t>& ids) const;
-  void encode_normalized(std::string_view text, std::vector<int32_t>& ids) const;
+  // the model. `at_text_start`: the section begins the text given to encode().
+  void encode_section(std::string_view section, bool at_text_start, std::vector<int32_t>& ids) const;
+  void encode_normalized(std::string_view text, bool at_text_start, std::vector<int32_t>& ids) const;
   // Bytes id contributes to a decode, or nullptr when the id is skipped (unknown, or special with
   // skip_special_tokens).
   const std::string* decoded_bytes(int32_t id, bool skip_special_tokens) const;
@@ -103,7 +106,7 @@ class Tokenizer {
   nlohmann::json config_;
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
-  std::unique_ptr<Bpe> model_;
+  std::unique_ptr<TokenizerModel> model_;
   std::unique_ptr<AddedVocabulary> added_;
   std::unique_ptr<PostProcessor> post_processor_;
   std::unique_ptr<Decoder> decoder_;
@@ -135,6 +138,7 @@ class IncrementalDetokenizer {
 
  private:
   struct State;
+  void strip(State& s) const;
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;
   bool clean_up_tokenization_spaces_;

@@ -75,8 +75,8 @@ TEST(TokenizerErrorsTest, UnknownNormalizerPreTokenizerPostProcessorDecoder) {
   j["post_processor"] = {{"type", "Fancy"}};
   expect_error(j, {"post_processor.type 'Fancy'"});
   j = minimal();
-  j["decoder"] = {{"type", "Metaspace"}};
-  expect_error(j, {"decoder.type 'Metaspace'"});
+  j["decoder"] = {{"type", "WordPiece"}};
+  expect_error(j, {"decoder.type 'WordPiece'"});
 }
 
 TEST(TokenizerErrorsTest, BrokenRegexNamesRegexAndPcre2Message) {

@@ -11,6 +11,7 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/spm.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ditto {
@@ -62,7 +63,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const std::string& tokenizer_jso
   t->normalizer_ = std::make_unique<Normalizer>(Normalizer::from_json(member(j, "normalizer"), at + "normalizer"));
   t->pre_tokenizer_ =
       std::make_unique<PreTokenizer>(PreTokenizer::from_json(member(j, "pre_tokenizer"), at + "pre_tokenizer"));
-  t->model_ = Bpe::from_json(j["model"], at + "model", t->pre_tokenizer_->byte_level());
+  const nlohmann::json& model = j["model"];
+  if (model.is_object() && model.contains("type") && model["type"] == "ditto_spm") {
+    t->model_ = Spm::from_json(model, at + "model");
+  } else {
+    t->model_ = Bpe::from_json(model, at + "model", t->pre_tokenizer_->byte_level());
+  }
   t->added_ = std::make_unique<AddedVocabulary>(
       AddedVocabulary::from_json(member(j, "added_tokens"), at + "added_tokens", *t->model_, *t->normalizer_));
   t->post_processor_ =
