@@ -85,6 +85,11 @@ Line parse_line(const Json& line, const SamplingParams& defaults) {
                                     std::pair{"add_special_tokens", &prompt.add_special_tokens}})
     if (line.contains(key) && !line[key].is_null())
       *target = read_field(key, [&, key = key] { return json_bool(line[key], key); });
+  // On a chat line, add_special_tokens is vLLM's chat field: special tokens on top of the template's.
+  if (prompt.messages && line.contains("add_special_tokens") && !line["add_special_tokens"].is_null()) {
+    prompt.chat_add_special_tokens = prompt.add_special_tokens;
+    prompt.add_special_tokens = true;
+  }
   if (line.contains("chat_template_kwargs")) prompt.chat_template_kwargs = line["chat_template_kwargs"].dump();
   const bool max_tokens_given = read_sampling_params(line, l.params);
   if (line.contains("logprobs") && !line["logprobs"].is_null())

@@ -28,6 +28,9 @@ struct PromptInput {
   bool add_generation_prompt = true;    // chat: end with the assistant turn's opening
   bool continue_final_message = false;  // chat: continue the final (assistant) message instead
   bool add_special_tokens = true;       // text: the tokenizer's BOS etc. (a rendered chat has its own)
+  // chat: the tokenizer's special tokens (BOS) added on top of what the rendered template holds
+  // (vLLM's chat add_special_tokens; false, as vLLM's default).
+  bool chat_add_special_tokens = false;
 };
 
 }  // namespace ditto

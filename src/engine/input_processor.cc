@@ -88,8 +88,9 @@ std::pair<std::vector<int32_t>, std::string> InputProcessor::encode(const Prompt
   try {
     if (p.text) return {tokenizer_->encode(*p.text, p.add_special_tokens), *p.text};
     std::string text = render_chat(p);
-    // A rendered chat already holds its special tokens (apply_chat_template(tokenize=True)).
-    std::vector<int32_t> ids = tokenizer_->encode(text, /*add_special_tokens=*/false);
+    // A rendered chat already holds its special tokens (apply_chat_template(tokenize=True)); vLLM's
+    // chat add_special_tokens adds the tokenizer's on top.
+    std::vector<int32_t> ids = tokenizer_->encode(text, p.chat_add_special_tokens);
     return {std::move(ids), std::move(text)};
   } catch (const Error& e) {
     if (!e.param().empty()) throw;

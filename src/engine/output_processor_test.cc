@@ -7,11 +7,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "engine/generation_defaults.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ditto {
@@ -299,4 +301,25 @@ TEST_F(GenerationDefaultsTest, BadValuesNameTheFileAndKey) {
 }
 
 }  // namespace
+TEST(ChatAddSpecialTokensTest, AddsTheTokenizersBosOnTopOfTheRenderedChat) {
+  // vLLM's chat add_special_tokens: the tokenizer's special tokens (Llama 3.1's BOS, 128000) on top
+  // of what the template wrote; off by default.
+  std::unique_ptr<Tokenizer> t;
+  try {
+    t = Tokenizer::load(DITTO_LLAMA3_TOKENIZER_DIR);
+  } catch (const Error&) {
+    GTEST_SKIP() << "Llama 3.1 tokenizer not installed (scripts/install-deps.sh)";
+  }
+  const ChatTemplate chat = ChatTemplate::from_config(
+      nlohmann::ordered_json{{"chat_template", "{% for m in messages %}{{ m.content }}{% endfor %}"}}, "test");
+  const InputProcessor door({.vocab_size = 128256, .max_model_len = 512, .num_kv_blocks = 64}, t.get(), &chat);
+  PromptInput in{.messages = R"([{"role": "user", "content": "Hello"}])"};
+  const std::vector<int32_t> plain = door.process(in, SamplingParams{}, MaxTokensRule::kAsGiven).prompt_token_ids;
+  EXPECT_EQ(plain, t->encode("Hello", false));
+  in.chat_add_special_tokens = true;
+  std::vector<int32_t> with_bos = {128000};
+  with_bos.insert(with_bos.end(), plain.begin(), plain.end());
+  EXPECT_EQ(door.process(in, SamplingParams{}, MaxTokensRule::kAsGiven).prompt_token_ids, with_bos);
+}
+
 }  // namespace ditto

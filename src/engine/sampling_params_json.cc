@@ -28,6 +28,7 @@ bool is_false(const Json& v) { return v.is_null() || v == false; }
 bool is_true(const Json& v) { return v.is_null() || v == true; }
 bool is_one(const Json& v) { return v.is_null() || (v.is_number() && v.get<double>() == 1.0); }
 bool is_empty(const Json& v) { return v.is_null() || ((v.is_array() || v.is_object()) && v.empty()); }
+bool is_null_or_minus_one(const Json& v) { return v.is_null() || (v.is_number_integer() && v.get<int64_t>() == -1); }
 bool is_zero(const Json& v) { return v.is_null() || (v.is_number() && v.get<double>() == 0.0); }
 
 const std::vector<UnimplementedField>& unimplemented_fields() {
@@ -44,7 +45,7 @@ const std::vector<UnimplementedField>& unimplemented_fields() {
       {"structural_tag", is_null, "structured outputs"},
       {"guided_decoding_backend", is_null, "structured outputs"},
       {"guided_whitespace_pattern", is_null, "structured outputs"},
-      {"thinking_token_budget", is_null, "a thinking budget"},
+      {"thinking_token_budget", is_null_or_minus_one, "a thinking budget"},
       {"prompt_embeds", is_null, "prompt embeddings"},
       {"mm_processor_kwargs", is_empty, "multimodal inputs"},
       {"spaces_between_special_tokens", is_true, "no spaces between special tokens"},

@@ -78,23 +78,6 @@ bool parse_sampling(const Json& body, ApiRequest& r) {
   return max_tokens_given;
 }
 
-// The chat fields vLLM honours that ditto does not (yet), at other than their no-op values:
-// refused naming the field (never dropped).
-void refuse_unimplemented_chat_fields(const Json& body) {
-  auto refuse = [](const char* name, const std::string& what) {
-    throw_bad_param(name, std::string("field '") + name + "' (" + what +
-                              ") is not supported by ditto yet; the request is refused rather than answered "
-                              "without it (README: the server section lists what is supported)");
-  };
-  auto is = [&](const char* name, bool value) {
-    return present(body, name) && field(name, [&] { return json_bool(body[name], name); }) == value;
-  };
-  if (is("add_special_tokens", true))
-    refuse("add_special_tokens", "special tokens added on top of the chat template's");
-  if (is("include_reasoning", false)) refuse("include_reasoning", "the reasoning left out of the response");
-  if (present(body, "documents")) refuse("documents", "documents passed to the chat template");
-}
-
 int64_t parse_max_tokens(const Json& body, const char* key) {
   return field(key, [&] { return json_int(body[key], key, 1); });
 }
@@ -165,7 +148,6 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
         !unimplemented_field_keys().contains(key))
       r.ignored_fields.push_back(key);
   refuse_unimplemented_fields(body, {"use_beam_search", "length_penalty"});
-  if (endpoint == ApiEndpoint::kChatCompletions) refuse_unimplemented_chat_fields(body);
   if (present(body, "use_beam_search"))
     r.use_beam_search = field("use_beam_search", [&] { return json_bool(body["use_beam_search"], "use_beam_search"); });
   if (present(body, "length_penalty"))
@@ -263,6 +245,12 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
     in.messages = messages.dump();
     if (present(body, "chat_template"))  // whether the server trusts it is the server's call
       in.chat_template = field("chat_template", [&] { return json_string(body["chat_template"], "chat_template"); });
+    if (present(body, "add_special_tokens"))
+      in.chat_add_special_tokens =
+          field("add_special_tokens", [&] { return json_bool(body["add_special_tokens"], "add_special_tokens"); });
+    if (present(body, "include_reasoning"))
+      r.include_reasoning =
+          field("include_reasoning", [&] { return json_bool(body["include_reasoning"], "include_reasoning"); });
     if (present(body, "parallel_tool_calls"))
       r.parallel_tool_calls =
           field("parallel_tool_calls", [&] { return json_bool(body["parallel_tool_calls"], "parallel_tool_calls"); });
@@ -302,6 +290,11 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
         throw_bad_param("reasoning_effort", "reasoning_effort must be minimal, low, medium or high, got " +
                                                 json_excerpt(body["reasoning_effort"]));
       if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = effort;
+    }
+    // vLLM passes documents (RAG) to the template, which may or may not use them.
+    if (present(body, "documents")) {
+      if (!body["documents"].is_array()) throw_bad_param("documents", "field 'documents' must be an array of objects");
+      if (!kwargs.contains("documents")) kwargs["documents"] = body["documents"];
     }
     if (!kwargs.empty()) in.chat_template_kwargs = kwargs.dump();
     if (present(body, "add_generation_prompt"))
@@ -506,7 +499,7 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
         if (request_.parsers.reasoning)
           // `reasoning` is current vLLM's name; `reasoning_content` stays while clients migrate.
           for (const char* key : {"reasoning", "reasoning_content"})
-            message[key] = view.reasoning.empty() ? Json(nullptr) : Json(view.reasoning);
+            message[key] = view.reasoning.empty() || !request_.include_reasoning ? Json(nullptr) : Json(view.reasoning);
         message["tool_calls"] = tool_calls_json(view.tool_calls, 0, slot, c.index, /*streaming=*/false);
         if (!view.tool_calls.empty() && finish_reason == "stop") finish_reason = "tool_calls";
         choice["message"] = std::move(message);
@@ -624,6 +617,7 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
     if (chat) {
       // What the report adds to the message (split by the engine's output parsers when on).
       ChatMessageParts piece = message_parts(c);
+      if (!request_.include_reasoning) piece.reasoning.clear();
       // parallel_tool_calls false: only the first tool call (index 0) is sent, as vLLM's; the
       // later ones still count, so the finish reason stays "tool_calls".
       const size_t num_calls = piece.tool_calls.size();

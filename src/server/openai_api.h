@@ -92,6 +92,9 @@ struct ApiRequest {
   // chat: parallel_tool_calls false returns at most one tool call per choice (the first), as
   // vLLM's; the finish reason stays "tool_calls".
   bool parallel_tool_calls = true;
+  // chat, with a reasoning parser: false leaves the reasoning out of the response (vLLM's
+  // include_reasoning; it still counts in usage's reasoning_tokens).
+  bool include_reasoning = true;
   // completions: `logprobs` N (top N per token); chat: `logprobs` true with `top_logprobs` N.
   std::optional<int64_t> logprobs;
   bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N" (vLLM's extension)

@@ -157,9 +157,9 @@ TEST(OpenAiApiTest, ResultChangingFieldsAreHonouredOrRefusedByName) {
     }
   }
   const std::vector<std::pair<std::string, std::string>> chat_refused = {
-      {R"("add_special_tokens": true)", "add_special_tokens"},
-      {R"("include_reasoning": false)", "include_reasoning"},
-      {R"("documents": [{"text": "d"}])", "documents"},
+      {R"("add_special_tokens": "yes")", "add_special_tokens"},
+      {R"("include_reasoning": 0)", "include_reasoning"},
+      {R"("documents": {"text": "d"})", "documents"},
       {R"("chat_template": 7)", "chat_template"},
       {R"("parallel_tool_calls": "no")", "parallel_tool_calls"},
       {R"("stream_options": {"continuous_usage_stats": true})", "stream_options"},  // only with stream

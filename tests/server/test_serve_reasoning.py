@@ -128,6 +128,19 @@ def test_qwen3_enable_thinking_off_is_all_content(qwen3):
     assert "reasoning" in message  # the field is there, null
 
 
+def test_include_reasoning_false_leaves_the_reasoning_out(qwen3):
+    """vLLM's include_reasoning: false drops the reasoning from the message and the stream; the
+    content and the usage (reasoning_tokens included) stay as they were."""
+    message, streamed = chat(qwen3, THOUGHT_THEN_ANSWER, include_reasoning=False)
+    expect(message, streamed, None, " It is.")
+    forced, _ = forced_fields(qwen3, THOUGHT_THEN_ANSWER)
+    body = {"model": NAME, "messages": MESSAGES, **forced}
+    with_reasoning = qwen3.post("/v1/chat/completions", body)[1]
+    without = qwen3.post("/v1/chat/completions", {**body, "include_reasoning": False})[1]
+    assert without["usage"] == with_reasoning["usage"]
+    assert without["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
+
+
 def test_qwen3_a_reply_cut_before_the_end_of_thinking_is_all_reasoning(qwen3):
     message, streamed = chat(qwen3, ["<think>", " Well", " Paris"])  # max_tokens stops it
     expect(message, streamed, " Well Paris", None)

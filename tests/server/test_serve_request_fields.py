@@ -324,3 +324,30 @@ def test_custom_roles_and_text_like_parts_as_vllm(server):
                  {"type": "refusal", "refusal": "Hello there"}):
         status, resp = chat([{"role": "user", "content": [part]}])
         assert status == 200 and resp["choices"][0]["message"] == plain, (part, resp)
+
+
+def test_chat_documents_reach_the_template_and_thinking_budget_minus_one_is_none(tmp_path):
+    """vLLM passes `documents` to the chat template (a template that does not read them is
+    unchanged), and thinking_token_budget -1 means no budget."""
+    s = Server("--trust-request-chat-template")
+    try:
+        template = "{% for d in documents %}[{{ d.title }}: {{ d.text }}]{% endfor %}{{ messages[-1].content }}"
+        body = {"model": NAME, "max_tokens": 1, "temperature": 0, "return_token_ids": True,
+                "messages": [{"role": "user", "content": "Question?"}]}
+        status, with_docs = s.post("/v1/chat/completions", {**body, "chat_template": template,
+                                                            "documents": [{"title": "A", "text": "alpha"},
+                                                                          {"title": "B", "text": "beta"}]})
+        assert status == 200, with_docs
+        status, text = s.post("/detokenize", {"model": NAME, "tokens": with_docs["prompt_token_ids"]})
+        assert text["prompt"] == "[A: alpha][B: beta]Question?"
+        status, plain = s.post("/v1/chat/completions", body)
+        status, ignored = s.post("/v1/chat/completions", {**body, "documents": [{"title": "A", "text": "alpha"}]})
+        assert status == 200 and ignored["prompt_token_ids"] == plain["prompt_token_ids"]
+        status, err = s.post("/v1/chat/completions", {**body, "documents": "alpha"})
+        assert status == 400 and err["error"]["param"] == "documents", err
+        status, none = s.post("/v1/chat/completions", {**body, "thinking_token_budget": -1})
+        assert status == 200 and none["choices"][0]["token_ids"] == plain["choices"][0]["token_ids"]
+        status, err = s.post("/v1/chat/completions", {**body, "thinking_token_budget": 10})
+        assert status == 400 and err["error"]["param"] == "thinking_token_budget", err
+    finally:
+        s.close()
