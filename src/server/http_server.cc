@@ -150,7 +150,8 @@ struct HttpServer::Impl {
 
   void check_model(const std::optional<std::string>& model) const {
     const std::vector<std::string>& aliases = options.served_model_aliases;
-    if (!model || *model == options.served_model_name || *model == options.model_path ||
+    // An empty name is no name (vLLM serves it as the served model, as when `model` is left out).
+    if (!model || model->empty() || *model == options.served_model_name || *model == options.model_path ||
         std::find(aliases.begin(), aliases.end(), *model) != aliases.end())
       return;
     // vLLM's words; the model's path on this machine is not told to clients.
@@ -315,6 +316,11 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
     // vLLM's qwen3 parser: a request that turns thinking off has no reasoning (output_parsers.h).
     request.parsers.thinking_disabled =
         options.reasoning_parser == "qwen3" && thinking_disabled(request.prompts[0].chat_template_kwargs);
+    // vLLM's rule: tools without tool_choice mean "auto", which needs the server's tool-call parser.
+    if (!options.enable_auto_tool_choice && !request.prompts[0].tools.empty() && !request.tool_choice_none)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
+                  "tool_choice");
     if (options.enable_auto_tool_choice && !request.prompts[0].tools.empty() && !request.tool_choice_none) {
       request.parsers.tool_call_parser = *tool_call_parser_named(options.tool_call_parser);
       request.parsers.tools = request.prompts[0].tools;

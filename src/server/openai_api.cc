@@ -139,6 +139,7 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
                                              "echo",
                                              "add_special_tokens",
                                              "include_reasoning",
+                                             "separate_reasoning",
                                              "reasoning_effort",
                                              "chat_template",
                                              "documents"};
@@ -248,6 +249,13 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
     if (present(body, "add_special_tokens"))
       in.chat_add_special_tokens =
           field("add_special_tokens", [&] { return json_bool(body["add_special_tokens"], "add_special_tokens"); });
+    if (present(body, "separate_reasoning"))
+      r.separate_reasoning =
+          field("separate_reasoning", [&] { return json_bool(body["separate_reasoning"], "separate_reasoning"); });
+    if (present(body, "prompt_token_ids"))  // vLLM's newest token input on chat
+      throw_bad_param("prompt_token_ids",
+                      "field 'prompt_token_ids' (token input on chat) is not supported by ditto yet; the request is "
+                      "refused rather than answered without it (give a token-id prompt to /v1/completions)");
     if (present(body, "include_reasoning"))
       r.include_reasoning =
           field("include_reasoning", [&] { return json_bool(body["include_reasoning"], "include_reasoning"); });
@@ -489,6 +497,10 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       std::string finish_reason = c.finish_reason;
       if (chat) {
         ChatMessageParts view = message_parts(c);
+        if (!request_.separate_reasoning) {
+          view.content = view.reasoning + view.content;
+          view.reasoning.clear();
+        }
         if (!request_.parallel_tool_calls && view.tool_calls.size() > 1) view.tool_calls.resize(1);
         Json message = {{"role", request_.response_role}};
         // Empty content is null beside tool calls or a reasoning parser (vLLM's `content or None`);
@@ -570,13 +582,17 @@ Json ApiFormatter::chunk(Json choice) const {
   return j;
 }
 
-Json ApiFormatter::chunk(Json choice, int64_t prompt_tokens, int64_t completion_tokens) const {
+Json ApiFormatter::chunk(Json choice, int64_t prompt_tokens, int64_t completion_tokens,
+                         int64_t reasoning_tokens) const {
   Json j = chunk(std::move(choice));
-  // vLLM's continuous usage: the chunk's prompt and its choice's tokens so far (no details).
-  if (request_.include_usage && request_.continuous_usage_stats)
+  // vLLM's continuous usage: the chunk's prompt and its choice's tokens so far, with the reasoning
+  // tokens so far when a reasoning parser is on.
+  if (request_.include_usage && request_.continuous_usage_stats) {
     j["usage"] = {{"prompt_tokens", prompt_tokens},
                   {"total_tokens", prompt_tokens + completion_tokens},
                   {"completion_tokens", completion_tokens}};
+    if (request_.parsers.reasoning) j["usage"]["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens}};
+  }
   return j;
 }
 
@@ -594,19 +610,21 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
     e.completion_tokens += static_cast<int64_t>(c.token_ids.size());
     count_reasoning(e.reasoning, c.token_ids);
     const int64_t index = static_cast<int64_t>(slot) * request_.params.n + c.index;
-    auto emit = [&](Json choice, int64_t completion_tokens) {
-      out.push_back(chunk(std::move(choice), stream.prompt_tokens, completion_tokens));
+    auto emit = [&](Json choice, int64_t completion_tokens, int64_t reasoning_tokens) {
+      out.push_back(chunk(std::move(choice), stream.prompt_tokens, completion_tokens, reasoning_tokens));
     };
-    if (chat && !e.started && !request_.echoed_message.empty()) {
-      // vLLM's echo: a chunk with the role, then one with the echoed message, then the reply.
-      for (Json delta :
-           {Json{{"role", request_.response_role}, {"content", ""}}, Json{{"content", request_.echoed_message}}})
+    if (chat && !e.started) {
+      // vLLM's first chunk holds the role alone (no token yet); with echo, the echoed message
+      // follows in a chunk of its own; then the reply.
+      std::vector<Json> deltas = {Json{{"role", request_.response_role}, {"content", ""}}};
+      if (!request_.echoed_message.empty()) deltas.push_back(Json{{"content", request_.echoed_message}});
+      for (Json& delta : deltas)
         emit({{"index", index},
               {"delta", std::move(delta)},
               {"logprobs", nullptr},
               {"finish_reason", nullptr},
               {"stop_reason", nullptr}},
-             0);
+             0, 0);
       e.started = true;
     }
     const bool finishing = !c.finish_reason.empty();
@@ -617,6 +635,10 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
     if (chat) {
       // What the report adds to the message (split by the engine's output parsers when on).
       ChatMessageParts piece = message_parts(c);
+      if (!request_.separate_reasoning) {
+        piece.content = piece.reasoning + piece.content;
+        piece.reasoning.clear();
+      }
       if (!request_.include_reasoning) piece.reasoning.clear();
       // parallel_tool_calls false: only the first tool call (index 0) is sent, as vLLM's; the
       // later ones still count, so the finish reason stays "tool_calls".
@@ -658,7 +680,7 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
     }
     e.started = true;
     e.finished = finishing;
-    emit(std::move(choice), e.completion_tokens);
+    emit(std::move(choice), e.completion_tokens, e.reasoning.tokens);
   }
   // A chat stream carries the prompt's ids once, in its slot's first chunk (beside the choices).
   if (chat && request_.return_token_ids && !stream.prompt_token_ids_sent && !out.empty()) {

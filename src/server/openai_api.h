@@ -95,6 +95,9 @@ struct ApiRequest {
   // chat, with a reasoning parser: false leaves the reasoning out of the response (vLLM's
   // include_reasoning; it still counts in usage's reasoning_tokens).
   bool include_reasoning = true;
+  // chat, with a reasoning parser: false puts the reasoning back in front of the content (vLLM's
+  // separate_reasoning).
+  bool separate_reasoning = true;
   // completions: `logprobs` N (top N per token); chat: `logprobs` true with `top_logprobs` N.
   std::optional<int64_t> logprobs;
   bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N" (vLLM's extension)
@@ -201,7 +204,8 @@ class ApiFormatter {
   nlohmann::ordered_json prompt_logprobs_json(const RequestOutput& r) const;
   nlohmann::ordered_json chunk(nlohmann::ordered_json choice) const;
   // A stream chunk of one choice; with continuous_usage_stats its usage is these counts.
-  nlohmann::ordered_json chunk(nlohmann::ordered_json choice, int64_t prompt_tokens, int64_t completion_tokens) const;
+  nlohmann::ordered_json chunk(nlohmann::ordered_json choice, int64_t prompt_tokens, int64_t completion_tokens,
+                               int64_t reasoning_tokens) const;
   // The request's seed (the server draws one for a request without), as every body reports it.
   nlohmann::ordered_json seed_json() const;
   // A logprob entry's token as the API shows it: its text, or "token_id:N" (return_tokens_as_token_ids).

@@ -141,6 +141,29 @@ def test_include_reasoning_false_leaves_the_reasoning_out(qwen3):
     assert without["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
 
 
+def test_separate_reasoning_false_puts_the_reasoning_back_in_the_content(qwen3):
+    message, streamed = chat(qwen3, THOUGHT_THEN_ANSWER, separate_reasoning=False)
+    expect(message, streamed, None, " Well Paris It is.")
+    status, err = qwen3.post("/v1/chat/completions", {"model": NAME, "messages": MESSAGES, "separate_reasoning": "x"})
+    assert status == 400 and err["error"]["param"] == "separate_reasoning", err
+
+
+def test_a_stream_opens_with_the_role_alone_and_counts_reasoning_as_it_goes(qwen3):
+    """vLLM's first chunk holds only the role; continuous usage carries the reasoning tokens so far."""
+    forced, ids = forced_fields(qwen3, THOUGHT_THEN_ANSWER)
+    events = qwen3.stream("/v1/chat/completions", {
+        "model": NAME, "messages": MESSAGES, **forced, "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
+    chunks = [e for e in events if e != "[DONE]" and e["choices"]]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chunks[0]["usage"]["completion_tokens"] == 0
+    assert all("role" not in c["choices"][0]["delta"] for c in chunks[1:])
+    reasoning = [c["usage"]["completion_tokens_details"]["reasoning_tokens"] for c in chunks]
+    assert reasoning == sorted(reasoning) and reasoning[-1] > 0
+    final = [e for e in events if e != "[DONE]" and not e["choices"]][-1]
+    assert final["usage"]["completion_tokens_details"]["reasoning_tokens"] == reasoning[-1]
+
+
 def test_qwen3_a_reply_cut_before_the_end_of_thinking_is_all_reasoning(qwen3):
     message, streamed = chat(qwen3, ["<think>", " Well", " Paris"])  # max_tokens stops it
     expect(message, streamed, " Well Paris", None)

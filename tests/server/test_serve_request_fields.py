@@ -351,3 +351,17 @@ def test_chat_documents_reach_the_template_and_thinking_budget_minus_one_is_none
         assert status == 400 and err["error"]["param"] == "thinking_token_budget", err
     finally:
         s.close()
+
+
+def test_an_empty_model_name_is_the_served_model_and_chat_token_input_is_refused(server):
+    status, resp = server.post("/v1/chat/completions", {"model": "", "max_tokens": 2,
+                                                        "messages": [{"role": "user", "content": "Hi"}]})
+    assert status == 200 and resp["model"] == NAME, resp
+    status, err = server.post("/v1/chat/completions", {"model": NAME, "max_tokens": 2, "prompt_token_ids": [1, 2],
+                                                       "messages": [{"role": "user", "content": "Hi"}]})
+    assert status == 400 and err["error"]["param"] == "prompt_token_ids", err
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    status, err = server.post("/v1/chat/completions", {"model": NAME, "max_tokens": 2, "tools": tools,
+                                                       "messages": [{"role": "user", "content": "Hi"}]})
+    assert status == 400 and err["error"]["param"] == "tool_choice" and "--enable-auto-tool-choice" in \
+        err["error"]["message"], err
