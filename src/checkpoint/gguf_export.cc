@@ -33,8 +33,10 @@ using nlohmann::json;
 // LlamaFileType and GGML_QUANT_VERSION (gguf-py/gguf/constants.py).
 constexpr uint32_t kFileTypeAllF32 = 0, kFileTypeMostlyF16 = 1, kFileTypeMostlyBF16 = 32;
 // llama_ftype (llama.h) of the quantized outtypes.
-constexpr uint32_t kFileTypeMostlyQ4_0 = 2, kFileTypeMostlyQ4_1 = 3, kFileTypeMostlyQ8_0 = 7,
-                   kFileTypeMostlyQ4_K_S = 14, kFileTypeMostlyQ6_K = 18;
+constexpr uint32_t kFileTypeMostlyQ4_0 = 2, kFileTypeMostlyQ4_1 = 3, kFileTypeMostlyQ8_0 = 7, kFileTypeMostlyQ5_0 = 8,
+                   kFileTypeMostlyQ5_1 = 9, kFileTypeMostlyQ2_K = 10, kFileTypeMostlyQ3_K_S = 11,
+                   kFileTypeMostlyQ4_K_S = 14, kFileTypeMostlyQ5_K_S = 16, kFileTypeMostlyQ6_K = 18,
+                   kFileTypeMostlyIQ4_NL = 25, kFileTypeMostlyIQ4_XS = 30;
 constexpr uint32_t kQuantizationVersion = 2;
 
 std::string join(const std::vector<std::string>& items) {
@@ -131,29 +133,13 @@ struct TensorPlan {
 // Qwen2MoeModel.modify_tensors merges them (torch.stack over the expert index, yielding down_proj,
 // gate_proj, up_proj): one [num_experts, out_features, in_features] tensor per projection.
 // The type a weight matrix of `cols` columns is written in for `outtype` (kNone: as the checkpoint
-// stores it). Rows that a K-quant's 256-value blocks do not divide fall back to Q8_0, as
-// llama-quantize falls back for them.
+// stores it). Rows that a 256-value block does not divide fall back to Q8_0, as llama-quantize
+// falls back for them (its per-type choices, e.g. IQ4_XS → IQ4_NL, come with the mixes).
 GgmlType matrix_type(QuantType outtype, GgmlType stored, int64_t cols) {
-  switch (outtype) {
-    case QuantType::kNone: return stored;
-    case QuantType::kQ8_0: return cols % 32 == 0 ? GgmlType::kQ8_0 : stored;
-    case QuantType::kQ4_0: return cols % 32 == 0 ? GgmlType::kQ4_0 : stored;
-    case QuantType::kQ4_1: return cols % 32 == 0 ? GgmlType::kQ4_1 : stored;
-    case QuantType::kQ4_K: return cols % 256 == 0 ? GgmlType::kQ4_K : matrix_type(QuantType::kQ8_0, stored, cols);
-    case QuantType::kQ6_K: return cols % 256 == 0 ? GgmlType::kQ6_K : matrix_type(QuantType::kQ8_0, stored, cols);
-  }
-  return stored;
-}
-
-QuantType quant_of(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ8_0: return QuantType::kQ8_0;
-    case GgmlType::kQ4_0: return QuantType::kQ4_0;
-    case GgmlType::kQ4_1: return QuantType::kQ4_1;
-    case GgmlType::kQ4_K: return QuantType::kQ4_K;
-    case GgmlType::kQ6_K: return QuantType::kQ6_K;
-    default: return QuantType::kNone;
-  }
+  if (outtype == QuantType::kNone) return stored;
+  const int64_t block_size = quant_format(outtype).block_size;
+  if (cols % block_size == 0) return ggml_type_of(outtype);
+  return block_size > 32 ? matrix_type(QuantType::kQ8_0, stored, cols) : stored;
 }
 
 std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const GgufArchitecture& g, const WeightStore& store,
@@ -213,7 +199,7 @@ std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const GgufArchitectur
 void write_source(GgufWriter& w, const TensorPlan& p, const TensorInfo& t, const WeightStore& store) {
   if (ggml_type_is_quantized(p.spec.type)) {  // row by row: to f32, then GGML blocks
     const int64_t rows = t.shape[0], cols = t.numel() / rows;
-    const QuantType q = quant_of(p.spec.type);
+    const QuantType q = quant_type_of(p.spec.type);
     std::vector<float> row(static_cast<size_t>(cols));
     std::vector<uint8_t> blocks(static_cast<size_t>(quant_row_bytes(q, cols)));
     const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(t.dtype);
@@ -353,6 +339,13 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
     case QuantType::kQ4_1: file_type = kFileTypeMostlyQ4_1; break;
     case QuantType::kQ4_K: file_type = kFileTypeMostlyQ4_K_S; break;
     case QuantType::kQ6_K: file_type = kFileTypeMostlyQ6_K; break;
+    case QuantType::kQ5_0: file_type = kFileTypeMostlyQ5_0; break;
+    case QuantType::kQ5_1: file_type = kFileTypeMostlyQ5_1; break;
+    case QuantType::kQ5_K: file_type = kFileTypeMostlyQ5_K_S; break;
+    case QuantType::kQ3_K: file_type = kFileTypeMostlyQ3_K_S; break;
+    case QuantType::kQ2_K: file_type = kFileTypeMostlyQ2_K; break;
+    case QuantType::kIQ4_NL: file_type = kFileTypeMostlyIQ4_NL; break;
+    case QuantType::kIQ4_XS: file_type = kFileTypeMostlyIQ4_XS; break;
   }
 
   // Writing over one of the model's own files would truncate weights that are still being read

@@ -1,6 +1,7 @@
 #include "checkpoint/gguf_types.h"
 
 #include <array>
+#include <utility>
 
 #include "core/error.h"
 
@@ -12,8 +13,9 @@ struct TypeEntry {
   GgmlTypeTraits traits;
 };
 
-// ggml.c type_traits: blck_size and type_size.
-constexpr std::array<TypeEntry, 8> kTypes{{
+// ggml.c type_traits: blck_size and type_size (the quantized ones as kernels/quant.h's formats,
+// checked by the test).
+constexpr std::array<TypeEntry, 15> kTypes{{
     {GgmlType::kF32, {"F32", 1, 4}},
     {GgmlType::kF16, {"F16", 1, 2}},
     {GgmlType::kBF16, {"BF16", 1, 2}},
@@ -22,7 +24,24 @@ constexpr std::array<TypeEntry, 8> kTypes{{
     {GgmlType::kQ4_1, {"Q4_1", 32, 20}},
     {GgmlType::kQ4_K, {"Q4_K", 256, 144}},
     {GgmlType::kQ6_K, {"Q6_K", 256, 210}},
+    {GgmlType::kQ5_0, {"Q5_0", 32, 22}},
+    {GgmlType::kQ5_1, {"Q5_1", 32, 24}},
+    {GgmlType::kQ5_K, {"Q5_K", 256, 176}},
+    {GgmlType::kQ3_K, {"Q3_K", 256, 110}},
+    {GgmlType::kQ2_K, {"Q2_K", 256, 84}},
+    {GgmlType::kIQ4_NL, {"IQ4_NL", 32, 18}},
+    {GgmlType::kIQ4_XS, {"IQ4_XS", 256, 136}},
 }};
+
+// GgmlType ↔ QuantType of the quantized types.
+constexpr std::pair<GgmlType, QuantType> kQuantTypes[] = {
+    {GgmlType::kQ8_0, QuantType::kQ8_0},     {GgmlType::kQ4_0, QuantType::kQ4_0},
+    {GgmlType::kQ4_1, QuantType::kQ4_1},     {GgmlType::kQ4_K, QuantType::kQ4_K},
+    {GgmlType::kQ6_K, QuantType::kQ6_K},     {GgmlType::kQ5_0, QuantType::kQ5_0},
+    {GgmlType::kQ5_1, QuantType::kQ5_1},     {GgmlType::kQ5_K, QuantType::kQ5_K},
+    {GgmlType::kQ3_K, QuantType::kQ3_K},     {GgmlType::kQ2_K, QuantType::kQ2_K},
+    {GgmlType::kIQ4_NL, QuantType::kIQ4_NL}, {GgmlType::kIQ4_XS, QuantType::kIQ4_XS},
+};
 
 }  // namespace
 
@@ -92,6 +111,19 @@ std::string supported_ggml_types() {
   std::string out;
   for (const TypeEntry& e : kTypes) out += (out.empty() ? "" : ", ") + std::string(e.traits.name);
   return out;
+}
+
+QuantType quant_type_of(GgmlType t) {
+  for (const auto& [g, q] : kQuantTypes)
+    if (g == t) return q;
+  return QuantType::kNone;
+}
+
+GgmlType ggml_type_of(QuantType t) {
+  for (const auto& [g, q] : kQuantTypes)
+    if (q == t) return g;
+  DITTO_CHECK(false) << "ggml_type_of: not a quantized type";
+  return GgmlType::kF32;
 }
 
 int64_t ggml_nbytes(GgmlType type, const int64_t* ne, int n_dims) {

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/dtype.h"
+#include "kernels/quant.h"
 
 namespace ditto {
 
@@ -39,9 +40,16 @@ enum class GgmlType : uint32_t {
   kF16 = 1,
   kQ4_0 = 2,
   kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
   kQ8_0 = 8,
+  kQ2_K = 10,
+  kQ3_K = 11,
   kQ4_K = 12,
+  kQ5_K = 13,
   kQ6_K = 14,
+  kIQ4_NL = 20,
+  kIQ4_XS = 23,
   kBF16 = 30,
 };
 
@@ -63,8 +71,12 @@ bool ggml_type_is_quantized(GgmlType t);
 GgmlType ggml_type_of(DType t);  // the same bits: F32, F16, BF16
 // The DType of a float GgmlType. Error(kInvalidArgument) for a quantized type.
 DType dtype_of(GgmlType t);
-// "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K": for messages.
+// "F32, F16, BF16, Q8_0, Q4_0, ...": every type the reader parses, for messages.
 std::string supported_ggml_types();
+
+// The block format of a quantized GgmlType (kernels/quant.h), kNone for a float type; and back.
+QuantType quant_type_of(GgmlType t);
+GgmlType ggml_type_of(QuantType t);  // t must not be kNone
 
 // Bytes of a tensor of `type` with ne = {ne0, ne1, ...} (innermost first); nullopt-like -1 when
 // ne0 is not a multiple of the block size or the size overflows 64 bits.

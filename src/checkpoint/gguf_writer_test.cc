@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "checkpoint/gguf_reader.h"
 #include "checkpoint/gguf_test_reader.h"
 #include "core/test_support.h"
 
@@ -312,6 +313,48 @@ TEST(GgufWriter, TypeHelpers) {
   EXPECT_EQ(ggml_type_size(GgmlType::kF32), 4u);
   EXPECT_EQ(ggml_type_name(GgmlType::kF16), "F16");
   EXPECT_EQ((GgufTensorSpec{"t", GgmlType::kBF16, {3, 4}}.nbytes()), 24u);
+}
+
+// The quantized types: ggml.h's numbers and names, kernels/quant.h's block geometry, and a file
+// holding one tensor of each written and parsed back by the reader.
+TEST(GgufWriter, QuantizedTypesAreGgmlsNumbersWithTheBlockFormatsGeometry) {
+  const std::vector<std::pair<uint32_t, std::string>> ids = {
+      {2, "Q4_0"},  {3, "Q4_1"},  {6, "Q5_0"},  {7, "Q5_1"},  {8, "Q8_0"},    {10, "Q2_K"},
+      {11, "Q3_K"}, {12, "Q4_K"}, {13, "Q5_K"}, {14, "Q6_K"}, {20, "IQ4_NL"}, {23, "IQ4_XS"}};
+  TempDir dir;
+  const std::string path = dir.file("q.gguf");
+  {
+    GgufWriter w(path);
+    for (const auto& [id, name] : ids) {
+      const GgmlTypeTraits* traits = ggml_type_traits(id);
+      ASSERT_NE(traits, nullptr) << name;
+      const auto type = static_cast<GgmlType>(id);
+      const QuantType q = quant_type_of(type);
+      EXPECT_EQ(traits->name, name);
+      EXPECT_EQ(quant_format(q).name, name);
+      EXPECT_EQ(traits->block_size, quant_format(q).block_size) << name;
+      EXPECT_EQ(traits->block_bytes, quant_format(q).block_bytes) << name;
+      EXPECT_EQ(ggml_type_of(q), type) << name;
+      EXPECT_TRUE(ggml_type_is_quantized(type)) << name;
+      EXPECT_NE(supported_ggml_types().find(name), std::string::npos) << name;
+      w.add_tensor({name, type, {3, 2 * traits->block_size}});
+    }
+    for (const GgufTensorSpec& t : w.tensors()) {
+      const std::vector<uint8_t> bytes = pattern(t.nbytes(), 1);
+      w.write_tensor_data(bytes.data(), bytes.size());
+    }
+    w.finish();
+  }
+  for (uint32_t unknown : {4u, 5u, 9u, 15u, 16u, 21u, 22u, 24u, 39u})
+    EXPECT_EQ(ggml_type_traits(unknown), nullptr) << unknown;
+  const auto g = GgufFile::open(path);
+  for (const auto& [id, name] : ids) {
+    const GgufTensor* t = g->find_tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(static_cast<uint32_t>(t->type), id);
+    EXPECT_EQ(t->row_bytes(), static_cast<size_t>(2 * ggml_type_traits(id)->block_bytes)) << name;
+    EXPECT_EQ(t->nbytes, 3 * t->row_bytes()) << name;
+  }
 }
 
 }  // namespace

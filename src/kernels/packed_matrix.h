@@ -61,7 +61,8 @@ struct PackedMatrix {
 // quant type) into one matrix, e.g. q_proj, k_proj, v_proj into one QKV weight. Concatenation
 // along n leaves every output's reduction unchanged, so fused and separate projections give
 // identical bits. Throws Error(kInvalidArgument) if the parts disagree on k, dtype or quant type
-// (naming both), or if a quantized part's k is not a multiple of its block size. pool may be null.
+// (naming both), if a quantized part's k is not a multiple of its block size, or if its type has no
+// GEMM kernels yet (quant_gemm_supported; the message names the type). pool may be null.
 // Packing runs in chunks of rows; after each chunk `on_rows_packed(part, row_begin, row_end)` (if
 // set) is told which source rows of which part will not be read again, so a caller packing from
 // a memory map can drop those pages and keep peak memory near the packed size.

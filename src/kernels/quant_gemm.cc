@@ -45,6 +45,25 @@ inline int nib_shift(int i) { return (i % 8) < 4 ? 0 : 4; }
 
 int64_t quant_panel_block_bytes(QuantType type) { return kPanelWidth * quant_format(type).block_bytes; }
 
+bool quant_gemm_supported(QuantType type) {
+  switch (type) {
+    case QuantType::kQ8_0:
+    case QuantType::kQ4_0:
+    case QuantType::kQ4_1:
+    case QuantType::kQ4_K:
+    case QuantType::kQ6_K: return true;
+    case QuantType::kQ5_0:
+    case QuantType::kQ5_1:
+    case QuantType::kQ5_K:
+    case QuantType::kQ3_K:
+    case QuantType::kQ2_K:
+    case QuantType::kIQ4_NL:
+    case QuantType::kIQ4_XS:
+    case QuantType::kNone: break;
+  }
+  return false;
+}
+
 void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth], uint8_t* dst) {
   // Word at a time: four consecutive values of a row are one 32-bit lane of the panel block, and
   // four consecutive GGML bytes hold four consecutive values' nibbles (or 2-bit fields) at one
@@ -111,7 +130,14 @@ void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth
           store32(sub + kQ6KHi + 4 * lane, hi);
         }
         break;
-      case QuantType::kNone: DITTO_CHECK(false) << "pack_quant_panel_block: not quantized";
+      case QuantType::kQ5_0:
+      case QuantType::kQ5_1:
+      case QuantType::kQ5_K:
+      case QuantType::kQ3_K:
+      case QuantType::kQ2_K:
+      case QuantType::kIQ4_NL:
+      case QuantType::kIQ4_XS:
+      case QuantType::kNone: DITTO_CHECK(false) << "pack_quant_panel_block: no kernels for " << quant_format(type).name;
     }
   }
 }
@@ -158,9 +184,16 @@ void unpack_quant_panel_block(QuantType type, const uint8_t* pb, int lane, uint8
         b[128 + p.qh] |= static_cast<uint8_t>(hi << p.hbit);
       }
       return;
+    case QuantType::kQ5_0:
+    case QuantType::kQ5_1:
+    case QuantType::kQ5_K:
+    case QuantType::kQ3_K:
+    case QuantType::kQ2_K:
+    case QuantType::kIQ4_NL:
+    case QuantType::kIQ4_XS:
     case QuantType::kNone: break;
   }
-  DITTO_CHECK(false) << "unpack_quant_panel_block: not quantized";
+  DITTO_CHECK(false) << "unpack_quant_panel_block: no kernels for " << quant_format(type).name;
 }
 
 // ---- Activation quantization (shared by every path) ----------------------------------------------
@@ -278,7 +311,14 @@ DITTO_PORTABLE_HOT void decode_panel_block(QuantType type, const uint8_t* pb, De
           out->v[l][e] = static_cast<int16_t>((nib(sub, u, l) | (hi << 4)) - 32);
         }
         break;
-      case QuantType::kNone: break;
+      case QuantType::kQ5_0:
+      case QuantType::kQ5_1:
+      case QuantType::kQ5_K:
+      case QuantType::kQ3_K:
+      case QuantType::kQ2_K:
+      case QuantType::kIQ4_NL:
+      case QuantType::kIQ4_XS:
+      case QuantType::kNone: DITTO_CHECK(false) << "decode_panel_block: no kernels for " << quant_format(type).name;
     }
   }
   if (type == QuantType::kQ4_1 || type == QuantType::kQ4_K) {
@@ -320,6 +360,13 @@ inline float block_step(QuantType type, const DecodedBlock& w, int l, const int8
       }
       return std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
     }
+    case QuantType::kQ5_0:
+    case QuantType::kQ5_1:
+    case QuantType::kQ5_K:
+    case QuantType::kQ3_K:
+    case QuantType::kQ2_K:
+    case QuantType::kIQ4_NL:
+    case QuantType::kIQ4_XS:
     case QuantType::kNone: break;
   }
   return acc;

@@ -30,6 +30,10 @@
 
 namespace ditto {
 
+// Whether the GEMM (and so pack_matrix) takes weights of `type`: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K. The
+// other formats of kernels/quant.h are defined (decoded, quantized) but have no kernels yet.
+bool quant_gemm_supported(QuantType type);
+
 // Bytes of one panel block (16 rows × one GGML block): 16 · block_bytes.
 int64_t quant_panel_block_bytes(QuantType type);
 

@@ -16,8 +16,13 @@ namespace ditto::quant_test {
 
 using test::Rng;
 
+// The types the GEMM multiplies (quant_gemm_supported).
 inline constexpr QuantType kAllQuant[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ4_K,
                                           QuantType::kQ6_K};
+// Every defined block format: the GEMM's, then those whose kernels are still to come.
+inline constexpr QuantType kQuantFormats[] = {
+    QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ4_K, QuantType::kQ6_K,   QuantType::kQ5_0,
+    QuantType::kQ5_1, QuantType::kQ5_K, QuantType::kQ3_K, QuantType::kQ2_K, QuantType::kIQ4_NL, QuantType::kIQ4_XS};
 inline constexpr uint32_t kCanonicalNan = 0x7FC00000u;
 
 // An f16 bit pattern as the double it stands for.
@@ -31,8 +36,8 @@ inline void put_f16(uint8_t* p, float v) {
 }
 
 // n rows of random GGML blocks: random bytes (every bit pattern of the integer fields is valid)
-// with the f16 scales replaced by finite values of both signs (Q4_K's d/dmin and Q6_K's d positive
-// as the quantizers make them; Q4_K min offsets are subtracted either way).
+// with the f16 scales replaced by finite values of both signs (the K-quants' d/dmin and Q6_K's d
+// positive as the quantizers make them; min offsets are subtracted either way).
 inline std::vector<uint8_t> random_rows(Rng& rng, QuantType t, int64_t n, int64_t k, float scale = 0.01f) {
   const QuantFormat& f = quant_format(t);
   std::vector<uint8_t> bytes(static_cast<size_t>(n * quant_row_bytes(t, k)));
@@ -52,6 +57,22 @@ inline std::vector<uint8_t> random_rows(Rng& rng, QuantType t, int64_t n, int64_
         put_f16(blk + 2, rng.uniform(0.1f, 1.0f) * scale / 16);
         break;
       case QuantType::kQ6_K: put_f16(blk + 208, rng.uniform(0.1f, 1.0f) * scale / 64); break;
+      case QuantType::kQ5_0: put_f16(blk, sign * rng.uniform(0.1f, 1.0f) * scale / 2); break;
+      case QuantType::kQ5_1:
+        put_f16(blk, rng.uniform(0.1f, 1.0f) * scale / 2);
+        put_f16(blk + 2, sign * rng.uniform(0.0f, 8.0f) * scale);
+        break;
+      case QuantType::kQ5_K:
+        put_f16(blk, rng.uniform(0.1f, 1.0f) * scale / 32);
+        put_f16(blk + 2, rng.uniform(0.1f, 1.0f) * scale / 32);
+        break;
+      case QuantType::kQ3_K: put_f16(blk + 108, sign * rng.uniform(0.1f, 1.0f) * scale / 32); break;
+      case QuantType::kQ2_K:
+        put_f16(blk + 80, rng.uniform(0.1f, 1.0f) * scale / 8);
+        put_f16(blk + 82, rng.uniform(0.1f, 1.0f) * scale / 8);
+        break;
+      case QuantType::kIQ4_NL: put_f16(blk, sign * rng.uniform(0.1f, 1.0f) * scale / 64); break;
+      case QuantType::kIQ4_XS: put_f16(blk, sign * rng.uniform(0.1f, 1.0f) * scale / 1024); break;
       case QuantType::kNone: break;
     }
   }

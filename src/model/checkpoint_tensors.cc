@@ -40,17 +40,6 @@ class SafetensorsTensors final : public CheckpointTensors {
   const WeightStore& store_;
 };
 
-QuantType quant_type_of(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ8_0: return QuantType::kQ8_0;
-    case GgmlType::kQ4_0: return QuantType::kQ4_0;
-    case GgmlType::kQ4_1: return QuantType::kQ4_1;
-    case GgmlType::kQ4_K: return QuantType::kQ4_K;
-    case GgmlType::kQ6_K: return QuantType::kQ6_K;
-    default: return QuantType::kNone;
-  }
-}
-
 class GgufTensors final : public CheckpointTensors {
  public:
   GgufTensors(const GgufFile& g, const ModelConfig& c) : g_(g), c_(c) {}
