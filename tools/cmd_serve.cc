@@ -318,7 +318,13 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--return-tokens-as-token-ids", o->server.return_tokens_as_token_ids,
                 "Logprob tokens as \"token_id:N\" in every response (vLLM's flag)");
   cmd->add_flag("--enable-force-include-usage", o->server.enable_force_include_usage,
-                "Every streamed response ends with a usage chunk, asked for or not (vLLM's flag)");
+                "Every streamed chunk carries the usage so far and the stream ends with a usage chunk, asked for or "
+                "not (current vLLM's flag)");
+  cmd->add_option("--chat-template-content-format", o->server.chat_template_content_format,
+                  "How chat message content reaches the template (vLLM's flag): string (text parts joined), openai "
+                  "(a list of parts, extra fields kept) or auto (openai when the template loops over a message's "
+                  "content)")
+      ->check(CLI::IsMember({"auto", "string", "openai"}));
   cmd->add_flag("--exclude-tools-when-tool-choice-none", o->server.exclude_tools_when_tool_choice_none,
                 "tool_choice \"none\" leaves the tools out of the prompt (vLLM's flag; by default they stay and no "
                 "tool calls are returned)");

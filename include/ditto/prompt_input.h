@@ -27,7 +27,11 @@ struct PromptInput {
   std::string chat_template = "";
   bool add_generation_prompt = true;    // chat: end with the assistant turn's opening
   bool continue_final_message = false;  // chat: continue the final (assistant) message instead
-  bool add_special_tokens = true;       // text: the tokenizer's BOS etc. (a rendered chat has its own)
+  // chat: how message content reaches the template (vLLM's --chat-template-content-format):
+  // "string" (text parts joined), "openai" (a list of parts, extra fields kept) or "auto" (openai
+  // when the template loops over a message's content, else string).
+  std::string chat_template_content_format = "auto";
+  bool add_special_tokens = true;  // text: the tokenizer's BOS etc. (a rendered chat has its own)
   // chat: the tokenizer's special tokens (BOS) added on top of what the rendered template holds
   // (vLLM's chat add_special_tokens; false, as vLLM's default).
   bool chat_add_special_tokens = false;

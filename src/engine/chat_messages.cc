@@ -11,7 +11,7 @@ namespace ditto {
 
 using Json = nlohmann::ordered_json;
 
-Json normalize_chat_messages(const Json& messages) {
+Json normalize_chat_messages(const Json& messages, ChatContentFormat format) {
   if (!messages.is_array() || messages.empty())
     throw_invalid_field("messages", "field 'messages' must be a non-empty array of messages");
   Json out = Json::array();
@@ -24,8 +24,11 @@ Json normalize_chat_messages(const Json& messages) {
       throw_invalid_field("messages", "field '" + name + ".role' must be a non-empty string");
     // content: a string, null (→ ""), or text parts (joined with newlines, as vLLM does for
     // text-only models).
+    const bool parts = format == ChatContentFormat::kOpenAi;
     if (!m.contains("content") || m["content"].is_null()) {
-      m["content"] = "";
+      m["content"] = parts ? Json::array() : Json("");
+    } else if (parts && m["content"].is_string()) {
+      m["content"] = Json::array({Json{{"type", "text"}, {"text", m["content"]}}});
     } else if (m["content"].is_array()) {
       std::string text;
       for (size_t k = 0; k < m["content"].size(); ++k) {
@@ -45,7 +48,7 @@ Json normalize_chat_messages(const Json& messages) {
         if (k > 0) text += '\n';
         text += part[key].get<std::string>();
       }
-      m["content"] = text;
+      if (!parts) m["content"] = text;  // kOpenAi: the parts as sent
     } else if (!m["content"].is_string()) {
       throw_invalid_field("messages", "field '" + name +
                                           ".content' must be a string, an array of text parts or null, got " +

@@ -53,7 +53,14 @@ std::string InputProcessor::render_chat(const PromptInput& p) const {
     throw_invalid_field("messages", "messages: the model has no chat template");
   }
   const ChatTemplate& chat_template = own ? *own : *chat_template_;
-  const nlohmann::ordered_json messages = normalize_chat_messages(parse_chat_field(*p.messages, "messages", nullptr));
+  const std::string& format = p.chat_template_content_format;
+  if (format != "auto" && format != "string" && format != "openai")
+    throw_invalid_field("chat_template_content_format",
+                        "chat_template_content_format must be auto, string or openai, got '" + format + "'");
+  const bool parts = format == "openai" || (format == "auto" && chat_template.reads_content_parts());
+  const nlohmann::ordered_json messages =
+      normalize_chat_messages(parse_chat_field(*p.messages, "messages", nullptr),
+                              parts ? ChatContentFormat::kOpenAi : ChatContentFormat::kString);
   const nlohmann::ordered_json tools = parse_chat_field(p.tools, "tools", nullptr);
   if (!tools.is_null() && !tools.is_array()) throw_invalid_field("tools", "tools must be a JSON array");
   const nlohmann::ordered_json kwargs =

@@ -312,6 +312,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
     request.include_usage = request.continuous_usage_stats = true;
   if (chat) {
     if (request.tool_choice_none && options.exclude_tools_when_tool_choice_none) request.prompts[0].tools.clear();
+    request.prompts[0].chat_template_content_format = options.chat_template_content_format;
     request.parsers.reasoning = !options.reasoning_parser.empty();
     // vLLM's qwen3 parser: a request that turns thinking off has no reasoning (output_parsers.h).
     request.parsers.thinking_disabled =
@@ -727,6 +728,7 @@ void HttpServer::Impl::handle_tokenize(const httplib::Request& req, httplib::Res
   };
   if (body.contains("messages")) {
     prompt.messages = body["messages"].dump();
+    prompt.chat_template_content_format = options.chat_template_content_format;
     // vLLM's: continue_final_message continues the last message instead of opening a new turn;
     // both given as true is refused.
     prompt.continue_final_message = flag("continue_final_message", false);

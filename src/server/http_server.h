@@ -85,6 +85,9 @@ struct ServerOptions {
   // A chat request's own `chat_template` (Jinja run on this server) is accepted (vLLM's
   // --trust-request-chat-template); without it such a request gets 400 naming chat_template.
   bool trust_request_chat_template = false;
+  // How chat message content reaches the template (vLLM's --chat-template-content-format): auto,
+  // string or openai (PromptInput::chat_template_content_format).
+  std::string chat_template_content_format = "auto";
   // GET /tokenizer_info (vLLM's --enable-tokenizer-info-endpoint): the tokenizer's configuration
   // (tokenizer_config.json as read, with its chat_template); off: the route is 404, as vLLM's.
   bool enable_tokenizer_info_endpoint = false;

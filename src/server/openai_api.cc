@@ -243,7 +243,8 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
     if (!present(body, "messages")) throw_bad_param("messages", "field 'messages' is required");
     PromptInput in;
     const Json messages = normalize_chat_messages(body["messages"]);  // checked here, so a bad one is a 400 naming it
-    in.messages = messages.dump();
+    // The parts as sent (extra fields too): the chat template's content format decides at rendering.
+    in.messages = normalize_chat_messages(body["messages"], ChatContentFormat::kOpenAi).dump();
     if (present(body, "chat_template"))  // whether the server trusts it is the server's call
       in.chat_template = field("chat_template", [&] { return json_string(body["chat_template"], "chat_template"); });
     if (present(body, "add_special_tokens"))

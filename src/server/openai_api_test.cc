@@ -372,12 +372,11 @@ TEST_F(FormatterTest, ChatShapes) {
   // The whole output in one report (as a step that produced it all would send).
   ApiFormatter s(req, *door_, "chatcmpl-1", 5, "m", {"Hello"});
   const std::vector<Json> chunks = s.stream_chunks(0, full);
-  ASSERT_EQ(chunks.size(), 2u);  // content, then the finish with an empty delta
+  ASSERT_EQ(chunks.size(), 2u);  // vLLM's: the role alone, then the content with the finish reason
   EXPECT_EQ(chunks[0]["object"], "chat.completion.chunk");
-  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["role"], "assistant");
-  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["content"], "Sure, é");
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"], (Json{{"role", "assistant"}, {"content", ""}}));
   EXPECT_TRUE(chunks[0]["choices"][0]["finish_reason"].is_null());
-  EXPECT_TRUE(chunks[1]["choices"][0]["delta"].empty());
+  EXPECT_EQ(chunks[1]["choices"][0]["delta"], (Json{{"content", "Sure, é"}}));
   EXPECT_EQ(chunks[1]["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(s.stream_chunks(0, full).empty());  // nothing new
 }
@@ -413,7 +412,7 @@ TEST_F(FormatterTest, ReturnTokenIdsStreamedAndNot) {
         }
         for (const Json& choice : chunk["choices"]) {
           for (const Json& id : choice["token_ids"]) ids[choice["index"].get<size_t>()].push_back(id.get<int32_t>());
-          if (choice.contains("prompt_token_ids")) {
+          if (choice.contains("prompt_token_ids") && !choice["prompt_token_ids"].is_null()) {
             EXPECT_EQ(choice["prompt_token_ids"], full.prompt_token_ids);
             ++prompt_ids_seen;
           }
@@ -423,10 +422,11 @@ TEST_F(FormatterTest, ReturnTokenIdsStreamedAndNot) {
     for (size_t c = 0; c < 2; ++c) EXPECT_EQ(ids[c], full.outputs[c].token_ids) << c;
     EXPECT_EQ(prompt_ids_seen, chat ? 1 : 2);  // chat: once; completions: each choice's first chunk
   }
-  // Off by default: no such fields.
+  // Off by default: null, as vLLM's.
   ApiRequest plain = parse(kCompletions, R"({"prompt": "Hello"})");
   const Json body = ApiFormatter(plain, *door_, "x-1", 5, "m", {"Hello"}).response({full});
-  EXPECT_FALSE(body["choices"][0].contains("token_ids"));
+  EXPECT_TRUE(body["choices"][0]["token_ids"].is_null());
+  EXPECT_TRUE(body["choices"][0]["prompt_token_ids"].is_null());
 }
 
 // usage.completion_tokens_details.reasoning_tokens: the tokens before `</think>` (the markers not
@@ -473,10 +473,10 @@ TEST_F(FormatterTest, ChatPromptLogprobsAreReturned) {
   EXPECT_EQ(last["rank"], 3);
   EXPECT_EQ(pl.back()[std::to_string(id + 1)]["rank"], 1);
   EXPECT_FALSE(body["choices"][0].contains("prompt_logprobs"));  // completions put them per choice
-  // Without the field, no key.
+  // Without the field, null (vLLM's).
   ApiRequest plain = parse(kChat, R"({"messages": [{"role": "user", "content": "hi"}]})");
-  EXPECT_FALSE(
-      ApiFormatter(plain, *door_, "chatcmpl-2", 5, "m", {"Hello"}).response({full}).contains("prompt_logprobs"));
+  EXPECT_TRUE(
+      ApiFormatter(plain, *door_, "chatcmpl-2", 5, "m", {"Hello"}).response({full})["prompt_logprobs"].is_null());
 }
 
 // With the reasoning and tool-call parsers on, streaming token by token sends the same

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "core/error.h"
@@ -162,6 +163,8 @@ std::shared_ptr<const jinja::Environment> hf_chat_template_environment() {
 void ChatTemplate::add_template(const std::string& name, const std::string& source_text,
                                 const std::string& display_name) {
   templates_.emplace_back(name, jinja::Template::parse(source_text, display_name, hf_chat_template_environment()));
+  static const std::regex loop_over_content(R"(for\s+\w+\s+in\s+\w+\s*(\.\s*content\b|\[\s*['"]content['"]\s*\]))");
+  reads_content_parts_ = reads_content_parts_ || std::regex_search(source_text, loop_over_content);
 }
 
 ChatTemplate ChatTemplate::with_template(const std::string& template_text, const std::string& source) const {

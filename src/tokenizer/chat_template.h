@@ -67,6 +67,12 @@ class ChatTemplate {
   // Names of the templates ("" for a single unnamed one).
   std::vector<std::string> template_names() const;
 
+  // Whether a template loops over a message's content as a list of parts (`{% for p in
+  // message.content %}` or `message['content']`): vLLM's "auto" content format then gives the
+  // template parts rather than a string. A look at the source text, as vLLM's detection looks at
+  // the template's loops.
+  bool reads_content_parts() const { return reads_content_parts_; }
+
  private:
   ChatTemplate() = default;
   void add_template(const std::string& name, const std::string& source_text, const std::string& display_name);
@@ -74,6 +80,7 @@ class ChatTemplate {
 
   std::vector<std::pair<std::string, jinja::Template>> templates_;
   std::vector<std::pair<std::string, nlohmann::ordered_json>> special_tokens_;
+  bool reads_content_parts_ = false;
 };
 
 // transformers' chat-template environment (see the top of this file). Shared and immutable.

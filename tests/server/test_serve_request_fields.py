@@ -365,3 +365,28 @@ def test_an_empty_model_name_is_the_served_model_and_chat_token_input_is_refused
                                                        "messages": [{"role": "user", "content": "Hi"}]})
     assert status == 400 and err["error"]["param"] == "tool_choice" and "--enable-auto-tool-choice" in \
         err["error"]["message"], err
+
+
+def test_a_template_that_loops_over_content_parts_gets_the_parts():
+    """vLLM's chat-template content format: "auto" gives a template that loops over a message's
+    content the parts as sent (their extra fields too); "string" joins them."""
+    template = ("{% for m in messages %}{% for p in m.content %}[{{ p.source_lang_code }}->{{ p.target_lang_code }}]"
+                "{{ p.text }}{% endfor %}{% endfor %}")
+    messages = [{"role": "user", "content": [{"type": "text", "text": "The fox", "source_lang_code": "en",
+                                              "target_lang_code": "es"}]}]
+    for flags, want in ((("--chat-template-content-format", "auto"), "[en->es]The fox"),
+                        (("--chat-template-content-format", "openai"), "[en->es]The fox")):
+        s = Server("--trust-request-chat-template", *flags)
+        try:
+            status, r = s.post("/v1/chat/completions", {"model": NAME, "max_tokens": 1, "return_token_ids": True,
+                                                        "chat_template": template, "messages": messages})
+            assert status == 200, r
+            text = s.post("/detokenize", {"model": NAME, "tokens": r["prompt_token_ids"]})[1]["prompt"]
+            assert text == want, (flags, text)
+            # A plain string content becomes one text part.
+            status, r = s.post("/v1/chat/completions", {"model": NAME, "max_tokens": 1, "return_token_ids": True,
+                                                        "chat_template": template,
+                                                        "messages": [{"role": "user", "content": "Hi"}]})
+            assert s.post("/detokenize", {"model": NAME, "tokens": r["prompt_token_ids"]})[1]["prompt"] == "[->]Hi"
+        finally:
+            s.close()

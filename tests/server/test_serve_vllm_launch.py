@@ -100,7 +100,8 @@ def test_tool_choice_none_keeps_the_tools_unless_vllms_flag_excludes_them():
         assert status == 200, resp
         return resp["usage"]["prompt_tokens"]
 
-    for flags, none_keeps_tools in (((), True), (("--exclude-tools-when-tool-choice-none",), False)):
+    auto = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")  # tools alone mean "auto"
+    for flags, none_keeps_tools in ((auto, True), ((*auto, "--exclude-tools-when-tool-choice-none"), False)):
         s = Server(*flags)
         try:
             without = prompt_tokens(s)
