@@ -54,6 +54,11 @@ const std::vector<UnimplementedField>& unimplemented_fields() {
       {"max_repetition_pattern_size", is_zero, "stopping on repeated token patterns"},
       {"min_repetition_pattern_size", is_zero, "stopping on repeated token patterns"},
       {"repetition_min_count", is_zero, "stopping on repeated token patterns"},
+      {"packed_top_logprobs", is_false, "top logprobs packed in base64"},
+      {"return_top_k_logprobs", is_false, "top logprobs packed in base64"},
+      {"stream_interval", is_one, "a chunk every stream_interval tokens"},
+      {"repetition_detection", is_empty, "stopping on repeated token patterns"},
+      {"watermarking", is_empty, "watermarked sampling"},
       {"kv_transfer_params", is_empty, "disaggregated serving's KV transfer"},
       {"ec_transfer_params", is_empty, "disaggregated serving's encoder-cache transfer"},
   };

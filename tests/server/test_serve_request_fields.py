@@ -249,11 +249,13 @@ def test_cache_salt_keeps_cached_prefixes_apart():
 def test_vllm_fields_ditto_cannot_honour_are_refused_by_name(server):
     for field, value in [("priority", 1), ("max_repetition_pattern_size", 4), ("repetition_min_count", 2),
                          ("kv_transfer_params", {"do_remote_decode": True}), ("multi_modal_data", {"image": "x"}),
-                         ("media_io_kwargs", {"video": {"num_frames": 4}})]:
+                         ("media_io_kwargs", {"video": {"num_frames": 4}}), ("packed_top_logprobs", True),
+                         ("stream_interval", 3), ("watermarking", {"key": 1})]:
         status, err = server.post("/v1/completions", {"model": NAME, "prompt": "x", field: value})
         assert status == 400 and err["error"]["param"] == field, (field, err)
     # Their no-op values are accepted, as vLLM's defaults.
-    for field, value in [("priority", 0), ("max_repetition_pattern_size", 0), ("kv_transfer_params", None)]:
+    for field, value in [("priority", 0), ("max_repetition_pattern_size", 0), ("kv_transfer_params", None),
+                         ("stream_interval", 1), ("packed_top_logprobs", False)]:
         complete(server, **{field: value})
 
 
