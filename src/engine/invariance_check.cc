@@ -421,7 +421,8 @@ SamplingParams contract_sampling_params(int64_t i) {
       p.temperature = 0.8f;
       p.seed = 1000 + static_cast<uint64_t>(i);
       p.n = 2;
-      p.logprobs = 0;  // the chosen tokens' only
+      p.logprobs = 0;                                    // the chosen tokens' only
+      p.cache_salt = "tenant-" + std::to_string(i % 2);  // salted prefixes beside unsalted ones
       break;
     case 2:
       p.temperature = 1.0f;
@@ -437,6 +438,7 @@ SamplingParams contract_sampling_params(int64_t i) {
       p.repetition_penalty = 1.2f;
       p.bad_words_token_ids = {{7}, {13, 5}, {2, 3, 4}};
       p.truncate_prompt_tokens = 100;
+      if (i % 2 == 1) p.truncation_side = "right";  // keeps the first 100
       break;
     case 4:
       p.temperature = 1.2f;
