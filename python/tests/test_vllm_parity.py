@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from ditto import LLM, SamplingParams
+from ditto import LLM, BeamSearchParams, SamplingParams
 
 # A prompt of 3 whole 16-token blocks and 2 more tokens: a second run finds 48 tokens cached.
 LONG = {"prompt_token_ids": list(range(2000, 2050))}
