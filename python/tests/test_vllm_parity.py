@@ -129,9 +129,9 @@ def test_cache_salt_in_a_prompt_dict_keeps_cached_prefixes_apart(model_dir):
     salt; the bits of the answer never depend on it."""
     llm = LLM(model=model_dir, kv_cache_memory="64MiB")
     params = SamplingParams(temperature=0.8, seed=5, max_tokens=6, logprobs=3)
-    first = llm.generate({"prompt": LONG, "cache_salt": "alice"}, params, use_tqdm=False)[0]
-    again = llm.generate({"prompt": LONG, "cache_salt": "alice"}, params, use_tqdm=False)[0]
-    other = llm.generate({"prompt": LONG, "cache_salt": "bob"}, params, use_tqdm=False)[0]
+    first = llm.generate({**LONG, "cache_salt": "alice"}, params, use_tqdm=False)[0]
+    again = llm.generate({**LONG, "cache_salt": "alice"}, params, use_tqdm=False)[0]
+    other = llm.generate({**LONG, "cache_salt": "bob"}, params, use_tqdm=False)[0]
     plain = llm.generate(LONG, params, use_tqdm=False)[0]
     assert (first.num_cached_tokens, again.num_cached_tokens, other.num_cached_tokens,
             plain.num_cached_tokens) == (0, 48, 0, 0)
@@ -140,6 +140,6 @@ def test_cache_salt_in_a_prompt_dict_keeps_cached_prefixes_apart(model_dir):
     same_bits(first, plain)
     for bad in ("", 5):
         with pytest.raises(ValueError, match="cache_salt"):
-            llm.generate({"prompt": LONG, "cache_salt": bad}, params, use_tqdm=False)
+            llm.generate({**LONG, "cache_salt": bad}, params, use_tqdm=False)
     with pytest.raises(ValueError, match="cache_salt"):
         llm.beam_search([{"prompt": "Hi", "cache_salt": "alice"}], BeamSearchParams(beam_width=2, max_tokens=2))
