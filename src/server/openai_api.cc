@@ -619,13 +619,15 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
       // follows in a chunk of its own; then the reply.
       std::vector<Json> deltas = {Json{{"role", request_.response_role}, {"content", ""}}};
       if (!request_.echoed_message.empty()) deltas.push_back(Json{{"content", request_.echoed_message}});
-      for (Json& delta : deltas)
-        emit({{"index", index},
-              {"delta", std::move(delta)},
-              {"logprobs", nullptr},
-              {"finish_reason", nullptr},
-              {"stop_reason", nullptr}},
-             0, 0);
+      for (Json& delta : deltas) {
+        Json choice = {{"index", index},
+                       {"delta", std::move(delta)},
+                       {"logprobs", nullptr},
+                       {"finish_reason", nullptr},
+                       {"stop_reason", nullptr}};
+        if (request_.return_token_ids) choice["token_ids"] = Json::array();  // no token in these
+        emit(std::move(choice), 0, 0);
+      }
       e.started = true;
     }
     const bool finishing = !c.finish_reason.empty();

@@ -411,6 +411,7 @@ TEST_F(FormatterTest, ReturnTokenIdsStreamedAndNot) {
           ++prompt_ids_seen;
         }
         for (const Json& choice : chunk["choices"]) {
+          ASSERT_TRUE(choice.contains("token_ids") && choice["token_ids"].is_array()) << choice.dump();
           for (const Json& id : choice["token_ids"]) ids[choice["index"].get<size_t>()].push_back(id.get<int32_t>());
           if (choice.contains("prompt_token_ids") && !choice["prompt_token_ids"].is_null()) {
             EXPECT_EQ(choice["prompt_token_ids"], full.prompt_token_ids);
