@@ -202,12 +202,6 @@ GgufWeight gguf_weight(const GgufFile& g, const ModelConfig& c, const TensorDesc
   if (!matrix && ggml_type_is_quantized(tensor->type))
     throw_invalid_argument(where + " is " + std::string(ggml_type_name(tensor->type)) +
                            "; norm weights and biases must be F32, F16 or BF16");
-  // Defined (kernels/quant.h, so the reader parses the file) but not yet multiplied: say so here,
-  // naming the tensor, rather than fail later in packing.
-  if (matrix && ggml_type_is_quantized(tensor->type) && !quant_gemm_supported(quant_type_of(tensor->type))) {
-    const std::string type(ggml_type_name(tensor->type));
-    throw_invalid_argument(where + " is " + type + ": " + type + " tensors are not supported yet (kernels pending)");
-  }
   GgufWeight w;
   w.tensor = tensor;
   w.type = tensor->type;

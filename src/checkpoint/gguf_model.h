@@ -60,8 +60,7 @@ int64_t llama_permuted_row(int64_t r, int64_t head_dim);
 
 // Locates `t` in `g`, checking its shape against the config and its type against its role.
 // Error(kInvalidArgument) naming the tensor: missing, a shape that disagrees with the metadata
-// (expected and actual), a quantized norm weight or bias, a matrix of a quantized type the GEMM has
-// no kernels for yet ("Q5_K tensors are not supported yet (kernels pending)").
+// (expected and actual), a quantized norm weight or bias.
 GgufWeight gguf_weight(const GgufFile& g, const ModelConfig& c, const TensorDesc& t);
 
 // gguf_weight for every tensor of `c`, before anything is loaded.

@@ -209,8 +209,9 @@ void expect_quant_paths_equal(const std::string& what, const std::function<std::
   }
 }
 
-constexpr QuantType kQuantTypes[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ4_K,
-                                     QuantType::kQ6_K};
+constexpr QuantType kQuantTypes[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1,   QuantType::kQ4_K,
+                                     QuantType::kQ6_K, QuantType::kQ5_0, QuantType::kQ5_1,   QuantType::kQ5_K,
+                                     QuantType::kQ3_K, QuantType::kQ2_K, QuantType::kIQ4_NL, QuantType::kIQ4_XS};
 
 // f16 bits of a scale drawn to hit the edges: ordinary, tiny normal, subnormal, zero, near the f16
 // maximum, ±inf, NaN.
@@ -247,9 +248,11 @@ std::vector<uint8_t> quant_rows(Rng& rng, QuantType t, int64_t n, int64_t k, int
     uint16_t d = mode == 1 ? adversarial_f16(rng) : f32_to_f16(rng.normal() * 0.01f);
     uint16_t m = mode == 1 ? adversarial_f16(rng) : f32_to_f16(rng.normal() * 0.01f);
     if (mode == 2) d = m = rng.next() % 2 ? 0x7bff : 0xfbff;
-    const int d_at = t == QuantType::kQ6_K ? 208 : 0;
+    const int d_at = t == QuantType::kQ6_K ? 208 : t == QuantType::kQ3_K ? 108 : t == QuantType::kQ2_K ? 80 : 0;
     std::memcpy(blk + d_at, &d, 2);
-    if (t == QuantType::kQ4_1 || t == QuantType::kQ4_K) std::memcpy(blk + 2, &m, 2);
+    if (t == QuantType::kQ4_1 || t == QuantType::kQ4_K || t == QuantType::kQ5_1 || t == QuantType::kQ5_K)
+      std::memcpy(blk + 2, &m, 2);
+    if (t == QuantType::kQ2_K) std::memcpy(blk + 82, &m, 2);
   }
   return bytes;
 }

@@ -131,9 +131,6 @@ PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool, 
   }
   if (out.quant != QuantType::kNone) {
     quant_row_bytes(out.quant, out.k);  // throws unless k is whole blocks
-    if (!quant_gemm_supported(out.quant))
-      throw_invalid_argument("pack_matrix: " + std::string(quant_format(out.quant).name) +
-                             " weights are not supported yet (kernels pending)");
   }
   const size_t es = dtype_size(out.dtype);
   const auto panel_bytes = static_cast<size_t>(out.panel_bytes());

@@ -6,7 +6,8 @@
 // broadcasts the pair x[m, kk], x[m, kk + 1]. An odd k's last pair ends in a zero.
 // Rows past n are zero-filled. Weights keep their stored dtype: packing copies bits, never rounds.
 // Quantized weights (quant != kNone, GGML block formats) are regrouped into panels of 16 rows as
-// kernels/quant_gemm.h describes, keeping every stored byte and adding none.
+// kernels/quant_gemm.h describes: Q8_0, Q4_0, Q4_1, Q4_K and Q6_K keep every stored byte and add
+// none; the other formats are held in a wider layout that keeps every value exactly.
 #pragma once
 
 #include <cstdint>
@@ -61,8 +62,7 @@ struct PackedMatrix {
 // quant type) into one matrix, e.g. q_proj, k_proj, v_proj into one QKV weight. Concatenation
 // along n leaves every output's reduction unchanged, so fused and separate projections give
 // identical bits. Throws Error(kInvalidArgument) if the parts disagree on k, dtype or quant type
-// (naming both), if a quantized part's k is not a multiple of its block size, or if its type has no
-// GEMM kernels yet (quant_gemm_supported; the message names the type). pool may be null.
+// (naming both), or if a quantized part's k is not a multiple of its block size. pool may be null.
 // Packing runs in chunks of rows; after each chunk `on_rows_packed(part, row_begin, row_end)` (if
 // set) is told which source rows of which part will not be read again, so a caller packing from
 // a memory map can drop those pages and keep peak memory near the packed size.

@@ -470,6 +470,98 @@ void unpack_block(QuantType type, const uint8_t* b, QuantBlockFields* out) {
   DITTO_CHECK(false) << "unpack_block: not a quantized type";
 }
 
+void pack_block(QuantType type, const QuantBlockFields& f, uint8_t* b) {
+  const QuantFormat& fmt = quant_format(type);
+  DITTO_CHECK(type != QuantType::kNone) << "pack_block: not a quantized type";
+  std::memset(b, 0, static_cast<size_t>(fmt.block_bytes));
+  const auto q = [&](int i) { return static_cast<int>(f.q[i]); };
+  switch (type) {
+    case QuantType::kQ8_0:
+      store_u16(b, f.d);
+      for (int i = 0; i < 32; ++i) b[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(q(i)));
+      return;
+    case QuantType::kQ4_0:
+    case QuantType::kQ4_1:
+    case QuantType::kIQ4_NL: {
+      const int off = type == QuantType::kQ4_1 ? 4 : 2;
+      store_u16(b, f.d);
+      if (type == QuantType::kQ4_1) store_u16(b + 2, f.m);
+      for (int i = 0; i < 32; ++i) put_nibble32(b + off, i, q(i) & 0x0f);
+      return;
+    }
+    case QuantType::kQ5_0:
+    case QuantType::kQ5_1: {
+      const int off = type == QuantType::kQ5_0 ? 2 : 4;
+      store_u16(b, f.d);
+      if (type == QuantType::kQ5_1) store_u16(b + 2, f.m);
+      uint32_t qh = 0;
+      for (int i = 0; i < 32; ++i) {
+        put_nibble32(b + off + 4, i, q(i) & 0x0f);
+        qh |= static_cast<uint32_t>((q(i) >> 4) & 1) << i;
+      }
+      std::memcpy(b + off, &qh, 4);
+      return;
+    }
+    case QuantType::kQ4_K:
+    case QuantType::kQ5_K: {
+      store_u16(b, f.d);
+      store_u16(b + 2, f.m);
+      int sc[8], m[8];
+      for (int j = 0; j < 8; ++j) sc[j] = f.sc[j], m[j] = f.mins[j];
+      pack_scale_min_k4(sc, m, b + 4);
+      uint8_t* qs = b + (type == QuantType::kQ4_K ? 16 : 48);
+      for (int e = 0; e < 256; ++e) {
+        const int j = e / 32, l = e % 32;
+        qs[32 * (j / 2) + l] |= static_cast<uint8_t>((q(e) & 0x0f) << (4 * (j % 2)));
+        if (type == QuantType::kQ5_K) b[16 + l] |= static_cast<uint8_t>(((q(e) >> 4) & 1) << j);
+      }
+      return;
+    }
+    case QuantType::kQ6_K:
+      for (int e = 0; e < 256; ++e) {
+        const Q6Pos p = q6_pos(e);
+        b[p.ql] |= static_cast<uint8_t>((q(e) & 0x0f) << p.shift);
+        b[128 + p.qh] |= static_cast<uint8_t>(((q(e) >> 4) & 3) << p.hbit);
+      }
+      for (int j = 0; j < 16; ++j) b[192 + j] = static_cast<uint8_t>(static_cast<int8_t>(f.sc[j]));
+      store_u16(b + 208, f.d);
+      return;
+    case QuantType::kQ3_K:
+      for (int e = 0; e < 256; ++e) {
+        const Q2Pos p = q2_pos(e);
+        b[32 + p.byte] |= static_cast<uint8_t>((q(e) & 3) << p.shift);
+        b[e % 32] |= static_cast<uint8_t>(((q(e) >> 2) & 1) << (e / 32));
+      }
+      for (int j = 0; j < 16; ++j) {
+        b[96 + j % 8] |= static_cast<uint8_t>((f.sc[j] & 0x0f) << (j < 8 ? 0 : 4));
+        b[96 + 8 + j % 4] |= static_cast<uint8_t>(((f.sc[j] >> 4) & 3) << (2 * (j / 4)));
+      }
+      store_u16(b + 108, f.d);
+      return;
+    case QuantType::kQ2_K:
+      for (int j = 0; j < 16; ++j) b[j] = static_cast<uint8_t>((f.sc[j] & 0x0f) | (f.mins[j] & 0x0f) << 4);
+      for (int e = 0; e < 256; ++e) {
+        const Q2Pos p = q2_pos(e);
+        b[16 + p.byte] |= static_cast<uint8_t>((q(e) & 3) << p.shift);
+      }
+      store_u16(b + 80, f.d);
+      store_u16(b + 82, f.m);
+      return;
+    case QuantType::kIQ4_XS: {
+      store_u16(b, f.d);
+      uint16_t scales_h = 0;
+      for (int j = 0; j < 8; ++j) {
+        b[4 + j / 2] |= static_cast<uint8_t>((f.sc[j] & 0x0f) << (4 * (j % 2)));
+        scales_h = static_cast<uint16_t>(scales_h | ((f.sc[j] >> 4) & 3) << (2 * j));
+        for (int i = 0; i < 32; ++i) put_nibble32(b + 8 + 16 * j, i, q(32 * j + i) & 0x0f);
+      }
+      store_u16(b + 2, scales_h);
+      return;
+    }
+    case QuantType::kNone: return;
+  }
+}
+
 void dequantize_row_f64(QuantType type, const void* blocks, int64_t k, double* out) {
   const QuantFormat& f = quant_format(type);
   const int64_t nb = quant_row_bytes(type, k) / f.block_bytes;

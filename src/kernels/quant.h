@@ -1,9 +1,7 @@
 // Quantized weight formats: llama.cpp's GGML block formats, byte for byte as GGUF files store them
 // (layouts: ggml/src/ggml-common.h; value formulas: the dequantize_row_* functions of
 // ggml/src/ggml-quants.c). A row of k weights is k / block_size consecutive blocks. All multi-byte
-// fields are little-endian; f16 is IEEE binary16. The GEMM (kernels/quant_gemm.h) reads Q8_0, Q4_0,
-// Q4_1, Q4_K and Q6_K; the others are defined here (decoding, reference quantizers) and their
-// kernels are still to come (quant_gemm_supported).
+// fields are little-endian; f16 is IEEE binary16. The GEMM (kernels/quant_gemm.h) multiplies all.
 //
 //   Q8_0  32 values, 34 bytes: f16 d; int8 qs[32].                       w_i = d·qs[i]
 //   Q4_0  32 values, 18 bytes: f16 d; uint8 qs[16].                      w_i = d·(q_i − 8)
@@ -98,6 +96,11 @@ struct QuantBlockFields {
 
 // Unpacks one block (block_bytes at `block`, possibly unaligned). type must not be kNone.
 void unpack_block(QuantType type, const uint8_t* block, QuantBlockFields* out);
+
+// Packs one block's fields into its GGML bytes (block_bytes at `block`): unpack_block's inverse, so
+// pack_block(unpack_block(b)) gives back b byte for byte (every bit of every format is a field).
+// Fields out of their type's range keep only the bits the format stores. type must not be kNone.
+void pack_block(QuantType type, const QuantBlockFields& fields, uint8_t* block);
 
 // Dequantizes one row: blocks → out[k] float64, exactly (every value of every format is a float64
 // number: a product has at most 11 + 8 + 6 significant bits, and the two terms of Q4_1, Q5_1 and the

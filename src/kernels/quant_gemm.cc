@@ -43,26 +43,118 @@ inline int nib_shift(int i) { return (i % 8) < 4 ? 0 : 4; }
 
 }  // namespace
 
-int64_t quant_panel_block_bytes(QuantType type) { return kPanelWidth * quant_format(type).block_bytes; }
-
-bool quant_gemm_supported(QuantType type) {
+QuantType quant_kernel_type(QuantType type) {
   switch (type) {
-    case QuantType::kQ8_0:
-    case QuantType::kQ4_0:
-    case QuantType::kQ4_1:
-    case QuantType::kQ4_K:
-    case QuantType::kQ6_K: return true;
     case QuantType::kQ5_0:
-    case QuantType::kQ5_1:
-    case QuantType::kQ5_K:
-    case QuantType::kQ3_K:
-    case QuantType::kQ2_K:
-    case QuantType::kIQ4_NL:
-    case QuantType::kIQ4_XS:
-    case QuantType::kNone: break;
+    case QuantType::kIQ4_NL: return QuantType::kQ8_0;
+    case QuantType::kQ3_K: return QuantType::kQ6_K;
+    case QuantType::kQ2_K: return QuantType::kQ5_K;
+    default: return type;
   }
-  return false;
 }
+
+int64_t quant_panel_block_bytes(QuantType type) {
+  switch (quant_kernel_type(type)) {
+    case QuantType::kQ5_1: return quant_layout::kQ51W + 512;
+    case QuantType::kQ5_K:
+    case QuantType::kIQ4_XS: return quant_layout::kK8Bytes;
+    default: return kPanelWidth * quant_format(quant_kernel_type(type)).block_bytes;
+  }
+}
+
+bool quant_gemm_supported(QuantType type) { return type != QuantType::kNone; }
+
+namespace {
+
+// A block of a type multiplied in another type's layout (quant_kernel_type), as a block of that
+// type holding the same values: Q5_0 → Q8_0 (q − 16), IQ4_NL → Q8_0 (kvalues_iq4nl[q]), Q3_K →
+// Q6_K (scale sc − 32, value q − 4 + 32). Exact: every value and scale keeps its integer.
+void transcode_block(QuantType type, const uint8_t* block, uint8_t* carrier_block) {
+  QuantBlockFields f, c;
+  unpack_block(type, block, &f);
+  c.d = f.d;
+  switch (type) {
+    case QuantType::kQ5_0:
+      for (int i = 0; i < 32; ++i) c.q[i] = static_cast<int16_t>(f.q[i] - 16);
+      break;
+    case QuantType::kIQ4_NL:
+      for (int i = 0; i < 32; ++i) c.q[i] = kIq4nlValues[f.q[i]];
+      break;
+    case QuantType::kQ3_K:
+      for (int e = 0; e < 256; ++e) c.q[e] = static_cast<int16_t>(f.q[e] + 28);
+      for (int j = 0; j < 16; ++j) c.sc[j] = static_cast<int16_t>(f.sc[j] - 32);
+      break;
+    default: DITTO_CHECK(false) << "transcode_block: " << quant_format(type).name;
+  }
+  pack_block(quant_kernel_type(type), c, carrier_block);
+}
+
+// transcode_block's inverse: the type's GGML block from its carrier block.
+void untranscode_block(QuantType type, const uint8_t* carrier_block, uint8_t* block) {
+  QuantBlockFields c, f;
+  unpack_block(quant_kernel_type(type), carrier_block, &c);
+  f.d = c.d;
+  switch (type) {
+    case QuantType::kQ5_0:
+      for (int i = 0; i < 32; ++i) f.q[i] = static_cast<int16_t>(c.q[i] + 16);
+      break;
+    case QuantType::kIQ4_NL:
+      for (int i = 0; i < 32; ++i)
+        f.q[i] = static_cast<int16_t>(std::find(std::begin(kIq4nlValues), std::end(kIq4nlValues), c.q[i]) -
+                                      std::begin(kIq4nlValues));
+      break;
+    case QuantType::kQ3_K:
+      for (int e = 0; e < 256; ++e) f.q[e] = static_cast<int16_t>(c.q[e] - 28);
+      for (int j = 0; j < 16; ++j) f.sc[j] = static_cast<int16_t>(c.sc[j] + 32);
+      break;
+    default: DITTO_CHECK(false) << "untranscode_block: " << quant_format(type).name;
+  }
+  pack_block(type, f, block);
+}
+
+// Q5_K, Q2_K and IQ4_XS as the K8 layout: per 16 values s an int8 scale and a u8 min, and each
+// value's signed integer v (q, or kvalues_iq4nl[q]) as v + 128. Q5_K's and IQ4_XS's scales (and
+// Q5_K's mins) cover 32 values: each is stored for both of its 16-value halves.
+void pack_k8_lane(QuantType type, const uint8_t* b, int lane, uint8_t* dst) {
+  using namespace quant_layout;
+  QuantBlockFields f;
+  unpack_block(type, b, &f);
+  std::memcpy(dst + 2 * lane, &f.d, 2);
+  std::memcpy(dst + kK8Dmin + 2 * lane, &f.m, 2);
+  const int per = type == QuantType::kQ2_K ? 1 : 2;  // 16-value sub-blocks per stored scale
+  for (int s = 0; s < 16; ++s) {
+    const int scale = type == QuantType::kIQ4_XS ? f.sc[s / per] - 32 : f.sc[s / per];
+    dst[kK8Scales + 16 * s + lane] = static_cast<uint8_t>(static_cast<int8_t>(scale));
+    dst[kK8Mins + 16 * s + lane] = static_cast<uint8_t>(f.mins[s / per]);
+  }
+  for (int i = 0; i < 256; ++i) {
+    const int v = type == QuantType::kIQ4_XS ? kIq4nlValues[f.q[i]] : f.q[i];
+    dst[kK8W + 64 * (i / 4) + 4 * lane + i % 4] = static_cast<uint8_t>(v + 128);
+  }
+}
+
+void unpack_k8_lane(QuantType type, const uint8_t* pb, int lane, uint8_t* b) {
+  using namespace quant_layout;
+  QuantBlockFields f;
+  std::memcpy(&f.d, pb + 2 * lane, 2);
+  std::memcpy(&f.m, pb + kK8Dmin + 2 * lane, 2);
+  const int per = type == QuantType::kQ2_K ? 1 : 2;
+  for (int s = 0; s < 16; s += per) {
+    const int scale = static_cast<int8_t>(pb[kK8Scales + 16 * s + lane]);
+    f.sc[s / per] = static_cast<int16_t>(type == QuantType::kIQ4_XS ? scale + 32 : scale);
+    f.mins[s / per] = pb[kK8Mins + 16 * s + lane];
+  }
+  for (int i = 0; i < 256; ++i) {
+    const int v = pb[kK8W + 64 * (i / 4) + 4 * lane + i % 4] - 128;
+    f.q[i] = static_cast<int16_t>(type == QuantType::kIQ4_XS
+                                      ? std::find(std::begin(kIq4nlValues), std::end(kIq4nlValues), v) -
+                                            std::begin(kIq4nlValues)
+                                      : v);
+  }
+  pack_block(type, f, b);
+}
+
+}  // namespace
 
 void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth], uint8_t* dst) {
   // Word at a time: four consecutive values of a row are one 32-bit lane of the panel block, and
@@ -80,10 +172,16 @@ void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth
   const auto nibble_pair = [](uint32_t a, uint32_t b, int shift) {
     return ((a >> shift) & 0x0f0f0f0fu) | (((b >> shift) & 0x0f0f0f0fu) << 4);
   };
+  const QuantType kind = quant_kernel_type(type);
+  uint8_t carrier[256];  // the lane's block transcoded into its carrier type (transcode_block)
   for (int lane = 0; lane < kPanelWidth; ++lane) {
     const uint8_t* b = src[lane];
     if (b == nullptr) continue;
-    switch (type) {
+    if (kind != type && kind != QuantType::kQ5_K) {
+      transcode_block(type, b, carrier);
+      b = carrier;
+    }
+    switch (kind) {
       case QuantType::kQ8_0:
         std::memcpy(dst + 2 * lane, b, 2);
         for (int g = 0; g < 8; ++g) store32(dst + kQ8W + 64 * g + 4 * lane, load32(b + 2 + 4 * g) ^ 0x80808080u);
@@ -130,20 +228,34 @@ void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth
           store32(sub + kQ6KHi + 4 * lane, hi);
         }
         break;
-      case QuantType::kQ5_0:
-      case QuantType::kQ5_1:
+      case QuantType::kQ5_1: {
+        QuantBlockFields f;
+        unpack_block(type, b, &f);
+        std::memcpy(dst + 2 * lane, &f.d, 2);
+        std::memcpy(dst + kQ51M + 2 * lane, &f.m, 2);
+        for (int i = 0; i < 32; ++i) dst[kQ51W + 64 * (i / 4) + 4 * lane + i % 4] = static_cast<uint8_t>(f.q[i]);
+        break;
+      }
       case QuantType::kQ5_K:
+      case QuantType::kIQ4_XS: pack_k8_lane(type, b, lane, dst); break;
+      case QuantType::kQ5_0:
       case QuantType::kQ3_K:
       case QuantType::kQ2_K:
       case QuantType::kIQ4_NL:
-      case QuantType::kIQ4_XS:
-      case QuantType::kNone: DITTO_CHECK(false) << "pack_quant_panel_block: no kernels for " << quant_format(type).name;
+      case QuantType::kNone: DITTO_CHECK(false) << "pack_quant_panel_block: " << quant_format(type).name;
     }
   }
 }
 
 void unpack_quant_panel_block(QuantType type, const uint8_t* pb, int lane, uint8_t* b) {
   using namespace quant_layout;
+  const QuantType kind = quant_kernel_type(type);
+  if (kind != type && kind != QuantType::kQ5_K) {
+    uint8_t carrier[256];
+    unpack_quant_panel_block(kind, pb, lane, carrier);
+    untranscode_block(type, carrier, b);
+    return;
+  }
   std::memset(b, 0, static_cast<size_t>(quant_format(type).block_bytes));
   switch (type) {
     case QuantType::kQ8_0:
@@ -184,23 +296,30 @@ void unpack_quant_panel_block(QuantType type, const uint8_t* pb, int lane, uint8
         b[128 + p.qh] |= static_cast<uint8_t>(hi << p.hbit);
       }
       return;
-    case QuantType::kQ5_0:
-    case QuantType::kQ5_1:
+    case QuantType::kQ5_1: {
+      QuantBlockFields f;
+      std::memcpy(&f.d, pb + 2 * lane, 2);
+      std::memcpy(&f.m, pb + kQ51M + 2 * lane, 2);
+      for (int i = 0; i < 32; ++i) f.q[i] = pb[kQ51W + 64 * (i / 4) + 4 * lane + i % 4];
+      pack_block(type, f, b);
+      return;
+    }
     case QuantType::kQ5_K:
-    case QuantType::kQ3_K:
     case QuantType::kQ2_K:
+    case QuantType::kIQ4_XS: unpack_k8_lane(type, pb, lane, b); return;
+    case QuantType::kQ5_0:
+    case QuantType::kQ3_K:
     case QuantType::kIQ4_NL:
-    case QuantType::kIQ4_XS:
     case QuantType::kNone: break;
   }
-  DITTO_CHECK(false) << "unpack_quant_panel_block: no kernels for " << quant_format(type).name;
+  DITTO_CHECK(false) << "unpack_quant_panel_block: " << quant_format(type).name;
 }
 
 // ---- Activation quantization (shared by every path) ----------------------------------------------
 
 ActLayout act_layout(QuantType weight, int64_t k) {
   ActLayout a;
-  a.k_blocks = weight == QuantType::kQ4_K || weight == QuantType::kQ6_K;
+  a.k_blocks = quant_format(weight).block_size == 256;
   a.block = a.k_blocks ? 256 : 32;
   a.nb = k / a.block;
   a.k = k;
@@ -262,13 +381,14 @@ constexpr uint32_t kCanonicalNan = 0x7FC00000u;
 
 // ---- Portable path: the definition ---------------------------------------------------------------
 
-// One panel block decoded for all 16 lanes into the integers the canonical formulas use.
+// One panel block decoded for all 16 lanes into the integers the canonical formulas use. `type` is
+// the layout's (quant_kernel_type): K8 stands for kQ5_K (and Q2_K), kIQ4_XS for itself.
 struct DecodedBlock {
-  float d[kPanelWidth];          // f16 d
-  float m[kPanelWidth];          // f16 m (Q4_1) or dmin (Q4_K)
-  int16_t v[kPanelWidth][256];   // Q8_0 w; Q4_0 q − 8; Q4_1, Q4_K q; Q6_K q − 32
-  int16_t sc[kPanelWidth][16];   // Q4_K [8] 0..63; Q6_K [16] −128..127
-  int16_t mins[kPanelWidth][8];  // Q4_K
+  float d[kPanelWidth];           // f16 d
+  float m[kPanelWidth];           // f16 m (Q4_1, Q5_1) or dmin (Q4_K, K8)
+  int16_t v[kPanelWidth][256];    // Q8_0 w; Q4_0 q − 8; Q4_1, Q5_1, Q4_K q; Q6_K q − 32; K8 w − 128
+  int16_t sc[kPanelWidth][16];    // Q4_K [8] 0..63; Q6_K, K8 [16] −128..127
+  int16_t mins[kPanelWidth][16];  // Q4_K [8]; K8 [16]
 };
 
 DITTO_PORTABLE_HOT void decode_panel_block(QuantType type, const uint8_t* pb, DecodedBlock* out) {
@@ -311,18 +431,31 @@ DITTO_PORTABLE_HOT void decode_panel_block(QuantType type, const uint8_t* pb, De
           out->v[l][e] = static_cast<int16_t>((nib(sub, u, l) | (hi << 4)) - 32);
         }
         break;
-      case QuantType::kQ5_0:
       case QuantType::kQ5_1:
+        for (int i = 0; i < 32; ++i) out->v[l][i] = pb[kQ51W + 64 * (i / 4) + 4 * l + i % 4];
+        break;
       case QuantType::kQ5_K:
+      case QuantType::kIQ4_XS:
+        for (int j = 0; j < 16; ++j) {
+          out->sc[l][j] = static_cast<int8_t>(pb[kK8Scales + 16 * j + l]);
+          out->mins[l][j] = pb[kK8Mins + 16 * j + l];
+        }
+        for (int i = 0; i < 256; ++i)
+          out->v[l][i] = static_cast<int16_t>(pb[kK8W + 64 * (i / 4) + 4 * l + i % 4] - 128);
+        break;
+      case QuantType::kQ5_0:
       case QuantType::kQ3_K:
       case QuantType::kQ2_K:
       case QuantType::kIQ4_NL:
-      case QuantType::kIQ4_XS:
-      case QuantType::kNone: DITTO_CHECK(false) << "decode_panel_block: no kernels for " << quant_format(type).name;
+      case QuantType::kNone: DITTO_CHECK(false) << "decode_panel_block: " << quant_format(type).name;
     }
   }
-  if (type == QuantType::kQ4_1 || type == QuantType::kQ4_K) {
-    std::memcpy(h, pb + (type == QuantType::kQ4_1 ? kQ41M : kQ4KDmin), sizeof(h));
+  if (type == QuantType::kQ4_1 || type == QuantType::kQ4_K || type == QuantType::kQ5_1 || type == QuantType::kQ5_K) {
+    const int at = type == QuantType::kQ4_1   ? kQ41M
+                   : type == QuantType::kQ4_K ? kQ4KDmin
+                   : type == QuantType::kQ5_1 ? kQ51M
+                                              : kK8Dmin;
+    std::memcpy(h, pb + at, sizeof(h));
     for (int l = 0; l < kPanelWidth; ++l) out->m[l] = f16_to_f32(h[l]);
   }
 }
@@ -333,11 +466,12 @@ inline float block_step(QuantType type, const DecodedBlock& w, int l, const int8
   switch (type) {
     case QuantType::kQ8_0:
     case QuantType::kQ4_0:
-    case QuantType::kQ4_1: {
+    case QuantType::kQ4_1:
+    case QuantType::kQ5_1: {
       int32_t isum = 0;
       for (int i = 0; i < 32; ++i) isum += w.v[l][i] * q[i];
       acc = std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
-      if (type == QuantType::kQ4_1) acc = std::fma(w.m[l], s, acc);
+      if (type == QuantType::kQ4_1 || type == QuantType::kQ5_1) acc = std::fma(w.m[l], s, acc);
       return acc;
     }
     case QuantType::kQ4_K: {
@@ -360,13 +494,23 @@ inline float block_step(QuantType type, const DecodedBlock& w, int l, const int8
       }
       return std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
     }
+    case QuantType::kQ5_K:  // K8: Q5_K, Q2_K (with mins), IQ4_XS (without)
+    case QuantType::kIQ4_XS: {
+      int32_t isum = 0, msum = 0;
+      for (int j = 0; j < 16; ++j) {
+        int32_t inner = 0;
+        for (int i = 16 * j; i < 16 * j + 16; ++i) inner += w.v[l][i] * q[i];
+        isum += w.sc[l][j] * inner;
+        msum += w.mins[l][j] * sums[j];
+      }
+      acc = std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
+      if (type == QuantType::kIQ4_XS) return acc;
+      return std::fma(-(w.m[l] * dx), static_cast<float>(msum), acc);
+    }
     case QuantType::kQ5_0:
-    case QuantType::kQ5_1:
-    case QuantType::kQ5_K:
     case QuantType::kQ3_K:
     case QuantType::kQ2_K:
     case QuantType::kIQ4_NL:
-    case QuantType::kIQ4_XS:
     case QuantType::kNone: break;
   }
   return acc;
@@ -391,6 +535,7 @@ void gemm_portable(const ActLayout& a, const uint8_t* act, int64_t m, const Pack
                    ThreadPool* pool) {
   const int64_t panel_bytes = w.panel_bytes();
   const int64_t pb_bytes = quant_panel_block_bytes(w.quant);
+  const QuantType kind = quant_kernel_type(w.quant);
   auto run = [&](size_t begin, size_t end) {
     DecodedBlock blk;
     std::vector<float> acc(static_cast<size_t>(m * kPanelWidth));
@@ -398,8 +543,8 @@ void gemm_portable(const ActLayout& a, const uint8_t* act, int64_t m, const Pack
       std::fill(acc.begin(), acc.end(), 0.0f);
       const uint8_t* panel = w.data.data() + static_cast<int64_t>(p) * panel_bytes;
       for (int64_t b = 0; b < a.nb; ++b) {
-        decode_panel_block(w.quant, panel + b * pb_bytes, &blk);
-        block_steps(a, act, m, w.quant, blk, b, acc.data());
+        decode_panel_block(kind, panel + b * pb_bytes, &blk);
+        block_steps(a, act, m, kind, blk, b, acc.data());
       }
       const int64_t n0 = static_cast<int64_t>(p) * kPanelWidth;
       const int64_t width = std::min<int64_t>(kPanelWidth, w.n - n0);

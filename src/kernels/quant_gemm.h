@@ -3,8 +3,8 @@
 // dot products combined by float32 fmas — the canonical numerics of docs/NUMERICS.md, "Quantized
 // weights". gemm() (kernels/gemm.h) calls quant_gemm when the weight's quant is not kNone.
 //
-// Reduction order: each row of x alone is quantized to int8 in blocks (32 values for Q8_0/Q4_0/Q4_1,
-// 256 for Q4_K/Q6_K; scale d = amax/127); each output is one float32 fma chain over the weight
+// Reduction order: each row of x alone is quantized to int8 in blocks (32 values for the 32-value
+// formats, 256 for the K-quants and IQ4_XS; scale d = amax/127); each output is one float32 fma chain over the weight
 // blocks in ascending order from +0.0, each step consuming one exact int32 block sum; work is split
 // over n only, so every output is the same bits whatever the batch, row order, thread count or ISA.
 //
@@ -19,7 +19,15 @@
 //   Q6_K 3360 B: f16 d[16]; i8 scales[16][16]; per sub-block s of 16 values: nibbles[2][16][4] of
 //                the low 4 bits (as Q4_0, values 16s + 8o ...), then hi[16][4] whose bits 2g, 2g+1
 //                are the top 2 bits of value 16s + 4g + j
-// — the same bytes as the GGML blocks (weight_bytes() == data.size()); rows past n are zero.
+// — the same bytes as the GGML blocks (weight_bytes() == data.size()). The other formats are held
+// in a wider layout with the same integers (quant_kernel_type in quant_gemm_internal.h):
+//   Q5_0, IQ4_NL  as Q8_0 (q − 16; kvalues_iq4nl[q]), 544 B
+//   Q3_K          as Q6_K (scale sc − 32, value q − 4 + 32), 3360 B
+//   Q5_1   576 B: f16 d[16]; f16 m[16]; u8 w[8][16][4] = q (0..31)
+//   K8 (Q5_K, Q2_K, IQ4_XS) 4672 B: f16 d[16]; f16 dmin[16] (IQ4_XS: 0); i8 scales[16][16] and
+//                u8 mins[16][16], one per 16 values (Q5_K's and IQ4_XS's 32-value ones twice;
+//                IQ4_XS: ls − 32); u8 w[64][16][4] = v + 128 (v = q, or kvalues_iq4nl[q])
+// Rows past n are zero.
 #pragma once
 
 #include <cstdint>
@@ -30,11 +38,11 @@
 
 namespace ditto {
 
-// Whether the GEMM (and so pack_matrix) takes weights of `type`: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K. The
-// other formats of kernels/quant.h are defined (decoded, quantized) but have no kernels yet.
+// Whether the GEMM (and so pack_matrix) takes weights of `type`: every format of kernels/quant.h.
 bool quant_gemm_supported(QuantType type);
 
-// Bytes of one panel block (16 rows × one GGML block): 16 · block_bytes.
+// Bytes of one panel block (16 rows × one GGML block): 16 · block_bytes for the formats kept as
+// stored, the wider layout's size (above) for the others.
 int64_t quant_panel_block_bytes(QuantType type);
 
 // Repacks one panel block: lane L's GGML block from src[L] (nullptr: a row past n, left as zero

@@ -71,10 +71,38 @@ bool row_finite(const float* x, int64_t k) {
 
 float canonical_output(float acc) { return std::isnan(acc) ? std::bit_cast<float>(kCanonicalNan) : acc; }
 
+// The K-quants whose blocks carry dmin and per-sub-block mins.
+bool has_k_min(QuantType t) { return t == QuantType::kQ4_K || t == QuantType::kQ5_K || t == QuantType::kQ2_K; }
+
+// Value i of a block as docs/NUMERICS.md's integers: w_i = d·scale·v (− dmin·min for the K-quants
+// with mins; + m for Q4_1 and Q5_1), read from the GGML fields as ggml's dequantize_row_* does.
+struct CanonicalWeight {
+  int v, scale, min;
+};
+CanonicalWeight canonical_weight(QuantType t, const QuantBlockFields& f, int i) {
+  const int q = f.q[i];
+  switch (t) {
+    case QuantType::kQ8_0:
+    case QuantType::kQ4_1:
+    case QuantType::kQ5_1: return {q, 1, 0};
+    case QuantType::kQ4_0: return {q - 8, 1, 0};
+    case QuantType::kQ5_0: return {q - 16, 1, 0};
+    case QuantType::kIQ4_NL: return {kIq4nlValues[q], 1, 0};
+    case QuantType::kQ4_K:
+    case QuantType::kQ5_K: return {q, f.sc[i / 32], f.mins[i / 32]};
+    case QuantType::kQ6_K: return {q - 32, f.sc[i / 16], 0};
+    case QuantType::kQ3_K: return {q - 4, f.sc[i / 16] - 32, 0};
+    case QuantType::kQ2_K: return {q, f.sc[i / 16], f.mins[i / 16]};
+    case QuantType::kIQ4_XS: return {kIq4nlValues[q], f.sc[i / 32] - 32, 0};
+    case QuantType::kNone: break;
+  }
+  return {0, 0, 0};
+}
+
 std::vector<float> contract_gemm(QuantType t, const std::vector<uint8_t>& w, int64_t n, int64_t k, const float* x,
                                  int64_t m, int64_t ldx) {
   const QuantFormat& f = quant_format(t);
-  const int64_t act_block = f.block_size;  // 32 for Q8_0/Q4_0/Q4_1, 256 for Q4_K/Q6_K
+  const int64_t act_block = f.block_size;  // 32 for the 32-value formats, 256 for the K-quants and IQ4_XS
   std::vector<float> y(static_cast<size_t>(m * n));
   for (int64_t r = 0; r < m; ++r) {
     const std::vector<ActBlock> xa = quantize_x(x + r * ldx, k, act_block);
@@ -88,16 +116,13 @@ std::vector<float> contract_gemm(QuantType t, const std::vector<uint8_t>& w, int
         const float dw = f16_to_f32(wf.d), mw = f16_to_f32(wf.m);
         int32_t isum = 0, msum = 0;
         for (int i = 0; i < f.block_size; ++i) {
-          int v = wf.q[i];
-          if (t == QuantType::kQ4_0) v -= 8;
-          if (t == QuantType::kQ6_K) v -= 32;
-          const int scale = t == QuantType::kQ4_K ? wf.sc[i / 32] : t == QuantType::kQ6_K ? wf.sc[i / 16] : 1;
-          isum += scale * v * a.q[i];
-          if (t == QuantType::kQ4_K) msum += wf.mins[i / 32] * a.q[i];
+          const CanonicalWeight cw = canonical_weight(t, wf, i);
+          isum += cw.scale * cw.v * a.q[i];
+          msum += cw.min * a.q[i];
         }
         acc = std::fma(dw * a.d, static_cast<float>(isum), acc);
-        if (t == QuantType::kQ4_1) acc = std::fma(mw, a.s, acc);
-        if (t == QuantType::kQ4_K) acc = std::fma(-(mw * a.d), static_cast<float>(msum), acc);
+        if (t == QuantType::kQ4_1 || t == QuantType::kQ5_1) acc = std::fma(mw, a.s, acc);
+        if (has_k_min(t)) acc = std::fma(-(mw * a.d), static_cast<float>(msum), acc);
       }
       y[r * n + j] = finite ? canonical_output(acc) : std::bit_cast<float>(kCanonicalNan);
     }
@@ -190,7 +215,8 @@ TEST(QuantGemmTest, MatchesFloat64ReferenceWithinDerivedBound) {
       const PackedMatrix p = pack_rows(t, w, n, k);
       const std::vector<float> x = activations(rng, m * k);
       const std::vector<float> y = run_gemm(p, x.data(), m, k, nullptr);
-      const int64_t chain = (t == QuantType::kQ4_1 || t == QuantType::kQ4_K) ? 2 * blocks : blocks;
+      const bool two_steps = t == QuantType::kQ4_1 || t == QuantType::kQ5_1 || has_k_min(t);
+      const int64_t chain = two_steps ? 2 * blocks : blocks;
       for (int64_t r = 0; r < m; ++r) {
         const std::vector<ActBlock> xa = quantize_x(x.data() + r * k, k, f.block_size);
         for (int64_t j = 0; j < n; ++j) {
@@ -210,10 +236,10 @@ TEST(QuantGemmTest, MatchesFloat64ReferenceWithinDerivedBound) {
             unpack_block(t, w.data() + j * quant_row_bytes(t, k) + b * f.block_bytes, &wf);
             int qabs = 0;
             for (int v : xa[b].q) qabs += std::abs(v);
-            if (t == QuantType::kQ4_1 || t == QuantType::kQ4_K) {
+            if (two_steps) {
               // The two fma terms separately: (dw·dx)·isum and the m / dmin term, each ≤ its own Σ|·|.
-              const double mterm = t == QuantType::kQ4_1 ? std::fabs(decode_f16_bits(wf.m)) * xa[b].d * qabs
-                                                         : std::fabs(decode_f16_bits(wf.m)) * 63 * xa[b].d * qabs;
+              const double mterm = !has_k_min(t) ? std::fabs(decode_f16_bits(wf.m)) * xa[b].d * qabs
+                                                 : std::fabs(decode_f16_bits(wf.m)) * 63 * xa[b].d * qabs;
               term += 2 * mterm;
             }
             terms += term;
@@ -238,7 +264,7 @@ TEST(QuantGemmTest, RowAloneEqualsRowInsideAnyBatchOrderAndThreadCount) {
     for (int trial = 0; trial < 4; ++trial) {
       int64_t n = rng.uniform_int(1, 90);
       if (n % 16 == 0) ++n;
-      const int64_t k = bs * rng.uniform_int(1, t == QuantType::kQ4_K || t == QuantType::kQ6_K ? 4 : 24);
+      const int64_t k = bs * rng.uniform_int(1, quant_format(t).block_size == 256 ? 4 : 24);
       const std::vector<uint8_t> w = random_rows(rng, t, n, k);
       const PackedMatrix p = pack_rows(t, w, n, k);
       const std::vector<float> x0 = activations(rng, k);

@@ -354,11 +354,17 @@ const KernelSet& kernel_set(QuantType t) {
   static constexpr KernelSet kQ4_1 = make_set<P, QuantType::kQ4_1, NP, NP1>();
   static constexpr KernelSet kQ4_K = make_set<P, QuantType::kQ4_K, NP, NP1>();
   static constexpr KernelSet kQ6_K = make_set<P, QuantType::kQ6_K, NP, NP1>();
-  switch (t) {
+  static constexpr KernelSet kQ5_1 = make_set<P, QuantType::kQ5_1, NP, NP1>();
+  static constexpr KernelSet kK8 = make_set<P, QuantType::kQ5_K, NP, NP1>();
+  static constexpr KernelSet kK8NoMins = make_set<P, QuantType::kIQ4_XS, NP, NP1>();
+  switch (quant_kernel_type(t)) {
     case QuantType::kQ8_0: return kQ8_0;
     case QuantType::kQ4_0: return kQ4_0;
     case QuantType::kQ4_1: return kQ4_1;
     case QuantType::kQ4_K: return kQ4_K;
+    case QuantType::kQ5_1: return kQ5_1;
+    case QuantType::kQ5_K: return kK8;
+    case QuantType::kIQ4_XS: return kK8NoMins;
     default: return kQ6_K;
   }
 }

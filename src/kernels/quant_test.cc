@@ -341,7 +341,7 @@ TEST(QuantDequantizeTest, Q3_KAndIQ4_XSZerosCarryGgmlsSign) {
 
 TEST(QuantDequantizeTest, Float32IsTheCorrectlyRoundedFloat64OnRandomBlocks) {
   Rng rng(1);
-  for (QuantType t : kQuantFormats) {
+  for (QuantType t : kAllQuant) {
     const int64_t k = 4 * quant_format(t).block_size;
     std::vector<uint8_t> bytes(static_cast<size_t>(quant_row_bytes(t, k)));
     for (int trial = 0; trial < 200; ++trial) {
@@ -430,7 +430,7 @@ std::vector<double> block_grid(QuantType t, const QuantBlockFields& f, int i) {
 
 TEST(QuantizeTest, RoundTripIsRoundToNearestWithinTheDerivedBound) {
   Rng rng(2);
-  for (QuantType t : kQuantFormats) {
+  for (QuantType t : kAllQuant) {
     const QuantFormat& f = quant_format(t);
     double worst = 0;
     for (int trial = 0; trial < 60; ++trial) {
@@ -546,7 +546,13 @@ TEST(QuantPackedMatrixTest, KeepsEveryByteAndDequantizesLikeTheRows) {
       const int64_t row_bytes = quant_row_bytes(t, k);
       EXPECT_EQ(p.quant, t);
       EXPECT_EQ(p.weight_bytes(), n * row_bytes);
-      EXPECT_EQ(static_cast<int64_t>(p.data.size()), p.num_panels() * kPanelWidth * row_bytes) << "no added bytes";
+      // Formats multiplied in their own layout keep their bytes and add none; the others take the
+      // layout of quant_kernel_type (quant_gemm.h).
+      EXPECT_EQ(static_cast<int64_t>(p.data.size()), p.num_panels() * (k / f.block_size) * quant_panel_block_bytes(t));
+      if (t == QuantType::kQ8_0 || t == QuantType::kQ4_0 || t == QuantType::kQ4_1 || t == QuantType::kQ4_K ||
+          t == QuantType::kQ6_K) {
+        EXPECT_EQ(static_cast<int64_t>(p.data.size()), p.num_panels() * kPanelWidth * row_bytes) << "no added bytes";
+      }
       std::vector<float> row(static_cast<size_t>(k)), want(static_cast<size_t>(k));
       for (int64_t r = 0; r < n; ++r) {
         // The panel block gives back the row's GGML bytes exactly.
@@ -566,24 +572,22 @@ TEST(QuantPackedMatrixTest, KeepsEveryByteAndDequantizesLikeTheRows) {
   }
 }
 
-TEST(QuantPackedMatrixTest, RefusesFormatsWithoutKernelsNamingThem) {
+TEST(QuantBlockTest, PackBlockIsUnpackBlocksInverseByteForByte) {
   Rng rng(5);
-  for (QuantType t : kQuantFormats) {
-    if (quant_gemm_supported(t)) continue;
-    const int64_t k = quant_format(t).block_size;
-    const std::vector<uint8_t> bytes = random_rows(rng, t, 2, k);
-    const MatrixSource src{bytes.data(), DType::kF32, 2, k, t};
-    try {
-      pack_matrix({&src, 1});
-      ADD_FAILURE() << label(t) << " packed without kernels";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-      EXPECT_NE(std::string(e.what()).find(std::string(label(t)) + " weights are not supported yet (kernels pending)"),
-                std::string::npos)
-          << e.what();
+  for (QuantType t : kAllQuant) {
+    const QuantFormat& f = quant_format(t);
+    const std::vector<uint8_t> bytes = random_rows(rng, t, 8, 4 * f.block_size);
+    std::vector<uint8_t> again(static_cast<size_t>(f.block_bytes));
+    for (size_t b = 0; b + f.block_bytes <= bytes.size(); b += static_cast<size_t>(f.block_bytes)) {
+      QuantBlockFields fields;
+      unpack_block(t, bytes.data() + b, &fields);
+      pack_block(t, fields, again.data());
+      ASSERT_TRUE(std::equal(again.begin(), again.end(), bytes.begin() + static_cast<std::ptrdiff_t>(b)))
+          << label(t) << " block at byte " << b;
     }
+    EXPECT_TRUE(quant_gemm_supported(t)) << label(t);
   }
-  for (QuantType t : kAllQuant) EXPECT_TRUE(quant_gemm_supported(t)) << label(t);
+  EXPECT_FALSE(quant_gemm_supported(QuantType::kNone));
 }
 
 TEST(QuantPackedMatrixTest, RejectsMismatchedPartsNamingBoth) {

@@ -16,13 +16,10 @@ namespace ditto::quant_test {
 
 using test::Rng;
 
-// The types the GEMM multiplies (quant_gemm_supported).
-inline constexpr QuantType kAllQuant[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ4_K,
-                                          QuantType::kQ6_K};
-// Every defined block format: the GEMM's, then those whose kernels are still to come.
-inline constexpr QuantType kQuantFormats[] = {
-    QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ4_K, QuantType::kQ6_K,   QuantType::kQ5_0,
-    QuantType::kQ5_1, QuantType::kQ5_K, QuantType::kQ3_K, QuantType::kQ2_K, QuantType::kIQ4_NL, QuantType::kIQ4_XS};
+// Every defined block format (the GEMM multiplies each: quant_gemm_supported).
+inline constexpr QuantType kAllQuant[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1,   QuantType::kQ4_K,
+                                          QuantType::kQ6_K, QuantType::kQ5_0, QuantType::kQ5_1,   QuantType::kQ5_K,
+                                          QuantType::kQ3_K, QuantType::kQ2_K, QuantType::kIQ4_NL, QuantType::kIQ4_XS};
 inline constexpr uint32_t kCanonicalNan = 0x7FC00000u;
 
 // An f16 bit pattern as the double it stands for.
