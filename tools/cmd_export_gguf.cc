@@ -47,8 +47,10 @@ void add_export_gguf_command(CLI::App& app) {
   cmd->add_option("--output", flags->output, "GGUF file to write (replaced if it exists)")->required();
   cmd->add_option(
          "--outtype", flags->outtype,
-         "Weight matrices as stored (auto) or quantized: q8_0, q4_0, q4_1, q4_k, q6_k (plain round-to-nearest; "
-         "K-quants fall back to q8_0 for rows 256 does not divide; norms and biases stay F32)")
+         "Weight matrices as stored (auto); every one in one type: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_k, "
+         "q5_k, q6_k, q3_k; or llama-quantize's mixes: q2_k, q3_k_m, q4_k_m, q5_k_m, iq4_xs (its per-tensor "
+         "choices). Plain round-to-nearest; rows a type's blocks do not divide fall back as llama.cpp's do; norms "
+         "and biases stay F32")
       ->capture_default_str();
   cmd->callback([flags] { run(*flags); });
 }

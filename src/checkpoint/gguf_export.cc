@@ -36,6 +36,7 @@ constexpr uint32_t kFileTypeAllF32 = 0, kFileTypeMostlyF16 = 1, kFileTypeMostlyB
 constexpr uint32_t kFileTypeMostlyQ4_0 = 2, kFileTypeMostlyQ4_1 = 3, kFileTypeMostlyQ8_0 = 7, kFileTypeMostlyQ5_0 = 8,
                    kFileTypeMostlyQ5_1 = 9, kFileTypeMostlyQ2_K = 10, kFileTypeMostlyQ3_K_S = 11,
                    kFileTypeMostlyQ4_K_S = 14, kFileTypeMostlyQ5_K_S = 16, kFileTypeMostlyQ6_K = 18,
+                   kFileTypeMostlyQ3_K_M = 12, kFileTypeMostlyQ4_K_M = 15, kFileTypeMostlyQ5_K_M = 17,
                    kFileTypeMostlyIQ4_NL = 25, kFileTypeMostlyIQ4_XS = 30;
 constexpr uint32_t kQuantizationVersion = 2;
 
@@ -132,18 +133,97 @@ struct TensorPlan {
 // for_each_tensor's tensors, a layer's experts merged right after its router as
 // Qwen2MoeModel.modify_tensors merges them (torch.stack over the expert index, yielding down_proj,
 // gate_proj, up_proj): one [num_experts, out_features, in_features] tensor per projection.
-// The type a weight matrix of `cols` columns is written in for `outtype` (kNone: as the checkpoint
-// stores it). Rows that a 256-value block does not divide fall back to Q8_0, as llama-quantize
-// falls back for them (its per-type choices, e.g. IQ4_XS → IQ4_NL, come with the mixes).
-GgmlType matrix_type(QuantType outtype, GgmlType stored, int64_t cols) {
-  if (outtype == QuantType::kNone) return stored;
-  const int64_t block_size = quant_format(outtype).block_size;
-  if (cols % block_size == 0) return ggml_type_of(outtype);
-  return block_size > 32 ? matrix_type(QuantType::kQ8_0, stored, cols) : stored;
+// llama.cpp's tensor_type_fallback: the type a matrix of `cols` columns takes when `type`'s blocks
+// do not divide its rows; kNone (keep the stored dtype) where 32 does not divide them either.
+QuantType fallback_type(QuantType type, int64_t cols) {
+  if (type == QuantType::kNone || cols % quant_format(type).block_size == 0) return type;
+  QuantType next = QuantType::kNone;
+  switch (type) {
+    case QuantType::kIQ4_XS: next = QuantType::kIQ4_NL; break;
+    case QuantType::kQ2_K:
+    case QuantType::kQ3_K: next = QuantType::kQ4_0; break;
+    case QuantType::kQ4_K: next = QuantType::kQ5_0; break;
+    case QuantType::kQ5_K: next = QuantType::kQ5_1; break;
+    case QuantType::kQ6_K: next = QuantType::kQ8_0; break;
+    default: return QuantType::kNone;
+  }
+  return cols % quant_format(next).block_size == 0 ? next : QuantType::kNone;
+}
+
+// llama.cpp's use_more_bits: the first and last eighth of the layers and every third in between.
+bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// llama_tensor_get_type_impl for the mixes ditto writes (no importance matrix): the type of the
+// weight matrix `gguf_name` (layer `layer`, −1 outside the blocks) of `cols` columns.
+QuantType mix_type(const GgufOuttype& o, const ModelConfig& c, const std::string& gguf_name, int64_t layer,
+                   int64_t cols) {
+  const auto has = [&](const char* part) { return gguf_name.find(part) != std::string::npos; };
+  const int64_t n = c.num_hidden_layers;
+  const int64_t gqa = c.num_attention_heads / std::max<int64_t>(1, c.num_key_value_heads);
+  const bool eight_experts = c.num_experts == 8;
+  QuantType t = o.type;
+  const GgufMix m = o.mix;
+  if (gguf_name == "output.weight" || (c.tie_word_embeddings && gguf_name == "token_embd.weight")) {
+    if (cols % quant_format(t).block_size != 0) return QuantType::kQ8_0;
+    return t == QuantType::kQ8_0 ? t : QuantType::kQ6_K;
+  }
+  if (has("attn_v.weight")) {
+    if (m == GgufMix::kQ2_K)
+      t = gqa >= 4 ? QuantType::kQ4_K : QuantType::kQ3_K;
+    else if (m == GgufMix::kQ3_K_M)
+      t = layer < 2 ? QuantType::kQ5_K : QuantType::kQ4_K;
+    else if (m == GgufMix::kIQ4_XS && gqa >= 4)
+      t = QuantType::kQ5_K;
+    else if ((m == GgufMix::kQ4_K_M || m == GgufMix::kQ5_K_M) && use_more_bits(layer, n))
+      t = QuantType::kQ6_K;
+    // LLM_TYPE_70B (a llama of 80 layers): attn_v, 8 times smaller than attn_q, takes more bits.
+    if (c.architecture == "LlamaForCausalLM" && n == 80 && (t == QuantType::kQ3_K || t == QuantType::kQ4_K))
+      t = QuantType::kQ5_K;
+    if (eight_experts) t = QuantType::kQ8_0;
+  } else if (has("attn_k.weight")) {
+    if (eight_experts) t = QuantType::kQ8_0;
+  } else if (has("ffn_down")) {
+    if (m == GgufMix::kQ2_K)
+      t = QuantType::kQ3_K;
+    else if (m == GgufMix::kQ3_K_M)
+      t = layer < n / 16 ? QuantType::kQ5_K : QuantType::kQ4_K;
+    else if (m == GgufMix::kQ4_K_M && use_more_bits(layer, n))
+      t = QuantType::kQ6_K;
+    else if (m == GgufMix::kIQ4_XS && layer < n / 8)
+      t = QuantType::kQ5_K;
+    else if (m == GgufMix::kQ5_K_M && use_more_bits(layer, n))
+      t = QuantType::kQ6_K;
+  } else if (has("attn_output.weight")) {
+    if (eight_experts) {
+      if (m != GgufMix::kQ5_K_M) t = QuantType::kQ5_K;
+    } else if (m == GgufMix::kQ2_K) {
+      t = QuantType::kQ3_K;
+    } else if (m == GgufMix::kQ3_K_M) {
+      t = QuantType::kQ4_K;
+    }
+  }
+  return t;
+}
+
+// The layer of a blk.N. tensor, −1 for the others.
+int64_t gguf_layer(const std::string& gguf_name) {
+  if (gguf_name.rfind("blk.", 0) != 0) return -1;
+  return std::stoll(gguf_name.substr(4, gguf_name.find('.', 4) - 4));
+}
+
+// The type a weight matrix of `cols` columns is written in for `outtype` (the stored type for
+// "auto", or where no quantized type's blocks divide its rows).
+GgmlType matrix_type(const GgufOuttype& outtype, const ModelConfig& c, const std::string& gguf_name, GgmlType stored,
+                     int64_t cols) {
+  if (outtype.type == QuantType::kNone) return stored;
+  const QuantType chosen =
+      outtype.mix == GgufMix::kNone ? outtype.type : mix_type(outtype, c, gguf_name, gguf_layer(gguf_name), cols);
+  const QuantType t = fallback_type(chosen, cols);
+  return t == QuantType::kNone ? stored : ggml_type_of(t);
 }
 
 std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const GgufArchitecture& g, const WeightStore& store,
-                                     QuantType outtype) {
+                                     const GgufOuttype& outtype) {
   std::vector<TensorPlan> plan;
   if (c.rope_scaling) {
     if (!g.rope_freqs) {
@@ -176,7 +256,7 @@ std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const GgufArchitectur
       }
       p.sources.push_back(&source);
       p.spec = {t.gguf_name,
-                matrix_type(outtype, ggml_type_of(p.sources.front()->dtype), source.shape[1]),
+                matrix_type(outtype, c, t.gguf_name, ggml_type_of(p.sources.front()->dtype), source.shape[1]),
                 {c.num_experts, source.shape[0], source.shape[1]}};
       return;
     }
@@ -184,9 +264,10 @@ std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const GgufArchitectur
     TensorPlan p;
     p.sources = {&source};
     const GgmlType stored = t.gguf_f32 ? GgmlType::kF32 : ggml_type_of(source.dtype);
-    p.spec = {t.gguf_name,
-              t.gguf_f32 || source.shape.size() != 2 ? stored : matrix_type(outtype, stored, source.shape[1]),
-              source.shape};
+    p.spec = {
+        t.gguf_name,
+        t.gguf_f32 || source.shape.size() != 2 ? stored : matrix_type(outtype, c, t.gguf_name, stored, source.shape[1]),
+        source.shape};
     if (g.permute_qk && t.rope_rows) p.head_dim = c.head_dim;
     plan.push_back(std::move(p));
   });
@@ -277,18 +358,37 @@ std::string plan_size_label(const std::vector<TensorPlan>& plan) {
 
 }  // namespace
 
-QuantType parse_gguf_outtype(const std::string& outtype) {
-  if (outtype == "auto") return QuantType::kNone;
-  for (QuantType q : {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ4_K, QuantType::kQ6_K}) {
-    std::string name(quant_format(q).name);
-    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (outtype == name) return q;
+GgufOuttype parse_gguf_outtype(const std::string& outtype) {
+  static const std::pair<const char*, GgufOuttype> kNames[] = {{"auto", {}},
+                                                               {"q8_0", QuantType::kQ8_0},
+                                                               {"q4_0", QuantType::kQ4_0},
+                                                               {"q4_1", QuantType::kQ4_1},
+                                                               {"q5_0", QuantType::kQ5_0},
+                                                               {"q5_1", QuantType::kQ5_1},
+                                                               {"iq4_nl", QuantType::kIQ4_NL},
+                                                               {"q4_k", QuantType::kQ4_K},
+                                                               {"q5_k", QuantType::kQ5_K},
+                                                               {"q6_k", QuantType::kQ6_K},
+                                                               {"q3_k", QuantType::kQ3_K},
+                                                               {"q2_k", {QuantType::kQ2_K, GgufMix::kQ2_K}},
+                                                               {"q3_k_m", {QuantType::kQ3_K, GgufMix::kQ3_K_M}},
+                                                               {"q4_k_m", {QuantType::kQ4_K, GgufMix::kQ4_K_M}},
+                                                               {"q5_k_m", {QuantType::kQ5_K, GgufMix::kQ5_K_M}},
+                                                               {"iq4_xs", {QuantType::kIQ4_XS, GgufMix::kIQ4_XS}}};
+  std::string names;
+  for (const auto& [name, value] : kNames) {
+    if (outtype == name) return value;
+    names += (names.empty() ? "" : ", ") + std::string(name);
   }
-  throw_invalid_argument("--outtype is '" + outtype + "'; expected auto, q8_0, q4_0, q4_1, q4_k or q6_k");
+  throw_invalid_argument("--outtype is '" + outtype + "'; expected one of " + names);
+}
+
+GgufExportSummary export_gguf(const std::string& dir, const std::string& output, const std::string& name) {
+  return export_gguf(dir, output, name, GgufOuttype{});
 }
 
 GgufExportSummary export_gguf(const std::string& dir, const std::string& output, const std::string& name,
-                              QuantType outtype) {
+                              const GgufOuttype& outtype) {
   const std::string config_path = dir + "/config.json";
   const json config_json = read_json_file(config_path, /*require_object=*/false);
   std::string arch_name;
@@ -332,7 +432,7 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
       file_type_set = true;
     }
   }
-  switch (outtype) {
+  switch (outtype.type) {
     case QuantType::kNone: break;
     case QuantType::kQ8_0: file_type = kFileTypeMostlyQ8_0; break;
     case QuantType::kQ4_0: file_type = kFileTypeMostlyQ4_0; break;
@@ -346,6 +446,14 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
     case QuantType::kQ2_K: file_type = kFileTypeMostlyQ2_K; break;
     case QuantType::kIQ4_NL: file_type = kFileTypeMostlyIQ4_NL; break;
     case QuantType::kIQ4_XS: file_type = kFileTypeMostlyIQ4_XS; break;
+  }
+  switch (outtype.mix) {
+    case GgufMix::kNone:
+    case GgufMix::kQ2_K:
+    case GgufMix::kIQ4_XS: break;  // the same llama_ftype as the pure type
+    case GgufMix::kQ3_K_M: file_type = kFileTypeMostlyQ3_K_M; break;
+    case GgufMix::kQ4_K_M: file_type = kFileTypeMostlyQ4_K_M; break;
+    case GgufMix::kQ5_K_M: file_type = kFileTypeMostlyQ5_K_M; break;
   }
 
   // Writing over one of the model's own files would truncate weights that are still being read

@@ -50,20 +50,43 @@ struct GgufExportSummary {
   uint64_t bytes = 0;      // the file's size
 };
 
+// llama-quantize's mixes (llama_ftype LLAMA_FTYPE_MOSTLY_Q2_K, _Q3_K_M, _Q4_K_M, _Q5_K_M, _IQ4_XS):
+// each weight matrix's type chosen as llama.cpp's llama_tensor_get_type chooses it without an
+// importance matrix (src/llama-quant.cpp): by its role (attn_v, ffn_down, attn_output, the output
+// head or the tied embedding), its layer and the model's GQA ratio and expert count.
+enum class GgufMix { kNone, kQ2_K, kQ3_K_M, kQ4_K_M, kQ5_K_M, kIQ4_XS };
+
+// What `ditto export-gguf --outtype` asks for.
+//  - type kNone ("auto"): every tensor keeps the checkpoint's dtype.
+//  - mix kNone: every weight matrix in `type` (llama-quantize --pure).
+//  - a mix: `type` is its default (Q2_K, Q3_K, Q4_K, Q5_K, IQ4_XS) and each matrix may take another.
+// Either way a matrix whose rows the chosen type's blocks do not divide falls back as llama.cpp's
+// tensor_type_fallback does (IQ4_XS -> IQ4_NL, Q2_K and Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1,
+// Q6_K -> Q8_0), and keeps the checkpoint's dtype where 32 does not divide them either (llama.cpp
+// writes F16 there, or refuses a 32-value type).
+struct GgufOuttype {
+  QuantType type = QuantType::kNone;
+  GgufMix mix = GgufMix::kNone;
+  GgufOuttype() = default;
+  GgufOuttype(QuantType t) : type(t) {}  // NOLINT(google-explicit-constructor): a plain type is pure
+  GgufOuttype(QuantType t, GgufMix m) : type(t), mix(m) {}
+};
+
 // Writes the Hugging Face model directory `model_dir` as GGUF to `output` (replaced if it exists);
 // `name` is general.name. Throws Error(kInvalidArgument) naming the file, key or tensor for an
 // architecture, config, tokenizer or checkpoint the converter cannot write (before `output` is
 // created where it can), or when `output` is one of the model's own files; Error(kNotFound) for a
 // missing config.json, tokenizer.json or tensor.
-// `outtype` kNone ("auto") keeps the checkpoint's dtype; a quantized type writes every weight
-// matrix in it (kernels/quant.h quantize_row: plain round-to-nearest, not llama-quantize's search),
-// a K-quant falling back to Q8_0 for rows its 256-value blocks do not divide (and any type to the
-// stored dtype for rows 32 does not divide); norm weights,
-// biases, routers and rope_freqs stay F32, as llama.cpp's converter keeps them.
+// `outtype`: GgufOuttype below. Quantized weights are kernels/quant.h quantize_row's (plain
+// round-to-nearest, not llama-quantize's search); norm weights, biases, routers and rope_freqs stay
+// F32, as llama.cpp's converter keeps them.
 GgufExportSummary export_gguf(const std::string& model_dir, const std::string& output, const std::string& name,
-                              QuantType outtype = QuantType::kNone);
+                              const GgufOuttype& outtype);
+GgufExportSummary export_gguf(const std::string& model_dir, const std::string& output, const std::string& name);
 
-// "auto" -> kNone; "q8_0", "q4_0", "q4_1", "q4_k", "q6_k". Error(kInvalidArgument) naming --outtype.
-QuantType parse_gguf_outtype(const std::string& outtype);
+// "auto"; the pure types "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q4_k", "q5_k", "q6_k",
+// "q3_k"; llama-quantize's mixes by its names "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "iq4_xs".
+// Error(kInvalidArgument) naming --outtype and listing the names.
+GgufOuttype parse_gguf_outtype(const std::string& outtype);
 
 }  // namespace ditto

@@ -53,10 +53,12 @@ json tiny_config(const std::string& preset) {
   return c;
 }
 
-std::string write_model(const TempDir& dir, const std::string& preset) {
+std::string write_model(const TempDir& dir, const std::string& preset, const json& overrides = json::object()) {
   const fs::path out = dir.path() / preset;
   fs::create_directories(out);
-  std::ofstream(out / "config.json") << tiny_config(preset).dump(2);
+  json config = tiny_config(preset);
+  config.update(overrides);
+  std::ofstream(out / "config.json") << config.dump(2);
   const fs::path tokenizer =
       fs::path(DITTO_SOURCE_DIR) / "third_party/npm/node_modules" / preset_tokenizer_package(preset) / "models";
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
@@ -64,7 +66,7 @@ std::string write_model(const TempDir& dir, const std::string& preset) {
   TestModelOptions options;
   options.out_dir = out.string();
   options.seed = 5;
-  write_test_model_weights(parse_model_config(tiny_config(preset), "config.json"), options);
+  write_test_model_weights(parse_model_config(config, "config.json"), options);
   return out.string();
 }
 
@@ -131,12 +133,14 @@ INSTANTIATE_TEST_SUITE_P(Architectures, GgufModelTest, ::testing::Values("qwen3-
 TEST(GgufExport, QuantizedOuttypes) {
   TempDir dir;
   const std::string model_dir = write_model(dir, "qwen3-0.6b");
+  // Rows of 32: every 256-value type falls back as llama.cpp's tensor_type_fallback does.
   const std::vector<std::pair<QuantType, std::pair<GgmlType, int64_t>>> cases = {
-      {QuantType::kQ8_0, {GgmlType::kQ8_0, 7}},
-      {QuantType::kQ4_0, {GgmlType::kQ4_0, 2}},
-      {QuantType::kQ4_1, {GgmlType::kQ4_1, 3}},
-      {QuantType::kQ4_K, {GgmlType::kQ8_0, 14}},  // rows of 32: no 256 block
-      {QuantType::kQ6_K, {GgmlType::kQ8_0, 18}}};
+      {QuantType::kQ8_0, {GgmlType::kQ8_0, 7}},  {QuantType::kQ4_0, {GgmlType::kQ4_0, 2}},
+      {QuantType::kQ4_1, {GgmlType::kQ4_1, 3}},  {QuantType::kQ5_0, {GgmlType::kQ5_0, 8}},
+      {QuantType::kQ5_1, {GgmlType::kQ5_1, 9}},  {QuantType::kIQ4_NL, {GgmlType::kIQ4_NL, 25}},
+      {QuantType::kQ4_K, {GgmlType::kQ5_0, 14}}, {QuantType::kQ5_K, {GgmlType::kQ5_1, 16}},
+      {QuantType::kQ6_K, {GgmlType::kQ8_0, 18}}, {QuantType::kQ3_K, {GgmlType::kQ4_0, 11}},
+      {QuantType::kQ2_K, {GgmlType::kQ4_0, 10}}, {QuantType::kIQ4_XS, {GgmlType::kIQ4_NL, 30}}};
   for (const auto& [outtype, want] : cases) {
     const std::string gguf = dir.file(std::string(quant_format(outtype).name) + ".gguf");
     export_gguf(model_dir, gguf, "tiny", outtype);
@@ -155,10 +159,89 @@ TEST(GgufExport, QuantizedOuttypes) {
     const auto model = CausalLM::load(gguf, &pool);
     for (float v : prompt_logits(*model)) ASSERT_TRUE(std::isfinite(v));
   }
-  EXPECT_EQ(parse_gguf_outtype("q4_k"), QuantType::kQ4_K);
-  EXPECT_EQ(parse_gguf_outtype("auto"), QuantType::kNone);
-  DITTO_EXPECT_MESSAGE_HAS(error_message([] { parse_gguf_outtype("q5_k"); }, ErrorCode::kInvalidArgument), "--outtype",
-                           "q5_k", "q4_k");
+  EXPECT_EQ(parse_gguf_outtype("q4_k").type, QuantType::kQ4_K);
+  EXPECT_EQ(parse_gguf_outtype("q4_k").mix, GgufMix::kNone);
+  EXPECT_EQ(parse_gguf_outtype("q4_k_m").type, QuantType::kQ4_K);
+  EXPECT_EQ(parse_gguf_outtype("q4_k_m").mix, GgufMix::kQ4_K_M);
+  EXPECT_EQ(parse_gguf_outtype("iq4_xs").mix, GgufMix::kIQ4_XS);
+  EXPECT_EQ(parse_gguf_outtype("auto").type, QuantType::kNone);
+  DITTO_EXPECT_MESSAGE_HAS(error_message([] { parse_gguf_outtype("q8_k"); }, ErrorCode::kInvalidArgument), "--outtype",
+                           "q8_k", "q4_k_m", "iq4_xs");
+}
+
+// llama-quantize's mixes on a model whose rows 256 divides (16 layers, GQA 4, tied embedding): each
+// matrix takes the type llama.cpp's llama_tensor_get_type gives it (use_more_bits(i, 16): layers 0,
+// 1, 4, 7, 10, 13, 14, 15), and the file loads and runs.
+TEST(GgufExport, MixesChooseLlamaQuantizesTypePerTensor) {
+  TempDir dir;
+  const std::string model_dir = write_model(dir, "qwen3-0.6b",
+                                            {{"hidden_size", 256},
+                                             {"intermediate_size", 256},
+                                             {"num_attention_heads", 4},
+                                             {"num_key_value_heads", 1},
+                                             {"head_dim", 64},
+                                             {"num_hidden_layers", 16}});
+  const auto more_bits = [](int64_t i) { return i < 2 || i >= 14 || (i - 2) % 3 == 2; };
+  using Q = QuantType;
+  struct Case {
+    const char* outtype;
+    int64_t file_type;
+    std::function<Q(const std::string& role, int64_t layer)> want;
+  };
+  const Case cases[] = {{"q4_k_m", 15,
+                         [&](const std::string& role, int64_t i) {
+                           if (role == "token_embd") return Q::kQ6_K;
+                           if (role == "attn_v" || role == "ffn_down") return more_bits(i) ? Q::kQ6_K : Q::kQ4_K;
+                           return Q::kQ4_K;
+                         }},
+                        {"q5_k_m", 17,
+                         [&](const std::string& role, int64_t i) {
+                           if (role == "token_embd") return Q::kQ6_K;
+                           if (role == "attn_v" || role == "ffn_down") return more_bits(i) ? Q::kQ6_K : Q::kQ5_K;
+                           return Q::kQ5_K;
+                         }},
+                        {"q3_k_m", 12,
+                         [&](const std::string& role, int64_t i) {
+                           if (role == "token_embd") return Q::kQ6_K;
+                           if (role == "attn_v") return i < 2 ? Q::kQ5_K : Q::kQ4_K;
+                           if (role == "ffn_down") return i < 1 ? Q::kQ5_K : Q::kQ4_K;
+                           if (role == "attn_output") return Q::kQ4_K;
+                           return Q::kQ3_K;
+                         }},
+                        {"q2_k", 10,
+                         [&](const std::string& role, int64_t) {
+                           if (role == "token_embd") return Q::kQ6_K;
+                           if (role == "attn_v") return Q::kQ4_K;  // GQA 4
+                           if (role == "ffn_down" || role == "attn_output") return Q::kQ3_K;
+                           return Q::kQ2_K;
+                         }},
+                        {"iq4_xs", 30, [&](const std::string& role, int64_t i) {
+                           if (role == "token_embd") return Q::kQ6_K;
+                           if (role == "attn_v") return Q::kQ5_K;  // GQA 4
+                           if (role == "ffn_down" && i < 2) return Q::kQ5_K;
+                           return Q::kIQ4_XS;
+                         }}};
+  for (const Case& c : cases) {
+    const std::string gguf = dir.file(std::string(c.outtype) + ".gguf");
+    export_gguf(model_dir, gguf, "mix", parse_gguf_outtype(c.outtype));
+    const auto g = GgufFile::open(gguf);
+    EXPECT_EQ(g->get_int("general.file_type"), c.file_type) << c.outtype;
+    for (const GgufTensor& t : g->tensors()) {
+      if (t.ne.size() == 1) continue;
+      // "blk.N.attn_v.weight" -> ("attn_v", N); "token_embd.weight" -> ("token_embd", -1)
+      int64_t layer = -1;
+      std::string role = t.name.substr(0, t.name.rfind('.'));
+      if (role.rfind("blk.", 0) == 0) {
+        const size_t dot = role.find('.', 4);
+        layer = std::stoll(role.substr(4, dot - 4));
+        role = role.substr(dot + 1);
+      }
+      EXPECT_EQ(t.type, ggml_type_of(c.want(role, layer))) << c.outtype << " " << t.name;
+    }
+    ThreadPool pool(2);
+    const auto model = CausalLM::load(gguf, &pool);
+    for (float v : prompt_logits(*model)) ASSERT_TRUE(std::isfinite(v)) << c.outtype;
+  }
 }
 
 // The 32-value types added after the first five (kernels/quant_gemm.h multiplies them in a wider
