@@ -156,7 +156,8 @@ TEST_P(CausalLMInvarianceTest, ThreadCountDoesNotMatter) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, CausalLMInvarianceTest, ::testing::Values("qwen3", "llama", "qwen3_moe"));
+INSTANTIATE_TEST_SUITE_P(Families, CausalLMInvarianceTest,
+                         ::testing::Values("qwen3", "llama", "qwen3_moe", "qwen2", "mistral"));
 
 TEST(CausalLMTest, RejectsTokenIdsOutsideTheVocabulary) {
   TempDir dir;

@@ -1,7 +1,7 @@
 // A tiny model directory for engine and forward-pass tests: real tensor names and layout, small
 // sizes (vocab 300, hidden 64, 2 layers, 4 heads / 2 KV heads of 16), seeded bf16 weights.
-// Families: "qwen3", "llama", and "qwen3_moe" (layer 0 a sparse MoE block of 8 experts, top 3,
-// moe_intermediate_size 32, norm_topk_prob; layer 1 dense via mlp_only_layers).
+// Families: "qwen3", "llama", "qwen3_moe" (layer 0 a sparse MoE block of 8 experts, top 3,
+// moe_intermediate_size 32, norm_topk_prob; layer 1 dense via mlp_only_layers), "qwen2" and "mistral".
 #pragma once
 
 #include <functional>
@@ -19,7 +19,8 @@
 
 namespace ditto {
 
-// family: "qwen3" (tied head), "llama" (biases, llama3 rope scaling, untied head) or "qwen3_moe".
+// family: "qwen3" (tied head), "llama" (biases, llama3 rope scaling, untied head), "qwen3_moe",
+// "qwen2" (q/k/v biases, tied head) or "mistral" (sliding_window null, untied head).
 // `edit`, if set, may change any tensor's float32 values (before bf16 rounding) by name;
 // `edit_config`, if set, any config.json key before the tensors are made (e.g. a longer
 // max_position_embeddings, fewer layers, a larger vocabulary). Returns the directory.
@@ -47,6 +48,18 @@ inline std::string write_tiny_model(const testing::TempDir& dir, const std::stri
     c["norm_topk_prob"] = true;
     c["decoder_sparse_step"] = 1;
     c["mlp_only_layers"] = {1};
+  } else if (family == "qwen2") {  // q/k/v biases (always), no o_proj bias, no q/k norm
+    c["architectures"] = {"Qwen2ForCausalLM"};
+    c["model_type"] = "qwen2";
+    c["rope_theta"] = 1000000.0;
+    c["tie_word_embeddings"] = true;
+    c["use_sliding_window"] = false;
+  } else if (family == "mistral") {  // no biases, sliding_window null, untied head
+    c["architectures"] = {"MistralForCausalLM"};
+    c["model_type"] = "mistral";
+    c["rope_theta"] = 1000000.0;
+    c["tie_word_embeddings"] = false;
+    c["sliding_window"] = nullptr;
   } else {  // llama with biases, llama3 rope scaling and an untied head
     c["architectures"] = {"LlamaForCausalLM"};
     c["model_type"] = "llama";

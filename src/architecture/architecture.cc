@@ -49,6 +49,39 @@ std::deque<Architecture>& registry() {
                     .moe_intermediate_size = 768},
        .features = {.qk_norm = true, .moe = true, .refuses_sliding_window = true, .rope_scaling_types = {"llama3"}},
        .gguf = {.arch = "qwen3moe", .sparse_every_layer = true}},
+      // Qwen2.5, DeepSeek-R1-Distill-Qwen: Qwen3 without q/k norms, with q/k/v biases. Released
+      // configs carry use_sliding_window false (refused when true); max_window_layers and
+      // sliding_window only matter when it is true, so they are not read.
+      {.name = "Qwen2ForCausalLM",  // Qwen2Config; conversion/qwen.py Qwen2Model (llama.cpp: NEOX RoPE)
+       .model_type = "qwen2",
+       .defaults = {.vocab_size = 151936,
+                    .hidden_size = 4096,
+                    .intermediate_size = 22016,
+                    .num_hidden_layers = 32,
+                    .num_attention_heads = 32,
+                    .num_key_value_heads = 32,
+                    .max_position_embeddings = 32768},
+       .features = {.attention_bias = AttentionBias::kQkv,
+                    .refuses_sliding_window = true,
+                    .rope_scaling_types = {"llama3"}},
+       .gguf = {.arch = "qwen2"}},
+      // Llama with an optional sliding window (ArchitectureFeatures::sliding_window) and no biases.
+      // llama.cpp's converter writes it as a llama GGUF (LlamaModel registers MistralForCausalLM),
+      // which loads back as LlamaForCausalLM.
+      {.name = "MistralForCausalLM",  // MistralConfig; conversion/llama.py LlamaModel
+       .model_type = "mistral",
+       .defaults = {.vocab_size = 32000,
+                    .hidden_size = 4096,
+                    .intermediate_size = 14336,
+                    .num_hidden_layers = 32,
+                    .num_attention_heads = 32,
+                    .num_key_value_heads = 8,
+                    .max_position_embeddings = 4096 * 32,
+                    .sliding_window = 4096,
+                    .bos_token_id = 1,
+                    .eos_token_id = 2},
+       .features = {.attention_bias = AttentionBias::kNone, .sliding_window = true, .rope_scaling_types = {"llama3"}},
+       .gguf = {.arch = "llama", .permute_qk = true, .rope_freqs = true, .llama_keys = true}},
   };
   return all;
 }

@@ -27,6 +27,9 @@ struct ArchitectureDefaults {
   int64_t num_key_value_heads = 0;  // 0: num_attention_heads
   int64_t head_dim = 0;             // 0: hidden_size / num_attention_heads
   int64_t max_position_embeddings = 0;
+  // sliding_window when config.json leaves it out (read only with ArchitectureFeatures::
+  // sliding_window); nullopt: none.
+  std::optional<int64_t> sliding_window = std::nullopt;
   std::optional<int64_t> bos_token_id = std::nullopt;
   std::optional<int64_t> eos_token_id = std::nullopt;
   // Sparse MoE (read only with ArchitectureFeatures::moe).
@@ -37,10 +40,17 @@ struct ArchitectureDefaults {
   bool norm_topk_prob = false;
 };
 
-// What a config and its checkpoint may use. Every architecture reads attention_bias (q/k/v/o_proj
-// biases) and tie_word_embeddings (the LM head shares the embedding; default false), and accepts
-// rope_scaling null / "default".
+// Which attention projections carry biases.
+enum class AttentionBias {
+  kConfig,  // q/k/v/o_proj, when config.json's attention_bias is true (Llama, Qwen3)
+  kQkv,     // q/k/v_proj always, o_proj never; attention_bias is not read (Qwen2)
+  kNone,    // never; attention_bias is not read (Mistral)
+};
+
+// What a config and its checkpoint may use. Every architecture reads tie_word_embeddings (the LM
+// head shares the embedding; default false) and accepts rope_scaling null / "default".
 struct ArchitectureFeatures {
+  AttentionBias attention_bias = AttentionBias::kConfig;
   // self_attn.q_norm / k_norm: RMSNorm over each head of q and k before RoPE (Qwen3).
   bool qk_norm = false;
   // config.json's mlp_bias is read: gate/up/down_proj may carry biases (Llama). Without it the
@@ -52,6 +62,11 @@ struct ArchitectureFeatures {
   // use_sliding_window and layer_types are read, and anything but full attention refused (Qwen3
   // configs carry these keys; ditto has no sliding-window attention).
   bool refuses_sliding_window = false;
+  // config.json's sliding_window is read (Mistral; null: none; absent: the architecture's default).
+  // ditto has no windowed attention yet (it arrives with Gemma 3): a window shorter than
+  // max_position_embeddings is refused; one at least that long never binds (max_model_len <=
+  // max_position_embeddings) and is full attention.
+  bool sliding_window = false;
   // rope_scaling / rope_parameters rope_type values accepted besides "default" (rope_frequencies.h
   // implements "llama3").
   std::vector<std::string> rope_scaling_types;
@@ -84,7 +99,8 @@ struct Architecture {
 };
 
 // Every registered architecture, the built-in ones first (Qwen3ForCausalLM, LlamaForCausalLM,
-// Qwen3MoeForCausalLM: the order error messages list them). A deque: entries never move.
+// Qwen3MoeForCausalLM, Qwen2ForCausalLM, MistralForCausalLM: the order error messages list them;
+// a GGUF general.architecture loads as the first entry that writes it). A deque: entries never move.
 const std::deque<Architecture>& architectures();
 
 // The entry named `name` ("Qwen3ForCausalLM"), or nullptr.

@@ -151,7 +151,7 @@ void read_norm_and_rope(const JsonFields& r, const std::string& source, ModelCon
 // architecture's default) from one set to null (none).
 void read_layer_options_and_tokens(const json& j, const JsonFields& r, const ArchitectureDefaults& d, ModelConfig& c) {
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
-  c.attention_bias = r.get_bool("attention_bias", false);
+  c.attention_bias = c.features.attention_bias == AttentionBias::kConfig ? r.get_bool("attention_bias", false) : false;
   c.mlp_bias = c.features.mlp_bias ? r.get_bool("mlp_bias", false) : false;
   c.hidden_act = r.get_string("hidden_act", "silu");
   if (c.hidden_act != "silu") {
@@ -182,6 +182,23 @@ void refuse_sliding_window(const JsonFields& r) {
         r.fail("layer_types", "contains " + t.dump() + "; ditto supports only full_attention");
       }
     }
+  }
+}
+
+// sliding_window (null: none). Until windowed attention exists (it arrives with Gemma 3), only a
+// window that cannot bind is run: one at least max_position_embeddings long, since max_model_len
+// never exceeds max_position_embeddings.
+void read_sliding_window(const json& j, const JsonFields& r, const ArchitectureDefaults& d, const ModelConfig& c) {
+  std::optional<int64_t> window = d.sliding_window;
+  if (j.contains("sliding_window"))
+    window = j["sliding_window"].is_null() ? std::nullopt : std::optional(r.get_int("sliding_window", 0));
+  if (!window) return;
+  if (*window <= 0) r.fail("sliding_window", "must be a positive integer or null, got " + std::to_string(*window));
+  if (*window < c.max_position_embeddings) {
+    r.fail("sliding_window", "is " + std::to_string(*window) + (j.contains("sliding_window") ? "" : " (the default)") +
+                                 ", shorter than max_position_embeddings (" +
+                                 std::to_string(c.max_position_embeddings) +
+                                 "); ditto has no sliding-window attention yet (it arrives with Gemma 3)");
   }
 }
 
@@ -240,6 +257,7 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
   read_layer_options_and_tokens(j, r, d, c);
   c.random_weights = j.contains("ditto_random_weights");
   if (c.features.refuses_sliding_window) refuse_sliding_window(r);
+  if (c.features.sliding_window) read_sliding_window(j, r, d, c);
   if (c.features.moe) read_moe(r, d, c);
   return c;
 }

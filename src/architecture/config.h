@@ -42,7 +42,7 @@ struct ModelConfig {
   double rope_theta = 0;
   double initializer_range = 0;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // q/k/v/o_proj have biases
+  bool attention_bias = false;  // q/k/v/o_proj have biases (config.json's; features.attention_bias kConfig)
   bool mlp_bias = false;        // gate/up/down_proj have biases (only with features.mlp_bias)
   std::string hidden_act;       // only "silu"
   std::optional<RopeScaling> rope_scaling;
@@ -67,6 +67,10 @@ struct ModelConfig {
   std::vector<int64_t> mlp_only_layers;
 
   bool is_moe() const { return num_experts > 0; }
+  // q/k/v_proj have biases: attention_bias, or always (Qwen2: features.attention_bias kQkv).
+  bool has_qkv_bias() const { return attention_bias || features.attention_bias == AttentionBias::kQkv; }
+  // o_proj has a bias: attention_bias only.
+  bool has_o_bias() const { return attention_bias; }
   // RMSNorm over each head of q and k before RoPE (Qwen3, Qwen3-MoE; not Llama).
   bool has_qk_norm() const { return features.qk_norm; }
   // Hugging Face's rule (modeling_qwen3_moe.py): layer not in mlp_only_layers, num_experts > 0 and
@@ -81,7 +85,7 @@ std::vector<std::string> supported_architectures();
 // Throws Error(kInvalidArgument) naming the key for a missing architecture/model_type, an
 // unsupported architecture, a wrong-typed or out-of-range value, or an unsupported feature
 // (hidden_act other than silu, a rope_scaling type the architecture does not list, sliding-window
-// attention).
+// attention: use_sliding_window true, or a sliding_window shorter than max_position_embeddings).
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
 
 // Reads and parses a config.json file. Error(kNotFound) if it cannot be read, kInvalidArgument

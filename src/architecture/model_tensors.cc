@@ -93,10 +93,11 @@ void visit_attention_tensors(const ModelConfig& c, const LayerTensors& t) {
   const int64_t h = c.hidden_size;
   const int64_t q = c.num_attention_heads * c.head_dim;
   const int64_t kv = c.num_key_value_heads * c.head_dim;
-  t.linear("self_attn.q_proj", "attn_q", q, h, c.attention_bias, S::kQkvProj, S::kQkvBias, /*rope_rows=*/true);
-  t.linear("self_attn.k_proj", "attn_k", kv, h, c.attention_bias, S::kQkvProj, S::kQkvBias, /*rope_rows=*/true);
-  t.linear("self_attn.v_proj", "attn_v", kv, h, c.attention_bias, S::kQkvProj, S::kQkvBias);
-  t.linear("self_attn.o_proj", "attn_output", h, q, c.attention_bias, S::kOProj, S::kOBias);
+  const bool qkv_bias = c.has_qkv_bias();
+  t.linear("self_attn.q_proj", "attn_q", q, h, qkv_bias, S::kQkvProj, S::kQkvBias, /*rope_rows=*/true);
+  t.linear("self_attn.k_proj", "attn_k", kv, h, qkv_bias, S::kQkvProj, S::kQkvBias, /*rope_rows=*/true);
+  t.linear("self_attn.v_proj", "attn_v", kv, h, qkv_bias, S::kQkvProj, S::kQkvBias);
+  t.linear("self_attn.o_proj", "attn_output", h, q, c.has_o_bias(), S::kOProj, S::kOBias);
   if (c.features.qk_norm) {
     t.norm("self_attn.q_norm", "attn_q_norm", c.head_dim, S::kQNorm);
     t.norm("self_attn.k_norm", "attn_k_norm", c.head_dim, S::kKNorm);

@@ -70,8 +70,8 @@ struct TensorDesc {
 using TensorVisitor = std::function<void(const TensorDesc&)>;
 
 // Calls `visit` for every tensor of a checkpoint of `c`, in model (state_dict) order:
-// model.embed_tokens.weight; then per layer self_attn.{q,k,v,o}_proj.weight [+ .bias with
-// attention_bias], self_attn.{q,k}_norm.weight (features.qk_norm), then either mlp.gate.weight
+// model.embed_tokens.weight; then per layer self_attn.{q,k,v,o}_proj.weight [+ .bias:
+// has_qkv_bias / has_o_bias], self_attn.{q,k}_norm.weight (features.qk_norm), then either mlp.gate.weight
 // and mlp.experts.E.{gate,up,down}_proj.weight (is_moe_layer) or mlp.{gate,up,down}_proj.weight
 // [+ .bias with mlp_bias], input_layernorm.weight, post_attention_layernorm.weight; then
 // model.norm.weight and lm_head.weight unless tie_word_embeddings.

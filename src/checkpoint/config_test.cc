@@ -119,15 +119,92 @@ TEST(ModelConfig, ArchitectureFallsBackToModelType) {
   EXPECT_EQ(parse_model_config(j, kSrc).architecture, "LlamaForCausalLM");
   j.erase("model_type");
   DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "architectures", "model_type");
-  j["model_type"] = "mistral";
-  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "mistral", "Qwen3ForCausalLM");
+  j["model_type"] = "qwen2";
+  EXPECT_EQ(parse_model_config(j, kSrc).architecture, "Qwen2ForCausalLM");
+  j["model_type"] = "gemma";
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "gemma", "Qwen3ForCausalLM");
 }
 
 TEST(ModelConfig, UnknownArchitectureNamesValueAndSupportedList) {
   json j = qwen3();
-  j["architectures"] = {"MistralForCausalLM"};
-  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "architectures", "MistralForCausalLM", "Qwen3ForCausalLM",
-                           "LlamaForCausalLM", "Qwen3MoeForCausalLM");
+  j["architectures"] = {"PhiForCausalLM"};
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "architectures", "PhiForCausalLM", "Qwen3ForCausalLM",
+                           "LlamaForCausalLM", "Qwen3MoeForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM");
+}
+
+TEST(ModelConfig, ParsesQwen25Presets) {
+  const ModelConfig c = parse_model_config(preset_config("qwen2.5-0.5b"), kSrc);
+  EXPECT_EQ(c.architecture, "Qwen2ForCausalLM");
+  EXPECT_EQ(c.model_type, "qwen2");
+  EXPECT_EQ(c.hidden_size, 896);
+  EXPECT_EQ(c.intermediate_size, 4864);
+  EXPECT_EQ(c.num_hidden_layers, 24);
+  EXPECT_EQ(c.num_attention_heads, 14);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.head_dim, 64);  // hidden_size / num_attention_heads: Qwen2Config has no head_dim
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_EQ(c.max_position_embeddings, 32768);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.has_qk_norm());
+  EXPECT_TRUE(c.has_qkv_bias());
+  EXPECT_FALSE(c.has_o_bias());
+  const ModelConfig c7 = parse_model_config(preset_config("qwen2.5-7b"), kSrc);
+  EXPECT_EQ(c7.hidden_size, 3584);
+  EXPECT_EQ(c7.intermediate_size, 18944);
+  EXPECT_EQ(c7.num_attention_heads, 28);
+  EXPECT_EQ(c7.num_key_value_heads, 4);
+  EXPECT_EQ(c7.head_dim, 128);
+  EXPECT_EQ(c7.vocab_size, 152064);
+  EXPECT_FALSE(c7.tie_word_embeddings);
+  const ModelConfig c15 = parse_model_config(preset_config("qwen2.5-1.5b"), kSrc);
+  EXPECT_EQ(c15.hidden_size, 1536);
+  EXPECT_EQ(c15.num_hidden_layers, 28);
+  EXPECT_TRUE(c15.tie_word_embeddings);
+}
+
+TEST(ModelConfig, Qwen2RefusesSlidingWindowAndYarnByName) {
+  json j = preset_config("qwen2.5-0.5b");
+  j["max_window_layers"] = 3;   // read only when use_sliding_window is true: ignored
+  j["attention_bias"] = false;  // not a Qwen2Config key: q/k/v biases stay
+  EXPECT_TRUE(parse_model_config(j, kSrc).has_qkv_bias());
+  j["use_sliding_window"] = true;
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "'use_sliding_window'");
+  j = preset_config("qwen2.5-7b");
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "'rope_scaling.rope_type'", "yarn");
+}
+
+TEST(ModelConfig, ParsesMistralPresetAndItsSlidingWindow) {
+  const ModelConfig c = parse_model_config(preset_config("mistral-7b-v0.3"), kSrc);
+  EXPECT_EQ(c.architecture, "MistralForCausalLM");
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.intermediate_size, 14336);
+  EXPECT_EQ(c.num_hidden_layers, 32);
+  EXPECT_EQ(c.num_attention_heads, 32);
+  EXPECT_EQ(c.num_key_value_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.vocab_size, 32768);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.has_qk_norm());
+  EXPECT_FALSE(c.has_qkv_bias());
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{2});
+
+  json j = preset_config("mistral-7b-v0.3");
+  j["attention_bias"] = true;  // not a MistralConfig key: no biases
+  EXPECT_FALSE(parse_model_config(j, kSrc).has_qkv_bias());
+  j["sliding_window"] = 32768;  // as long as the context: the window never binds
+  EXPECT_NO_THROW(parse_model_config(j, kSrc));
+  j["sliding_window"] = 4096;  // Mistral-7B-v0.1's
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "'sliding_window'", "4096", "32768", "Gemma 3");
+  j.erase("sliding_window");  // MistralConfig's default is 4096
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "'sliding_window'", "4096", "default");
+  j["sliding_window"] = 0;
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "'sliding_window'", "positive");
 }
 
 TEST(ModelConfig, MalformedJsonNamesFileAndPosition) {
@@ -284,6 +361,21 @@ TEST(ExpectedTensors, BiasesAndUntiedHead) {
   EXPECT_FALSE(names.count("model.layers.0.self_attn.q_norm.weight"));
   EXPECT_EQ(t.back().name, "lm_head.weight");
   EXPECT_EQ(t.back().shape, (std::vector<int64_t>{128256, 2048}));
+}
+
+TEST(ExpectedTensors, Qwen2BiasesOnQkvOnly) {
+  json j = preset_config("qwen2.5-0.5b");
+  j["num_hidden_layers"] = 1;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& s : expected_tensors(parse_model_config(j, kSrc))) shapes[s.name] = s.shape;
+  EXPECT_EQ(shapes.at("model.layers.0.self_attn.q_proj.bias"), (std::vector<int64_t>{896}));
+  EXPECT_EQ(shapes.at("model.layers.0.self_attn.k_proj.bias"), (std::vector<int64_t>{128}));
+  EXPECT_EQ(shapes.at("model.layers.0.self_attn.v_proj.bias"), (std::vector<int64_t>{128}));
+  EXPECT_FALSE(shapes.count("model.layers.0.self_attn.o_proj.bias"));
+  EXPECT_FALSE(shapes.count("model.layers.0.self_attn.q_norm.weight"));
+  EXPECT_FALSE(shapes.count("model.layers.0.mlp.gate_proj.bias"));
+  EXPECT_FALSE(shapes.count("lm_head.weight"));
+  EXPECT_EQ(shapes.size(), 1 + 12 + 1u);
 }
 
 TEST(ExpectedTensors, MoeLayers) {

@@ -23,7 +23,9 @@ const Architecture& architecture_of(const GgufFile& g) {
   for (const Architecture& a : architectures()) {
     if (a.gguf.arch.empty()) continue;
     if (a.gguf.arch == arch) return a;
-    known += (known.empty() ? "" : ", ") + a.gguf.arch;
+    // Several entries may write one general.architecture (MistralForCausalLM as llama): list it once.
+    if ((", " + known + ", ").find(", " + a.gguf.arch + ", ") == std::string::npos)
+      known += (known.empty() ? "" : ", ") + a.gguf.arch;
   }
   throw_invalid_argument(g.path() + ": metadata 'general.architecture' is \"" + arch +
                          "\", which ditto does not run (supported: " + known + ")");

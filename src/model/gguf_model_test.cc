@@ -119,7 +119,8 @@ TEST_P(GgufModelTest, LoadsWithTheDirectorysConfigAndLogitsBitForBit) {
   EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, GgufModelTest, ::testing::Values("qwen3-0.6b", "llama-3.2-1b", "qwen3-30b-a3b"),
+INSTANTIATE_TEST_SUITE_P(Architectures, GgufModelTest,
+                         ::testing::Values("qwen3-0.6b", "llama-3.2-1b", "qwen3-30b-a3b", "qwen2.5-0.5b"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& ch : name)

@@ -6,7 +6,7 @@ float64 (gguf_reader.py), with the same interface as reference.SafeTensors. Writ
 llama.cpp's conventions (gguf-py's tensor names and keys, convert_hf_to_gguf.py), not from
 ditto's C++.
 
-Metadata (`<arch>` = general.architecture: llama, qwen3 or qwen3moe):
+Metadata (`<arch>` = general.architecture: llama, qwen3, qwen3moe or qwen2):
 
     hidden_size          <arch>.embedding_length
     num_hidden_layers    <arch>.block_count
@@ -59,7 +59,7 @@ import numpy as np
 
 from gguf_reader import GGUFError, GGUFFile, dequantize
 
-ARCHITECTURES = {"llama": "llama", "qwen3": "qwen3", "qwen3moe": "qwen3_moe"}
+ARCHITECTURES = {"llama": "llama", "qwen3": "qwen3", "qwen3moe": "qwen3_moe", "qwen2": "qwen2"}
 
 WEIGHT_BUGS = (
     "_debug_gguf_q4_1_no_min",      # Q4_1: x = d * q (the block's min m ignored)
@@ -161,7 +161,8 @@ def config_fields(g: GGUFFile) -> dict:
         rope_scaling=None,
         rope_freq_factors=freq_factors,
         tie_word_embeddings="output.weight" not in g,
-        attention_bias="blk.0.attn_q.bias" in g,
+        # qwen2: q/k/v biases always, none on attn_output (Config.qkv_bias / o_bias)
+        attention_bias="blk.0.attn_q.bias" in g and arch != "qwen2",
         mlp_bias=arch == "llama" and "blk.0.ffn_gate.bias" in g,
         raw={k: v for k, v in g.metadata.items() if not k.startswith("tokenizer.")},
     )

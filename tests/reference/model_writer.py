@@ -152,8 +152,10 @@ def random_weights(config: dict, seed: int = 0, std: float = 0.02,
         add(p + "self_attn.k_proj.weight", (nkv * d, H))
         add(p + "self_attn.v_proj.weight", (nkv * d, H))
         add(p + "self_attn.o_proj.weight", (H, nh * d))
-        if config.get("attention_bias"):
-            for nm, size in (("q", nh * d), ("k", nkv * d), ("v", nkv * d), ("o", H)):
+        # Qwen2: q/k/v biases always, o_proj none (attention_bias is not its key)
+        qwen2 = config.get("model_type") == "qwen2"
+        if config.get("attention_bias") or qwen2:
+            for nm, size in (("q", nh * d), ("k", nkv * d), ("v", nkv * d)) + ((("o", H),) if not qwen2 else ()):
                 add(p + f"self_attn.{nm}_proj.bias", (size,), "bias")
         if qwen3:
             add(p + "self_attn.q_norm.weight", (d,), "norm")

@@ -122,7 +122,7 @@ class SafeTensors:
 
 @dataclass
 class Config:
-    arch: str                      # "qwen3", "qwen3_moe" or "llama"
+    arch: str                      # "qwen3", "qwen3_moe", "llama", "qwen2" or "mistral"
     vocab_size: int
     hidden_size: int
     intermediate_size: int
@@ -134,7 +134,7 @@ class Config:
     rope_theta: float
     rope_scaling: Optional[dict]
     tie_word_embeddings: bool
-    attention_bias: bool
+    attention_bias: bool           # q/k/v/o_proj biases (Llama/Qwen3's config key)
     mlp_bias: bool
     # Qwen3-MoE only (num_experts == 0 for dense models)
     num_experts: int = 0
@@ -152,6 +152,16 @@ class Config:
         """Qwen3 and Qwen3-MoE RMS-normalise every q and k head before RoPE."""
         return self.arch in ("qwen3", "qwen3_moe")
 
+    @property
+    def qkv_bias(self) -> bool:
+        """q/k/v_proj have biases: attention_bias, or always (Qwen2Attention: bias=True)."""
+        return self.attention_bias or self.arch == "qwen2"
+
+    @property
+    def o_bias(self) -> bool:
+        """o_proj has a bias: attention_bias only (never for Qwen2 and Mistral)."""
+        return self.attention_bias
+
     def is_moe_layer(self, layer: int) -> bool:
         """transformers' Qwen3MoeDecoderLayer: sparse block iff the layer is not in
         mlp_only_layers, num_experts > 0 and (layer + 1) % decoder_sparse_step == 0."""
@@ -163,7 +173,10 @@ def load_config(model_dir: str) -> Config:
     """config.json with the Hugging Face class defaults for missing keys; for a GGUF file,
     its metadata (gguf_checkpoint.config_fields).
 
-    Defaults (from transformers' Qwen3Config / Qwen3MoeConfig / LlamaConfig):
+    Defaults (from transformers' Qwen3Config / Qwen3MoeConfig / LlamaConfig / Qwen2Config /
+    MistralConfig; Qwen2 is Qwen3 without q/k norms and head_dim default, with q/k/v biases;
+    Mistral is Llama without biases, num_key_value_heads 8, intermediate_size 14336 and a
+    sliding_window (4096 when absent) that must not bind):
       - head_dim: Qwen3Config default 128; LlamaConfig default hidden_size // num_heads;
         Qwen3MoeConfig has no default (the attention uses hidden_size // num_heads).
         (null -> hidden_size // num_attention_heads for all)
@@ -189,6 +202,10 @@ def load_config(model_dir: str) -> Config:
         arch = "qwen3"
     elif "LlamaForCausalLM" in archs or model_type == "llama":
         arch = "llama"
+    elif "Qwen2ForCausalLM" in archs or model_type == "qwen2":
+        arch = "qwen2"
+    elif "MistralForCausalLM" in archs or model_type == "mistral":
+        arch = "mistral"
     else:
         raise ValueError(f"unsupported architecture {archs} / model_type {model_type!r}")
 
@@ -203,8 +220,8 @@ def load_config(model_dir: str) -> Config:
         head_dim = hidden // heads
     if c.get("num_key_value_heads") is not None:
         kv_heads = int(c["num_key_value_heads"])
-    elif "num_key_value_heads" not in c and arch in ("qwen3", "qwen3_moe"):
-        kv_heads = 4 if moe else 32
+    elif "num_key_value_heads" not in c and arch in ("qwen3", "qwen3_moe", "qwen2", "mistral"):
+        kv_heads = 4 if moe else 8 if arch == "mistral" else 32
     else:
         kv_heads = heads
 
@@ -223,8 +240,13 @@ def load_config(model_dir: str) -> Config:
         raise NotImplementedError("partial_rotary_factor != 1")
     if c.get("hidden_act", "silu") != "silu":
         raise NotImplementedError(f"hidden_act {c.get('hidden_act')!r}")
-    if arch != "llama" and c.get("use_sliding_window", False):
+    if arch not in ("llama", "mistral") and c.get("use_sliding_window", False):
         raise NotImplementedError("use_sliding_window=true")
+    if arch == "mistral":
+        # MistralConfig: sliding_window 4096 when absent; a window that can bind is not implemented
+        window = c.get("sliding_window", 4096)
+        if window is not None and int(window) < int(c.get("max_position_embeddings", 131072)):
+            raise NotImplementedError(f"sliding_window {window} < max_position_embeddings")
 
     moe_kw = {}
     if moe:
@@ -246,10 +268,11 @@ def load_config(model_dir: str) -> Config:
 
     return Config(
         arch=arch,
-        vocab_size=int(c.get("vocab_size", 151936 if arch != "llama" else 32000)),
+        vocab_size=int(c.get("vocab_size", 32000 if arch in ("llama", "mistral") else 151936)),
         hidden_size=hidden,
         intermediate_size=int(c.get("intermediate_size", 6144 if moe else
-                                    22016 if arch == "qwen3" else 11008)),
+                                    22016 if arch in ("qwen3", "qwen2") else
+                                    14336 if arch == "mistral" else 11008)),
         num_hidden_layers=int(c.get("num_hidden_layers", 24 if moe else 32)),
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
@@ -258,7 +281,8 @@ def load_config(model_dir: str) -> Config:
         rope_theta=rope_theta,
         rope_scaling=rope_scaling,
         tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
-        attention_bias=bool(c.get("attention_bias", False)),
+        # Qwen2 and Mistral do not read attention_bias (Config.qkv_bias / o_bias)
+        attention_bias=bool(c.get("attention_bias", False)) if arch in ("qwen3", "qwen3_moe", "llama") else False,
         mlp_bias=bool(c.get("mlp_bias", False)) if arch == "llama" else False,
         raw=c,
         **moe_kw,

@@ -27,6 +27,7 @@ LM_HEAD_CHUNK = 8192  # vocabulary rows of lm_head converted to float64 at a tim
 DEBUG_FLAGS = (
     "_debug_disable_rope",       # skip RoPE entirely
     "_debug_skip_qk_norm",       # Qwen3: skip q_norm / k_norm
+    "_debug_skip_qkv_bias",      # q/k/v_proj biases (Qwen2) left out
     "_debug_interleaved_rope",   # rotate pairs (2i, 2i+1) instead of (i, i + d/2)
     "_debug_no_rope_scaling",    # ignore rope_scaling (llama3) -> plain inv_freq
     "_debug_no_causal_mask",     # let every position attend to every position
@@ -359,11 +360,17 @@ class Model:
             p = f"model.layers.{li}."
             # ---- attention block ----
             x = _rms_norm(h, self._w(p + "input_layernorm.weight", dt), eps)
-            ab = cfg.attention_bias
+            qkvb = cfg.qkv_bias
             a = p + "self_attn."
-            q = self._linear(x, rid, a + "q_proj.weight", a + "q_proj.bias", ab, ps)
-            k = self._linear(x, rid, a + "k_proj.weight", a + "k_proj.bias", ab, ps)
-            vv = self._linear(x, rid, a + "v_proj.weight", a + "v_proj.bias", ab, ps)
+            q = self._linear(x, rid, a + "q_proj.weight", a + "q_proj.bias", qkvb, ps)
+            k = self._linear(x, rid, a + "k_proj.weight", a + "k_proj.bias", qkvb, ps)
+            vv = self._linear(x, rid, a + "v_proj.weight", a + "v_proj.bias", qkvb, ps)
+            if qkvb:
+                for vi, var in enumerate(variants):
+                    if var.get("_debug_skip_qkv_bias", False):  # q, k, vv: [V, T, out]
+                        q[vi] -= self._w(a + "q_proj.bias", dt)
+                        k[vi] -= self._w(a + "k_proj.bias", dt)
+                        vv[vi] -= self._w(a + "v_proj.bias", dt)
             q = q.reshape(V, T, nh, d)
             k = k.reshape(V, T, nkv, d)
             vv = vv.reshape(V, T, nkv, d)
@@ -395,7 +402,7 @@ class Model:
                 prob = e / np.sum(e, axis=-1, keepdims=True)
                 attn[vi] = np.einsum("hts,shd->thd", prob, vr)
             o = self._linear(attn.reshape(V, T, nh * d), rid, a + "o_proj.weight",
-                             a + "o_proj.bias", ab, ps)
+                             a + "o_proj.bias", cfg.o_bias, ps)
             h = h + o
             # ---- MLP block: Qwen3-MoE's sparse block on the layers the config selects ----
             x = _rms_norm(h, self._w(p + "post_attention_layernorm.weight", dt), eps)

@@ -175,6 +175,7 @@ BUG_VARIANTS = {
     "rope_disabled": {"_debug_disable_rope": True},
     "rope_interleaved": {"_debug_interleaved_rope": True},
     "qk_norm_skipped": {"_debug_skip_qk_norm": True},       # qwen3 only
+    "qkv_bias_skipped": {"_debug_skip_qkv_bias": True},     # q/k/v biases (qwen2) only
     "rope_scaling_ignored": {"_debug_no_rope_scaling": True},  # llama3 scaling only
     "moe_renorm_ignored": {"_debug_moe_no_topk_renorm": True},  # MoE with norm_topk_prob
     "moe_kth_expert_swapped": {"_debug_moe_swap_kth_expert": True},  # MoE only
@@ -184,6 +185,8 @@ BUG_VARIANTS = {
 def _applies(bug, cfg):
     if bug == "qk_norm_skipped":
         return cfg.qk_norm
+    if bug == "qkv_bias_skipped":
+        return cfg.qkv_bias
     if bug == "rope_scaling_ignored":
         return cfg.rope_scaling is not None
     if bug == "moe_renorm_ignored":
@@ -226,11 +229,21 @@ def _run(cmd, check=True):
 @pytest.fixture(scope="module", params=list(PRESETS))
 def run(request, tmp_path_factory):
     preset = request.param
-    ids, seed, extra = PRESETS[preset]
     base = tmp_path_factory.mktemp(preset)
+    yield prepare_run(preset, *PRESETS[preset], base)
+    ref._MODEL_CACHE.clear()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def prepare_run(preset, ids, seed, extra, base, edit_model=None):
+    """Writes the 2-layer test model of `preset` under `base`, lets `edit_model(model_dir)` change
+    its files (test_parity_registry.py gives the generator's zero biases random values), scores it
+    with ditto and runs the reference variants: the record every test below reads."""
     model = base / "model"
     t_make, _ = _run([DITTO_BIN, "make-test-model", "--preset", preset, "--num-hidden-layers",
                       "2", "--seed", str(seed), "--out", str(model)] + extra)
+    if edit_model is not None:
+        edit_model(model)
     cfg = ref.load_config(str(model))
     assert cfg.num_hidden_layers == 2
     if preset == "qwen3-30b-a3b":
@@ -287,9 +300,7 @@ def run(request, tmp_path_factory):
                + f" -> rows {np.nonzero(~rows)[0].tolist()} are NOT compared")
         print(msg)
         warnings.warn(msg)
-    yield r
-    ref._MODEL_CACHE.clear()
-    shutil.rmtree(base, ignore_errors=True)
+    return r
 
 
 def _maxerr(a, b):

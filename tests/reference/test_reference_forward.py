@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["qwen3", "qwen3_bias_tied", "llama_llama3", "llama_bias_untied",
-                                  "qwen3_moe", "qwen3_moe_mixed_layers"])
+                                  "qwen3_moe", "qwen3_moe_mixed_layers", "qwen2", "mistral"])
 def test_matches_scalar_implementation(tmp_path, kind):
     if kind == "qwen3":
         cfg = qwen3_config()
@@ -42,6 +42,15 @@ def test_matches_scalar_implementation(tmp_path, kind):
                                tie_word_embeddings=True)
     elif kind == "qwen3_bias_tied":
         cfg = qwen3_config(attention_bias=True, tie_word_embeddings=True)
+    elif kind == "qwen2":  # q/k/v biases, no o_proj bias, no q/k norm, tied
+        cfg = qwen3_config(architectures=["Qwen2ForCausalLM"], model_type="qwen2",
+                           tie_word_embeddings=True)
+        cfg.pop("attention_bias")
+    elif kind == "mistral":  # Llama without biases; sliding_window null
+        cfg = llama_config(architectures=["MistralForCausalLM"], model_type="mistral",
+                           rope_scaling=None, tie_word_embeddings=False, sliding_window=None)
+        cfg.pop("attention_bias")
+        cfg.pop("mlp_bias")
     elif kind == "llama_llama3":
         cfg = llama_config()
     else:
@@ -119,6 +128,25 @@ def test_debug_flags_change_output(tmp_path, flag):
     assert np.max(np.abs(good - bad)) > 1e-2
     with pytest.raises(TypeError):
         ref.log_softmax(d, ids, _debug_typo=True)
+
+
+def test_qwen2_biases_and_their_debug_flag(tmp_path):
+    cfg = qwen3_config(architectures=["Qwen2ForCausalLM"], model_type="qwen2")
+    cfg.pop("attention_bias")
+    d, W = make_model(tmp_path, cfg, seed=10)
+    assert "model.layers.0.self_attn.q_proj.bias" in W
+    assert "model.layers.0.self_attn.o_proj.bias" not in W
+    ids = [5, 6, 7, 8, 9]
+    good = ref.log_softmax(d, ids)
+    assert np.max(np.abs(good - ref.log_softmax(d, ids, _debug_skip_qkv_bias=True))) > 1e-2
+
+
+def test_mistral_sliding_window_that_binds_is_refused(tmp_path):
+    cfg = llama_config(architectures=["MistralForCausalLM"], model_type="mistral", rope_scaling=None,
+                       sliding_window=4096, max_position_embeddings=32768)
+    d, _ = make_model(tmp_path, cfg, seed=11)
+    with pytest.raises(NotImplementedError, match="sliding_window"):
+        ref.load_config(d)
 
 
 def test_no_rope_scaling_flag_matters_for_llama3(tmp_path):
