@@ -82,11 +82,23 @@ GGML_TYPES: Dict[str, Tuple[int, int, int]] = {
     "Q8_0": (8, 32, 34),
     "Q4_K": (12, 256, 144),
     "Q6_K": (14, 256, 210),
+    "Q5_0": (6, 32, 22),
+    "Q5_1": (7, 32, 24),
+    "Q2_K": (10, 256, 84),
+    "Q3_K": (11, 256, 110),
+    "Q5_K": (13, 256, 176),
+    "IQ4_NL": (20, 32, 18),
+    "IQ4_XS": (23, 256, 136),
     "F64": (28, 1, 8),
     "BF16": (30, 1, 2),
 }
 _TYPE_BY_ID = {v[0]: k for k, v in GGML_TYPES.items()}
-QUANTIZED_TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")
+QUANTIZED_TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q5_K",
+                   "IQ4_NL", "IQ4_XS")
+
+# ggml's kvalues_iq4nl (ggml-common.h): the 16 levels an IQ4_NL / IQ4_XS index selects.
+IQ4NL_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
+                        dtype=np.float64)
 
 # GGUF value types: id -> (name, struct format or None)
 _VT_UINT8, _VT_INT8, _VT_UINT16, _VT_INT16, _VT_UINT32, _VT_INT32 = 0, 1, 2, 3, 4, 5
@@ -362,6 +374,28 @@ def q6k_values(ql: np.ndarray, qh: np.ndarray) -> np.ndarray:
     return np.concatenate(halves, axis=-1)
 
 
+def _fifth_bits(qh: np.ndarray) -> np.ndarray:
+    """Q5_0 / Q5_1's qh [..., 4] (a little-endian u32) -> bit i as [..., 32]."""
+    word = np.ascontiguousarray(qh).view("<u4")[..., 0].astype(np.int64)
+    return (word[..., None] >> np.arange(32)) & 1
+
+
+def _two_bit_values(qs: np.ndarray) -> np.ndarray:
+    """Q3_K / Q2_K's qs [..., 64] -> the 2-bit fields [..., 256]: value 128h + 32t + l is bits
+    2t, 2t+1 of qs[32h + l]."""
+    q = qs.astype(np.int64).reshape(qs.shape[:-1] + (2, 1, 32))
+    return ((q >> (2 * np.arange(4))[:, None]) & 3).reshape(qs.shape[:-1] + (256,))
+
+
+def q3k_scales(scales: np.ndarray) -> np.ndarray:
+    """Q3_K's 12 scale bytes [..., 12] -> the 16 six-bit scales (before the - 32)."""
+    s = scales.astype(np.int64)
+    low = np.concatenate([s[..., 0:8] & 15, s[..., 0:8] >> 4], axis=-1)
+    j = np.arange(16)
+    top = (s[..., 8 + j % 4] >> (2 * (j // 4))) & 3
+    return low | (top << 4)
+
+
 def dequantize(raw: np.ndarray, type_name: str, cols: int) -> np.ndarray:
     """Exact float64 values of `n` stored rows (uint8 [n, row_bytes]) of `cols` values each."""
     if type_name not in GGML_TYPES:
@@ -397,6 +431,45 @@ def dequantize(raw: np.ndarray, type_name: str, cols: int) -> np.ndarray:
         sc = b[..., 192:208].view(np.int8).astype(np.float64)   # [n, nb, 16]
         d = _f16(b[..., 208:210])
         y = (d[..., None] * sc)[..., None] * q.reshape(n, -1, 16, 16)
+    elif type_name in ("Q5_0", "Q5_1"):
+        off = 2 if type_name == "Q5_0" else 4
+        q = _nibbles(b[..., off + 4:off + 20]) + 16.0 * _fifth_bits(b[..., off:off + 4])
+        if type_name == "Q5_0":
+            y = _f16(b[..., 0:2])[..., None] * (q - 16.0)
+        else:
+            y = _f16(b[..., 0:2])[..., None] * q + _f16(b[..., 2:4])[..., None]
+    elif type_name == "IQ4_NL":
+        y = _f16(b[..., 0:2])[..., None] * IQ4NL_VALUES[_nibbles(b[..., 2:18]).astype(np.int64)]
+    elif type_name == "Q5_K":
+        d, dmin = _f16(b[..., 0:2]), _f16(b[..., 2:4])
+        sc, m = q4k_scales_mins(b[..., 4:16])
+        qh = b[..., 16:48].astype(np.int64)                       # [n, nb, 32]
+        qs = b[..., 48:176].reshape(n, -1, 4, 32).astype(np.int64)
+        low = np.stack([qs & 15, qs >> 4], axis=3).reshape(n, -1, 8, 32)
+        high = (qh[..., None, :] >> np.arange(8)[:, None]) & 1     # [n, nb, 8, 32]: bit j of qh[l]
+        q = (low | (high << 4)).astype(np.float64)
+        y = ((d[..., None] * sc)[..., None] * q - (dmin[..., None] * m)[..., None])
+    elif type_name == "Q3_K":
+        hmask = b[..., 0:32].astype(np.int64)
+        high = ((hmask[..., None, :] >> np.arange(8)[:, None]) & 1).reshape(n, -1, 256)
+        q = (_two_bit_values(b[..., 32:96]) | (high << 2)).astype(np.float64) - 4.0
+        sc = q3k_scales(b[..., 96:108]).astype(np.float64) - 32.0
+        d = _f16(b[..., 108:110])
+        y = (d[..., None] * sc)[..., None] * q.reshape(n, -1, 16, 16)
+    elif type_name == "Q2_K":
+        s16 = b[..., 0:16].astype(np.int64)
+        sc, m = (s16 & 15).astype(np.float64), (s16 >> 4).astype(np.float64)
+        q = _two_bit_values(b[..., 16:80]).astype(np.float64).reshape(n, -1, 16, 16)
+        d, dmin = _f16(b[..., 80:82]), _f16(b[..., 82:84])
+        y = (d[..., None] * sc)[..., None] * q - (dmin[..., None] * m)[..., None]
+    elif type_name == "IQ4_XS":
+        d = _f16(b[..., 0:2])
+        sh = np.ascontiguousarray(b[..., 2:4]).view("<u2")[..., 0].astype(np.int64)
+        sl = b[..., 4:8].astype(np.int64)
+        j = np.arange(8)
+        ls = ((sl[..., j // 2] >> (4 * (j % 2))) & 15) | (((sh[..., None] >> (2 * j)) & 3) << 4)
+        idx = _nibbles(b[..., 8:136].reshape(n, -1, 8, 16)).astype(np.int64)   # [n, nb, 8, 32]
+        y = (d[..., None] * (ls - 32.0))[..., None] * IQ4NL_VALUES[idx]
     else:  # pragma: no cover
         raise GGUFError(f"unsupported ggml type {type_name}")
     return y.reshape(n, cols)

@@ -38,7 +38,8 @@ DEBUG_FLAGS = (
 ) + gguf_checkpoint.WEIGHT_BUGS  # GGUF only: Q4_1 min ignored, Q4_K min sign, q/k permutation
 
 # Activation block of ditto's quantized GEMM for each GGML weight type (docs/NUMERICS.md).
-ACTIVATION_BLOCK = {"Q8_0": 32, "Q4_0": 32, "Q4_1": 32, "Q4_K": 256, "Q6_K": 256}
+ACTIVATION_BLOCK = {"Q8_0": 32, "Q4_0": 32, "Q4_1": 32, "Q5_0": 32, "Q5_1": 32, "IQ4_NL": 32,
+                    "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "Q3_K": 256, "Q2_K": 256, "IQ4_XS": 256}
 # activation_dither_seed: relative size of the random perturbation of each rounded input
 # (about a float32 GEMM's rounding error), to draw further samples of the rounding noise
 DITHER = 1e-6

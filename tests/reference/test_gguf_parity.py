@@ -10,7 +10,10 @@ Models (fixture `run`, one per entry of MODELS):
     the real Q4_1 / Q8_0 blocks and metadata, block_count 2);
   * qwen3-q8_0, qwen3-q4_k: `ditto make-test-model --preset qwen3-0.6b --num-hidden-layers 2
     --seed 0` exported by `ditto export-gguf --outtype q8_0 | q4_k` (hidden 1024, vocab
-    151936, every matrix and the tied embedding quantized), one 10-token sequence each.
+    151936, every matrix and the tied embedding quantized), one 10-token sequence each;
+  * qwen3-q5_k_m, qwen3-iq4_xs, qwen3-q2_k, qwen3-q5_1: the same model exported with
+    llama-quantize's mixes (Q5_K/Q6_K; IQ4_XS/Q6_K; Q2_K/Q3_K/Q6_K) and as Q5_1, one 6-token
+    sequence each (no exact-row check).
 `ditto score --logprobs-out` (all rows, all vocab entries) is compared with the reference
 (reference.py reading the same GGUF, weights dequantized exactly to float64) in variants:
   f64      float64 everything (float64 KV): THE reference;
@@ -56,6 +59,10 @@ Tolerance vs the float64 reference: derived from the scheme
        smollm2-q4_1-2l     2    2.07   3.10   0.70       0.59     0.71         0.15
        qwen3-q8_0          2    0.102  0.153  0.044      0.044    0.042        0.008
        qwen3-q4_k          2    0.145  0.218  0.071      0.071    0.065        0.013
+       qwen3-q5_k_m        2    0.145  0.218  0.063      0.063    0.063        0.012
+       qwen3-iq4_xs        2    0.140  0.210  0.059      0.059    0.055        0.012
+       qwen3-q2_k          2    0.146  0.219  0.071      0.071    0.065        0.013
+       qwen3-q5_1          2    0.102  0.153  0.050      0.045    0.045        0.009
 
    The bf16 KV cache alone (reference with bf16 K/V vs float64, no activation rounding) is
    8.6e-3 (q8_0), 9.4e-3 (q4_k), 9.1e-2 (SmolLM2, 17 tokens): the activation rounding
@@ -168,6 +175,17 @@ MODELS = {
                        exact=True, bugs={"q4_k_min_sign_flipped": {"_debug_gguf_q4_k_min_sign":
                                                                    True},
                                          "scheme_scale_per_row": SCHEME_BUG}),
+    # llama-quantize's mixes as export-gguf writes them (2 layers, GQA 2): q5_k_m Q5_K with Q6_K
+    # on layer 1's attn_v / ffn_down and the tied embedding; iq4_xs IQ4_XS with a Q6_K embedding;
+    # q2_k Q2_K with Q3_K attn_v / attn_output / ffn_down; and Q5_1 (32-value blocks, with m).
+    "qwen3-q5_k_m": dict(source="q5_k_m", prompts=[[9903, 25593, 61405, 17913, 46955, 68667]],
+                         bugs={"scheme_scale_per_row": SCHEME_BUG}),
+    "qwen3-iq4_xs": dict(source="iq4_xs", prompts=[[133570, 98812, 50019, 109324, 143067, 18601]],
+                         bugs={"scheme_scale_per_row": SCHEME_BUG}),
+    "qwen3-q2_k": dict(source="q2_k", prompts=[[9903, 25593, 61405, 17913, 46955, 68667]],
+                       bugs={"scheme_scale_per_row": SCHEME_BUG}),
+    "qwen3-q5_1": dict(source="q5_1", prompts=[[133570, 98812, 50019, 109324, 143067, 18601]],
+                       bugs={"scheme_scale_per_row": SCHEME_BUG}),
 }
 
 
