@@ -167,12 +167,15 @@ PackedMatrix random_quant_packed(const MatrixShape& s, QuantType t, uint64_t see
 }
 
 QuantType parse_quant(const std::string& name) {
-  for (QuantType t : {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ4_K, QuantType::kQ6_K}) {
+  std::string names;
+  for (int i = 1; i <= static_cast<int>(QuantType::kIQ4_XS); ++i) {
+    const auto t = static_cast<QuantType>(i);
     std::string lower(quant_format(t).name);
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (name == lower) return t;
+    names += (names.empty() ? "" : ", ") + lower;
   }
-  throw_invalid_argument("--quant: unknown type '" + name + "'; choose from q8_0, q4_0, q4_1, q4_k, q6_k");
+  throw_invalid_argument("--quant: unknown type '" + name + "'; choose from " + names);
 }
 
 Row make_row(const char* kernel, const std::string& model, const std::string& shape, int64_t m, int64_t n, int64_t k,
@@ -386,7 +389,7 @@ int run(int argc, char** argv) {
   app.add_option("--kernels", kernels,
                  "Comma-separated subset of gemv, gemm, attention, prefill_attention, qgemv, qgemm")
       ->capture_default_str();
-  app.add_option("--quant", quant_types, "GGML types of the qgemv/qgemm rows (q8_0, q4_0, q4_1, q4_k, q6_k)")
+  app.add_option("--quant", quant_types, "GGML types of the qgemv/qgemm rows (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_k, q5_k, q6_k, q3_k, q2_k, iq4_xs)")
       ->capture_default_str();
   app.add_option("--gemm-rows", gemm_rows,
                  "Comma-separated m of the gemm/qgemm rows (e.g. 32 for a batched decode step)")
