@@ -52,7 +52,8 @@ struct TestModelSummary {
 std::vector<std::string> test_model_presets();
 
 // The config.json of the official checkpoint (Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-8B,
-// Qwen/Qwen3-30B-A3B, meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-0.5B/1.5B/7B, mistralai/Mistral-7B-v0.3). Error(kInvalidArgument) for an unknown preset.
+// Qwen/Qwen3-30B-A3B, meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-0.5B/1.5B/7B, mistralai/Mistral-7B-v0.3).
+// Error(kInvalidArgument) for an unknown preset.
 nlohmann::json preset_config(const std::string& preset);
 // Its generation_config.json.
 nlohmann::json preset_generation_config(const std::string& preset);

@@ -43,21 +43,12 @@ inline int nib_shift(int i) { return (i % 8) < 4 ? 0 : 4; }
 
 }  // namespace
 
-QuantType quant_kernel_type(QuantType type) {
-  switch (type) {
-    case QuantType::kQ5_0:
-    case QuantType::kIQ4_NL: return QuantType::kQ8_0;
-    case QuantType::kQ3_K: return QuantType::kQ6_K;
-    case QuantType::kQ2_K: return QuantType::kQ5_K;
-    default: return type;
-  }
-}
+QuantType quant_kernel_type(QuantType type) { return type == QuantType::kQ3_K ? QuantType::kQ6_K : type; }
 
 int64_t quant_panel_block_bytes(QuantType type) {
-  switch (quant_kernel_type(type)) {
-    case QuantType::kQ5_1: return quant_layout::kQ51W + 512;
-    case QuantType::kQ5_K:
-    case QuantType::kIQ4_XS: return quant_layout::kK8Bytes;
+  switch (type) {
+    case QuantType::kIQ4_XS: return quant_layout::kIQ4XSBytes;
+    case QuantType::kQ2_K: return quant_layout::kK8Bytes;
     default: return kPanelWidth * quant_format(quant_kernel_type(type)).block_bytes;
   }
 }
@@ -67,19 +58,13 @@ bool quant_gemm_supported(QuantType type) { return type != QuantType::kNone; }
 namespace {
 
 // A block of a type multiplied in another type's layout (quant_kernel_type), as a block of that
-// type holding the same values: Q5_0 → Q8_0 (q − 16), IQ4_NL → Q8_0 (kvalues_iq4nl[q]), Q3_K →
-// Q6_K (scale sc − 32, value q − 4 + 32). Exact: every value and scale keeps its integer.
+// type holding the same values: Q3_K → Q6_K (scale sc − 32, value q − 4 + 32). Exact: every value
+// and scale keeps its integer.
 void transcode_block(QuantType type, const uint8_t* block, uint8_t* carrier_block) {
   QuantBlockFields f, c;
   unpack_block(type, block, &f);
   c.d = f.d;
   switch (type) {
-    case QuantType::kQ5_0:
-      for (int i = 0; i < 32; ++i) c.q[i] = static_cast<int16_t>(f.q[i] - 16);
-      break;
-    case QuantType::kIQ4_NL:
-      for (int i = 0; i < 32; ++i) c.q[i] = kIq4nlValues[f.q[i]];
-      break;
     case QuantType::kQ3_K:
       for (int e = 0; e < 256; ++e) c.q[e] = static_cast<int16_t>(f.q[e] + 28);
       for (int j = 0; j < 16; ++j) c.sc[j] = static_cast<int16_t>(f.sc[j] - 32);
@@ -95,14 +80,6 @@ void untranscode_block(QuantType type, const uint8_t* carrier_block, uint8_t* bl
   unpack_block(quant_kernel_type(type), carrier_block, &c);
   f.d = c.d;
   switch (type) {
-    case QuantType::kQ5_0:
-      for (int i = 0; i < 32; ++i) f.q[i] = static_cast<int16_t>(c.q[i] + 16);
-      break;
-    case QuantType::kIQ4_NL:
-      for (int i = 0; i < 32; ++i)
-        f.q[i] = static_cast<int16_t>(std::find(std::begin(kIq4nlValues), std::end(kIq4nlValues), c.q[i]) -
-                                      std::begin(kIq4nlValues));
-      break;
     case QuantType::kQ3_K:
       for (int e = 0; e < 256; ++e) f.q[e] = static_cast<int16_t>(c.q[e] - 28);
       for (int j = 0; j < 16; ++j) f.sc[j] = static_cast<int16_t>(c.sc[j] + 32);
@@ -112,9 +89,9 @@ void untranscode_block(QuantType type, const uint8_t* carrier_block, uint8_t* bl
   pack_block(type, f, block);
 }
 
-// Q5_K, Q2_K and IQ4_XS as the K8 layout: per 16 values s an int8 scale and a u8 min, and each
-// value's signed integer v (q, or kvalues_iq4nl[q]) as v + 128. Q5_K's and IQ4_XS's scales (and
-// Q5_K's mins) cover 32 values: each is stored for both of its 16-value halves.
+// Q2_K as the K8 layout: per 16 values s an int8 scale and a u8 min, and each value's signed integer
+// v as v + 128. (Written for any K-quant with 8 or 16 sub-blocks: a scale of 32 values is stored
+// for both of its 16-value halves.)
 void pack_k8_lane(QuantType type, const uint8_t* b, int lane, uint8_t* dst) {
   using namespace quant_layout;
   QuantBlockFields f;
@@ -154,6 +131,80 @@ void unpack_k8_lane(QuantType type, const uint8_t* pb, int lane, uint8_t* b) {
   pack_block(type, f, b);
 }
 
+// The compact layouts of Q5_0, Q5_1, IQ4_NL, Q5_K and IQ4_XS (quant_gemm.h): f16 fields per lane,
+// then 4-bit fields in the nibble arrangement of Q4_0 / Q4_K (value i of lane L in byte
+// nib_offset(i, L) at nib_shift(i)), Q5's fifth bits at fifth_bit_byte / fifth_bit_shift, IQ4_XS's
+// scales as int8 ls − 32. Lane `lane` of the panel block from a block's fields, and back.
+struct CompactLayout {
+  int m = -1;       // f16 m / dmin offset, −1: none
+  int scales = -1;  // Q5_K: Q4_K's 12 bytes transposed; IQ4_XS: i8 [8][16]
+  int nib = 0;
+  int hbits = -1;
+};
+CompactLayout compact_layout(QuantType type) {
+  using namespace quant_layout;
+  switch (type) {
+    case QuantType::kQ5_0: return {-1, -1, kQ50Nib, kQ50H};
+    case QuantType::kQ5_1: return {kQ51M, -1, kQ51Nib, kQ51H};
+    case QuantType::kIQ4_NL: return {-1, -1, kQ40Nib, -1};
+    case QuantType::kQ5_K: return {kQ4KDmin, kQ4KScales, kQ4KNib, kQ5KH};
+    case QuantType::kIQ4_XS: return {-1, kIQ4XSScales, kIQ4XSNib, -1};
+    default: DITTO_CHECK(false) << "compact_layout: " << quant_format(type).name;
+  }
+  return {};
+}
+
+void pack_compact_lane(QuantType type, const QuantBlockFields& f, int lane, uint8_t* dst) {
+  using namespace quant_layout;
+  const CompactLayout c = compact_layout(type);
+  std::memcpy(dst + 2 * lane, &f.d, 2);
+  if (c.m >= 0) std::memcpy(dst + c.m + 2 * lane, &f.m, 2);
+  if (type == QuantType::kQ5_K) {
+    uint8_t block[176];
+    pack_block(QuantType::kQ5_K, f, block);  // bytes 4..15: the 12 scale and min bytes
+    for (int s = 0; s < 12; ++s) dst[c.scales + 16 * s + lane] = block[4 + s];
+  }
+  if (type == QuantType::kIQ4_XS)
+    for (int j = 0; j < 8; ++j) dst[c.scales + 16 * j + lane] = static_cast<uint8_t>(static_cast<int8_t>(f.sc[j] - 32));
+  const int n = static_cast<int>(quant_format(type).block_size);
+  for (int i = 0; i < n; ++i) {
+    dst[c.nib + nib_offset(i, lane)] |= static_cast<uint8_t>((f.q[i] & 15) << nib_shift(i));
+    if (c.hbits >= 0)
+      dst[c.hbits + fifth_bit_byte(i, lane)] |= static_cast<uint8_t>(((f.q[i] >> 4) & 1) << fifth_bit_shift(i));
+  }
+}
+
+void unpack_compact_lane(QuantType type, const uint8_t* pb, int lane, QuantBlockFields* f) {
+  using namespace quant_layout;
+  const CompactLayout c = compact_layout(type);
+  *f = QuantBlockFields{};
+  std::memcpy(&f->d, pb + 2 * lane, 2);
+  if (c.m >= 0) std::memcpy(&f->m, pb + c.m + 2 * lane, 2);
+  if (type == QuantType::kQ5_K) {
+    uint8_t packed[12];
+    for (int s = 0; s < 12; ++s) packed[s] = pb[c.scales + 16 * s + lane];
+    for (int j = 0; j < 8; ++j) {
+      int sc, mn;
+      q4_k_scale_min(packed, j, &sc, &mn);
+      f->sc[j] = static_cast<int16_t>(sc);
+      f->mins[j] = static_cast<int16_t>(mn);
+    }
+  }
+  if (type == QuantType::kIQ4_XS)
+    for (int j = 0; j < 8; ++j) f->sc[j] = static_cast<int16_t>(static_cast<int8_t>(pb[c.scales + 16 * j + lane]) + 32);
+  const int n = static_cast<int>(quant_format(type).block_size);
+  for (int i = 0; i < n; ++i) {
+    int q = (pb[c.nib + nib_offset(i, lane)] >> nib_shift(i)) & 15;
+    if (c.hbits >= 0) q |= ((pb[c.hbits + fifth_bit_byte(i, lane)] >> fifth_bit_shift(i)) & 1) << 4;
+    f->q[i] = static_cast<int16_t>(q);
+  }
+}
+
+bool is_compact(QuantType type) {
+  return type == QuantType::kQ5_0 || type == QuantType::kQ5_1 || type == QuantType::kIQ4_NL ||
+         type == QuantType::kQ5_K || type == QuantType::kIQ4_XS;
+}
+
 }  // namespace
 
 void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth], uint8_t* dst) {
@@ -177,9 +228,15 @@ void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth
   for (int lane = 0; lane < kPanelWidth; ++lane) {
     const uint8_t* b = src[lane];
     if (b == nullptr) continue;
-    if (kind != type && kind != QuantType::kQ5_K) {
+    if (kind != type) {
       transcode_block(type, b, carrier);
       b = carrier;
+    }
+    if (is_compact(type)) {
+      QuantBlockFields f;
+      unpack_block(type, b, &f);
+      pack_compact_lane(type, f, lane, dst);
+      continue;
     }
     switch (kind) {
       case QuantType::kQ8_0:
@@ -228,20 +285,13 @@ void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth
           store32(sub + kQ6KHi + 4 * lane, hi);
         }
         break;
-      case QuantType::kQ5_1: {
-        QuantBlockFields f;
-        unpack_block(type, b, &f);
-        std::memcpy(dst + 2 * lane, &f.d, 2);
-        std::memcpy(dst + kQ51M + 2 * lane, &f.m, 2);
-        for (int i = 0; i < 32; ++i) dst[kQ51W + 64 * (i / 4) + 4 * lane + i % 4] = static_cast<uint8_t>(f.q[i]);
-        break;
-      }
-      case QuantType::kQ5_K:
-      case QuantType::kIQ4_XS: pack_k8_lane(type, b, lane, dst); break;
+      case QuantType::kQ2_K: pack_k8_lane(type, b, lane, dst); break;
       case QuantType::kQ5_0:
-      case QuantType::kQ3_K:
-      case QuantType::kQ2_K:
+      case QuantType::kQ5_1:
+      case QuantType::kQ5_K:
       case QuantType::kIQ4_NL:
+      case QuantType::kIQ4_XS:
+      case QuantType::kQ3_K:
       case QuantType::kNone: DITTO_CHECK(false) << "pack_quant_panel_block: " << quant_format(type).name;
     }
   }
@@ -250,10 +300,16 @@ void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth
 void unpack_quant_panel_block(QuantType type, const uint8_t* pb, int lane, uint8_t* b) {
   using namespace quant_layout;
   const QuantType kind = quant_kernel_type(type);
-  if (kind != type && kind != QuantType::kQ5_K) {
+  if (kind != type) {
     uint8_t carrier[256];
     unpack_quant_panel_block(kind, pb, lane, carrier);
     untranscode_block(type, carrier, b);
+    return;
+  }
+  if (is_compact(type)) {
+    QuantBlockFields f;
+    unpack_compact_lane(type, pb, lane, &f);
+    pack_block(type, f, b);
     return;
   }
   std::memset(b, 0, static_cast<size_t>(quant_format(type).block_bytes));
@@ -296,20 +352,13 @@ void unpack_quant_panel_block(QuantType type, const uint8_t* pb, int lane, uint8
         b[128 + p.qh] |= static_cast<uint8_t>(hi << p.hbit);
       }
       return;
-    case QuantType::kQ5_1: {
-      QuantBlockFields f;
-      std::memcpy(&f.d, pb + 2 * lane, 2);
-      std::memcpy(&f.m, pb + kQ51M + 2 * lane, 2);
-      for (int i = 0; i < 32; ++i) f.q[i] = pb[kQ51W + 64 * (i / 4) + 4 * lane + i % 4];
-      pack_block(type, f, b);
-      return;
-    }
-    case QuantType::kQ5_K:
-    case QuantType::kQ2_K:
-    case QuantType::kIQ4_XS: unpack_k8_lane(type, pb, lane, b); return;
+    case QuantType::kQ2_K: unpack_k8_lane(type, pb, lane, b); return;
     case QuantType::kQ5_0:
-    case QuantType::kQ3_K:
+    case QuantType::kQ5_1:
+    case QuantType::kQ5_K:
     case QuantType::kIQ4_NL:
+    case QuantType::kIQ4_XS:
+    case QuantType::kQ3_K:
     case QuantType::kNone: break;
   }
   DITTO_CHECK(false) << "unpack_quant_panel_block: " << quant_format(type).name;
@@ -382,13 +431,14 @@ constexpr uint32_t kCanonicalNan = 0x7FC00000u;
 // ---- Portable path: the definition ---------------------------------------------------------------
 
 // One panel block decoded for all 16 lanes into the integers the canonical formulas use. `type` is
-// the layout's (quant_kernel_type): K8 stands for kQ5_K (and Q2_K), kIQ4_XS for itself.
+// the layout's (quant_kernel_type).
 struct DecodedBlock {
   float d[kPanelWidth];           // f16 d
   float m[kPanelWidth];           // f16 m (Q4_1, Q5_1) or dmin (Q4_K, K8)
-  int16_t v[kPanelWidth][256];    // Q8_0 w; Q4_0 q − 8; Q4_1, Q5_1, Q4_K q; Q6_K q − 32; K8 w − 128
-  int16_t sc[kPanelWidth][16];    // Q4_K [8] 0..63; Q6_K, K8 [16] −128..127
-  int16_t mins[kPanelWidth][16];  // Q4_K [8]; K8 [16]
+  int16_t v[kPanelWidth][256];    // the signed value: Q8_0 w; Q4_0 q − 8; Q5_0 q − 16; Q4_1, Q5_1,
+                                  // Q4_K, Q5_K, Q2_K q; IQ4_* kvalues_iq4nl[q]; Q6_K q − 32
+  int16_t sc[kPanelWidth][16];    // Q4_K, Q5_K [8] 0..63; IQ4_XS [8] ls − 32; Q6_K, Q2_K [16]
+  int16_t mins[kPanelWidth][16];  // Q4_K, Q5_K [8]; Q2_K [16]
 };
 
 DITTO_PORTABLE_HOT void decode_panel_block(QuantType type, const uint8_t* pb, DecodedBlock* out) {
@@ -431,11 +481,7 @@ DITTO_PORTABLE_HOT void decode_panel_block(QuantType type, const uint8_t* pb, De
           out->v[l][e] = static_cast<int16_t>((nib(sub, u, l) | (hi << 4)) - 32);
         }
         break;
-      case QuantType::kQ5_1:
-        for (int i = 0; i < 32; ++i) out->v[l][i] = pb[kQ51W + 64 * (i / 4) + 4 * l + i % 4];
-        break;
-      case QuantType::kQ5_K:
-      case QuantType::kIQ4_XS:
+      case QuantType::kQ2_K:  // K8
         for (int j = 0; j < 16; ++j) {
           out->sc[l][j] = static_cast<int8_t>(pb[kK8Scales + 16 * j + l]);
           out->mins[l][j] = pb[kK8Mins + 16 * j + l];
@@ -444,17 +490,36 @@ DITTO_PORTABLE_HOT void decode_panel_block(QuantType type, const uint8_t* pb, De
           out->v[l][i] = static_cast<int16_t>(pb[kK8W + 64 * (i / 4) + 4 * l + i % 4] - 128);
         break;
       case QuantType::kQ5_0:
-      case QuantType::kQ3_K:
-      case QuantType::kQ2_K:
+      case QuantType::kQ5_1:
+      case QuantType::kQ5_K:
       case QuantType::kIQ4_NL:
+      case QuantType::kIQ4_XS: {
+        QuantBlockFields f;
+        unpack_compact_lane(type, pb, l, &f);
+        const int n = static_cast<int>(quant_format(type).block_size);
+        for (int i = 0; i < n; ++i) {
+          const int q = f.q[i];
+          out->v[l][i] =
+              static_cast<int16_t>(type == QuantType::kQ5_0                                   ? q - 16
+                                   : type == QuantType::kIQ4_NL || type == QuantType::kIQ4_XS ? kIq4nlValues[q]
+                                                                                              : q);
+        }
+        for (int j = 0; j < 8; ++j) {
+          out->sc[l][j] = static_cast<int16_t>(type == QuantType::kIQ4_XS ? f.sc[j] - 32 : f.sc[j]);
+          out->mins[l][j] = f.mins[j];
+        }
+        break;
+      }
+      case QuantType::kQ3_K:
       case QuantType::kNone: DITTO_CHECK(false) << "decode_panel_block: " << quant_format(type).name;
     }
   }
-  if (type == QuantType::kQ4_1 || type == QuantType::kQ4_K || type == QuantType::kQ5_1 || type == QuantType::kQ5_K) {
-    const int at = type == QuantType::kQ4_1   ? kQ41M
-                   : type == QuantType::kQ4_K ? kQ4KDmin
-                   : type == QuantType::kQ5_1 ? kQ51M
-                                              : kK8Dmin;
+  if (type == QuantType::kQ4_1 || type == QuantType::kQ4_K || type == QuantType::kQ5_1 || type == QuantType::kQ5_K ||
+      type == QuantType::kQ2_K) {
+    const int at = type == QuantType::kQ4_1                               ? kQ41M
+                   : type == QuantType::kQ4_K || type == QuantType::kQ5_K ? kQ4KDmin
+                   : type == QuantType::kQ5_1                             ? kQ51M
+                                                                          : kK8Dmin;
     std::memcpy(h, pb + at, sizeof(h));
     for (int l = 0; l < kPanelWidth; ++l) out->m[l] = f16_to_f32(h[l]);
   }
@@ -467,14 +532,17 @@ inline float block_step(QuantType type, const DecodedBlock& w, int l, const int8
     case QuantType::kQ8_0:
     case QuantType::kQ4_0:
     case QuantType::kQ4_1:
-    case QuantType::kQ5_1: {
+    case QuantType::kQ5_0:
+    case QuantType::kQ5_1:
+    case QuantType::kIQ4_NL: {
       int32_t isum = 0;
       for (int i = 0; i < 32; ++i) isum += w.v[l][i] * q[i];
       acc = std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
       if (type == QuantType::kQ4_1 || type == QuantType::kQ5_1) acc = std::fma(w.m[l], s, acc);
       return acc;
     }
-    case QuantType::kQ4_K: {
+    case QuantType::kQ4_K:
+    case QuantType::kQ5_K: {
       int32_t isum = 0, msum = 0;
       for (int j = 0; j < 8; ++j) {
         int32_t inner = 0;
@@ -494,8 +562,16 @@ inline float block_step(QuantType type, const DecodedBlock& w, int l, const int8
       }
       return std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
     }
-    case QuantType::kQ5_K:  // K8: Q5_K, Q2_K (with mins), IQ4_XS (without)
     case QuantType::kIQ4_XS: {
+      int32_t isum = 0;
+      for (int j = 0; j < 8; ++j) {
+        int32_t inner = 0;
+        for (int i = 32 * j; i < 32 * j + 32; ++i) inner += w.v[l][i] * q[i];
+        isum += w.sc[l][j] * inner;
+      }
+      return std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
+    }
+    case QuantType::kQ2_K: {  // K8
       int32_t isum = 0, msum = 0;
       for (int j = 0; j < 16; ++j) {
         int32_t inner = 0;
@@ -504,13 +580,9 @@ inline float block_step(QuantType type, const DecodedBlock& w, int l, const int8
         msum += w.mins[l][j] * sums[j];
       }
       acc = std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
-      if (type == QuantType::kIQ4_XS) return acc;
       return std::fma(-(w.m[l] * dx), static_cast<float>(msum), acc);
     }
-    case QuantType::kQ5_0:
     case QuantType::kQ3_K:
-    case QuantType::kQ2_K:
-    case QuantType::kIQ4_NL:
     case QuantType::kNone: break;
   }
   return acc;

@@ -19,14 +19,16 @@
 //   Q6_K 3360 B: f16 d[16]; i8 scales[16][16]; per sub-block s of 16 values: nibbles[2][16][4] of
 //                the low 4 bits (as Q4_0, values 16s + 8o ...), then hi[16][4] whose bits 2g, 2g+1
 //                are the top 2 bits of value 16s + 4g + j
-// — the same bytes as the GGML blocks (weight_bytes() == data.size()). The other formats are held
-// in a wider layout with the same integers (quant_kernel_type in quant_gemm_internal.h):
-//   Q5_0, IQ4_NL  as Q8_0 (q − 16; kvalues_iq4nl[q]), 544 B
+//   Q5_0   352 B: f16 d[16]; nibbles[4][16][4] as Q4_0; hbits[16][4]: the fifth bits, value
+//                8o + j's at bit 2o and 8o + 4 + j's at bit 2o + 1 of byte j (the byte of the nibble)
+//   Q5_1   384 B: f16 d[16]; f16 m[16]; nibbles and hbits as Q5_0
+//   IQ4_NL 288 B: as Q4_0, the nibbles being table indices
+//   Q5_K  2816 B: Q4_K's layout, then hbits[8][16][4]: sub-block j's fifth bits as Q5_0's
+// — the same bytes as the GGML blocks (weight_bytes() == data.size()). Three formats take more:
+//   IQ4_XS 2208 B: f16 d[16]; i8 scales[8][16] (ls − 32); nibbles[32][16][4] as Q4_K
 //   Q3_K          as Q6_K (scale sc − 32, value q − 4 + 32), 3360 B
-//   Q5_1   576 B: f16 d[16]; f16 m[16]; u8 w[8][16][4] = q (0..31)
-//   K8 (Q5_K, Q2_K, IQ4_XS) 4672 B: f16 d[16]; f16 dmin[16] (IQ4_XS: 0); i8 scales[16][16] and
-//                u8 mins[16][16], one per 16 values (Q5_K's and IQ4_XS's 32-value ones twice;
-//                IQ4_XS: ls − 32); u8 w[64][16][4] = v + 128 (v = q, or kvalues_iq4nl[q])
+//   Q2_K   4672 B ("K8"): f16 d[16]; f16 dmin[16]; i8 scales[16][16]; u8 mins[16][16];
+//                u8 w[64][16][4] = q + 128
 // Rows past n are zero.
 #pragma once
 

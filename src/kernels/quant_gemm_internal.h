@@ -24,19 +24,36 @@ inline constexpr int kQ6KScales = 32;     // Q6_K: i8 scales[16][16]
 inline constexpr int kQ6KSub = 288;       // Q6_K: first of 16 sub-blocks
 inline constexpr int kQ6KSubBytes = 192;  // Q6_K: nibbles[2][16][4], then hi[16][4]
 inline constexpr int kQ6KHi = 128;        // Q6_K: hi plane inside a sub-block
+inline constexpr int kQ50Nib = 32;        // Q5_0: nibbles[4][16][4] as Q4_0
+inline constexpr int kQ50H = 288;         // Q5_0: fifth bits hbits[16][4] (fifth_bit_at)
 inline constexpr int kQ51M = 32;          // Q5_1: f16 m[16]
-inline constexpr int kQ51W = 64;          // Q5_1: u8 w[8][16][4] (q, 0..31)
-inline constexpr int kK8Dmin = 32;        // K8 (Q5_K, Q2_K, IQ4_XS): f16 dmin[16] (zero for IQ4_XS)
-inline constexpr int kK8Scales = 64;      // K8: i8 scales[16][16], one per 16 values
-inline constexpr int kK8Mins = 320;       // K8: u8 mins[16][16], one per 16 values
-inline constexpr int kK8W = 576;          // K8: u8 w[64][16][4] (v + 128, v the signed integer value)
+inline constexpr int kQ51Nib = 64;        // Q5_1: nibbles[4][16][4] as Q4_0
+inline constexpr int kQ51H = 320;         // Q5_1: fifth bits hbits[16][4]
+inline constexpr int kQ5KH = 2304;        // Q5_K: Q4_K's layout, then fifth bits hbits[8][16][4]
+inline constexpr int kIQ4XSScales = 32;   // IQ4_XS: i8 scales[8][16] (ls − 32)
+inline constexpr int kIQ4XSNib = 160;     // IQ4_XS: nibbles[32][16][4] as Q4_K (table indices)
+inline constexpr int kIQ4XSBytes = 2208;
+inline constexpr int kK8Dmin = 32;    // K8 (Q2_K): f16 dmin[16]
+inline constexpr int kK8Scales = 64;  // K8: i8 scales[16][16], one per 16 values
+inline constexpr int kK8Mins = 320;   // K8: u8 mins[16][16], one per 16 values
+inline constexpr int kK8W = 576;      // K8: u8 w[64][16][4] (v + 128)
 inline constexpr int kK8Bytes = 4672;
+
+// The fifth bit of value i (Q5_0, Q5_1: i < 32; Q5_K: i < 256) of lane L: in the hbits vector
+// i / 32, byte 4L + i % 4, bit 2·((i / 8) % 4) + (i % 8) / 4 — so that octet o's low-nibble values
+// (8o + j) have theirs at bit 2·(o % 4) and its high-nibble values (8o + 4 + j) at the next bit, of
+// the byte their nibble is in.
+inline int fifth_bit_byte(int i, int lane) { return 64 * (i / 32) + 4 * lane + i % 4; }
+inline int fifth_bit_shift(int i) { return 2 * ((i / 8) % 4) + (i % 8) / 4; }
+
+// kvalues_iq4nl + 128 (1..241): IQ4_NL's and IQ4_XS's table as the unsigned bytes the kernels
+// multiply (the offset is subtracted as −128·Σq).
+inline constexpr uint8_t kIq4nlBiased[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 }  // namespace quant_layout
 
-// The panel layout (and so the kernel) a type is multiplied with: its own, or — for a type whose
-// values another layout holds exactly — that one's: Q5_0 and IQ4_NL as Q8_0 (v = q − 16, or
-// kvalues_iq4nl[q], are int8 values under one f16 scale), Q3_K as Q6_K (sc − 32 is an int8 scale,
-// q − 4 a 6-bit value less 32), Q2_K as Q5_K (both "K8": int8 values, 16 scales and mins).
+// The panel layout (and so the kernel) a type is multiplied with: its own, or — for Q3_K, whose
+// values Q6_K's layout holds exactly (sc − 32 is an int8 scale, q − 4 a 6-bit value less 32) —
+// Q6_K's.
 QuantType quant_kernel_type(QuantType type);
 
 // One quantized activation row in the scratch: int8 q[k]; f32 d[nb]; f32 s[nb] (d·Σq of the block;

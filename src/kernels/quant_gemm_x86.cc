@@ -69,6 +69,11 @@ struct Avx512Ops {
     return _mm512_slli_epi16(a, N);
   }
   DITTO_AVX512_OPS I u8_to_i32(__m128i s) { return _mm512_cvtepu8_epi32(s); }
+  // A 16-byte table in every 16-byte group, and its lookup by the low 4 bits of each byte (< 16).
+  DITTO_AVX512_OPS I table16(const uint8_t* t) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
+  }
+  DITTO_AVX512_OPS I lookup(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
   DITTO_AVX512_OPS I i8_to_i32(__m128i s) { return _mm512_cvtepi8_epi32(s); }
   // Lane L: int16 pair (a[L], b[L]) zero-extended from two rows of 16 bytes.
   DITTO_AVX512_OPS I u8_pairs(__m128i a, __m128i b) {
@@ -156,6 +161,13 @@ struct Avx2Ops {
   template <int N>
   DITTO_AVX2_OPS I slli16(I a) {
     return {_mm256_slli_epi16(a.lo, N), _mm256_slli_epi16(a.hi, N)};
+  }
+  DITTO_AVX2_OPS I table16(const uint8_t* t) {
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
+    return {b, b};
+  }
+  DITTO_AVX2_OPS I lookup(I table, I idx) {
+    return {_mm256_shuffle_epi8(table.lo, idx.lo), _mm256_shuffle_epi8(table.hi, idx.hi)};
   }
   DITTO_AVX2_OPS I u8_to_i32(__m128i s) {
     return {_mm256_cvtepu8_epi32(s), _mm256_cvtepu8_epi32(_mm_srli_si128(s, 8))};
@@ -354,17 +366,23 @@ const KernelSet& kernel_set(QuantType t) {
   static constexpr KernelSet kQ4_1 = make_set<P, QuantType::kQ4_1, NP, NP1>();
   static constexpr KernelSet kQ4_K = make_set<P, QuantType::kQ4_K, NP, NP1>();
   static constexpr KernelSet kQ6_K = make_set<P, QuantType::kQ6_K, NP, NP1>();
+  static constexpr KernelSet kQ5_0 = make_set<P, QuantType::kQ5_0, NP, NP1>();
   static constexpr KernelSet kQ5_1 = make_set<P, QuantType::kQ5_1, NP, NP1>();
-  static constexpr KernelSet kK8 = make_set<P, QuantType::kQ5_K, NP, NP1>();
-  static constexpr KernelSet kK8NoMins = make_set<P, QuantType::kIQ4_XS, NP, NP1>();
+  static constexpr KernelSet kIQ4_NL = make_set<P, QuantType::kIQ4_NL, NP, NP1>();
+  static constexpr KernelSet kQ5_K = make_set<P, QuantType::kQ5_K, NP, NP1>();
+  static constexpr KernelSet kIQ4_XS = make_set<P, QuantType::kIQ4_XS, NP, NP1>();
+  static constexpr KernelSet kQ2_K = make_set<P, QuantType::kQ2_K, NP, NP1>();
   switch (quant_kernel_type(t)) {
     case QuantType::kQ8_0: return kQ8_0;
     case QuantType::kQ4_0: return kQ4_0;
     case QuantType::kQ4_1: return kQ4_1;
     case QuantType::kQ4_K: return kQ4_K;
+    case QuantType::kQ5_0: return kQ5_0;
     case QuantType::kQ5_1: return kQ5_1;
-    case QuantType::kQ5_K: return kK8;
-    case QuantType::kIQ4_XS: return kK8NoMins;
+    case QuantType::kIQ4_NL: return kIQ4_NL;
+    case QuantType::kQ5_K: return kQ5_K;
+    case QuantType::kIQ4_XS: return kIQ4_XS;
+    case QuantType::kQ2_K: return kQ2_K;
     default: return kQ6_K;
   }
 }
