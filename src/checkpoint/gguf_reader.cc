@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -10,6 +11,18 @@
 
 namespace ditto {
 namespace {
+
+// " (IQ2_XXS)": ggml's name of a type id ditto does not read (ggml.h enum ggml_type), or "" for an id
+// ggml does not define either.
+std::string ggml_type_label(uint32_t type) {
+  static constexpr const char* kNames[] = {
+      "F32",    "F16",   "Q4_0",  "Q4_1",   nullptr, nullptr, "Q5_0",    "Q5_1",   "Q8_0",    "Q8_1",
+      "Q2_K",   "Q3_K",  "Q4_K",  "Q5_K",   "Q6_K",  "Q8_K",  "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
+      "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8",    "I16",   "I32",     "I64",    "F64",     "IQ1_M",
+      "BF16",   nullptr, nullptr, nullptr,  "TQ1_0", "TQ2_0", nullptr,   nullptr,  nullptr,   "MXFP4"};
+  if (type >= std::size(kNames) || kNames[type] == nullptr) return "";
+  return std::string(" (") + kNames[type] + ")";
+}
 
 constexpr int kMaxDims = 4;        // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 4;  // arrays of arrays are legal; deeper nesting is no model's
@@ -217,7 +230,7 @@ GgufTensor read_tensor_info(Cursor& c, uint64_t t, uint32_t alignment) {
   const auto type = static_cast<uint32_t>(c.uint(4, "the type of " + where));
   const GgmlTypeTraits* traits = ggml_type_traits(type);
   if (traits == nullptr)
-    c.fail(where + " has ggml type " + std::to_string(type) +
+    c.fail(where + " has ggml type " + std::to_string(type) + ggml_type_label(type) +
            ", which ditto does not read (supported: " + supported_ggml_types() + ")");
   info.type = static_cast<GgmlType>(type);
   const int64_t nbytes = ggml_nbytes(info.type, info.ne.data(), static_cast<int>(info.ne.size()));

@@ -427,6 +427,9 @@ TEST_F(GgufBrokenTest, TensorInfoDamage) {
   std::string bad = good;
   bad[info + 4 + 16] = 77;  // type
   DITTO_EXPECT_MESSAGE_HAS(load_error(dir_->write("type.gguf", bad)), name, "ggml type 77", "Q4_K");
+  bad[info + 4 + 16] = 16;  // IQ2_XXS: a ggml type ditto does not read
+  DITTO_EXPECT_MESSAGE_HAS(load_error(dir_->write("iq2.gguf", bad)), name, "ggml type 16 (IQ2_XXS)",
+                           "which ditto does not read", "IQ4_XS");
   bad = good;
   bad[info + 4 + 16 + 4] += 1;  // offset no longer aligned
   DITTO_EXPECT_MESSAGE_HAS(load_error(dir_->write("align.gguf", bad)), name, "not a multiple of the alignment");
