@@ -54,8 +54,8 @@ python-package: build
 	@scripts/install-python-package.sh $(abspath $(VENV)) $(abspath $(BUILD_DIR))
 
 test-python: python-package
-	@PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests \
-	  tests/tokenizer/test_spm_parity.py
+	@PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests
+	@$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/tokenizer/test_spm_parity.py
 
 # Formats every C++ file in place; format-check changes nothing and fails if format would.
 format: deps
