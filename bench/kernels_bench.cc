@@ -389,7 +389,9 @@ int run(int argc, char** argv) {
   app.add_option("--kernels", kernels,
                  "Comma-separated subset of gemv, gemm, attention, prefill_attention, qgemv, qgemm")
       ->capture_default_str();
-  app.add_option("--quant", quant_types, "GGML types of the qgemv/qgemm rows (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_k, q5_k, q6_k, q3_k, q2_k, iq4_xs)")
+  app.add_option("--quant", quant_types,
+                 "GGML types of the qgemv/qgemm rows (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_k, q5_k, q6_k, q3_k, "
+                 "q2_k, iq4_xs)")
       ->capture_default_str();
   app.add_option("--gemm-rows", gemm_rows,
                  "Comma-separated m of the gemm/qgemm rows (e.g. 32 for a batched decode step)")

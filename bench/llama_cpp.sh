@@ -15,6 +15,7 @@
 #   bench/llama_cpp.sh batched MODEL_DIR   ditto bench --scenario offline, llama-batched-bench, ditto again
 #   bench/llama_cpp.sh gguf MODEL_DIR      ditto export-gguf (cached, ditto not rebuilt); prints the path
 #   bench/llama_cpp.sh agree FILE.gguf     tokenization and greedy completions of both engines on one GGUF
+#   bench/llama_cpp.sh tokens FILE.gguf    tests/tokenizer's corpus (6,000 texts) tokenized by both engines
 #
 # Environment: DITTO_BENCH_CACHE (llama.cpp source, build and GGUF files; default
 # ~/.cache/ditto-bench), BUILD_DIR (ditto's build, default build), THREADS (llama-bench -t,
@@ -46,7 +47,7 @@ PROBE=$LLAMA_BIN/llama_cpp_probe
 
 log() { echo "llama_cpp.sh: $*" >&2; }
 die() { echo "error: llama_cpp.sh: $*" >&2; exit 1; }
-usage() { sed -n '6,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '6,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # The llama.cpp source: node-llama-cpp's tarball (npm pack: no install scripts run) holds
 # llama/gitRelease.bundle, a git bundle of the llama.cpp release it was built against.
@@ -380,6 +381,12 @@ case ${1:-} in
     echo "$GGUF" ;;
   batched) [[ $# -eq 2 ]] || usage; cmd_batched "$2" ;;
   agree) [[ $# -eq 2 ]] || usage; cmd_agree "$2" ;;
+  tokens)
+    [[ $# -eq 2 ]] || usage
+    DITTO=$REPO/$BUILD_DIR/tools/ditto
+    [[ -x $DITTO ]] || die "$DITTO not found; build ditto first (cmake --build $BUILD_DIR --target ditto)"
+    build_llama_cpp
+    "$PYTHON" bench/llama_cpp_tokens.py --gguf "$2" --ditto "$DITTO" --probe "$PROBE" ;;
   # For bench/serve.sh, which uses ditto's build as it is rather than rebuilding it.
   gguf)
     [[ $# -eq 2 ]] || usage
