@@ -43,13 +43,12 @@ inline int nib_shift(int i) { return (i % 8) < 4 ? 0 : 4; }
 
 }  // namespace
 
-QuantType quant_kernel_type(QuantType type) { return type == QuantType::kQ3_K ? QuantType::kQ6_K : type; }
-
 int64_t quant_panel_block_bytes(QuantType type) {
   switch (type) {
     case QuantType::kIQ4_XS: return quant_layout::kIQ4XSBytes;
-    case QuantType::kQ2_K: return quant_layout::kK8Bytes;
-    default: return kPanelWidth * quant_format(quant_kernel_type(type)).block_bytes;
+    case QuantType::kQ3_K: return quant_layout::kQ3KBytes;
+    case QuantType::kQ2_K: return quant_layout::kQ2KBytes;
+    default: return kPanelWidth * quant_format(type).block_bytes;
   }
 }
 
@@ -57,98 +56,31 @@ bool quant_gemm_supported(QuantType type) { return type != QuantType::kNone; }
 
 namespace {
 
-// A block of a type multiplied in another type's layout (quant_kernel_type), as a block of that
-// type holding the same values: Q3_K → Q6_K (scale sc − 32, value q − 4 + 32). Exact: every value
-// and scale keeps its integer.
-void transcode_block(QuantType type, const uint8_t* block, uint8_t* carrier_block) {
-  QuantBlockFields f, c;
-  unpack_block(type, block, &f);
-  c.d = f.d;
-  switch (type) {
-    case QuantType::kQ3_K:
-      for (int e = 0; e < 256; ++e) c.q[e] = static_cast<int16_t>(f.q[e] + 28);
-      for (int j = 0; j < 16; ++j) c.sc[j] = static_cast<int16_t>(f.sc[j] - 32);
-      break;
-    default: DITTO_CHECK(false) << "transcode_block: " << quant_format(type).name;
-  }
-  pack_block(quant_kernel_type(type), c, carrier_block);
-}
-
-// transcode_block's inverse: the type's GGML block from its carrier block.
-void untranscode_block(QuantType type, const uint8_t* carrier_block, uint8_t* block) {
-  QuantBlockFields c, f;
-  unpack_block(quant_kernel_type(type), carrier_block, &c);
-  f.d = c.d;
-  switch (type) {
-    case QuantType::kQ3_K:
-      for (int e = 0; e < 256; ++e) f.q[e] = static_cast<int16_t>(c.q[e] - 28);
-      for (int j = 0; j < 16; ++j) f.sc[j] = static_cast<int16_t>(c.sc[j] + 32);
-      break;
-    default: DITTO_CHECK(false) << "untranscode_block: " << quant_format(type).name;
-  }
-  pack_block(type, f, block);
-}
-
-// Q2_K as the K8 layout: per 16 values s an int8 scale and a u8 min, and each value's signed integer
-// v as v + 128. (Written for any K-quant with 8 or 16 sub-blocks: a scale of 32 values is stored
-// for both of its 16-value halves.)
-void pack_k8_lane(QuantType type, const uint8_t* b, int lane, uint8_t* dst) {
-  using namespace quant_layout;
-  QuantBlockFields f;
-  unpack_block(type, b, &f);
-  std::memcpy(dst + 2 * lane, &f.d, 2);
-  std::memcpy(dst + kK8Dmin + 2 * lane, &f.m, 2);
-  const int per = type == QuantType::kQ2_K ? 1 : 2;  // 16-value sub-blocks per stored scale
-  for (int s = 0; s < 16; ++s) {
-    const int scale = type == QuantType::kIQ4_XS ? f.sc[s / per] - 32 : f.sc[s / per];
-    dst[kK8Scales + 16 * s + lane] = static_cast<uint8_t>(static_cast<int8_t>(scale));
-    dst[kK8Mins + 16 * s + lane] = static_cast<uint8_t>(f.mins[s / per]);
-  }
-  for (int i = 0; i < 256; ++i) {
-    const int v = type == QuantType::kIQ4_XS ? kIq4nlValues[f.q[i]] : f.q[i];
-    dst[kK8W + 64 * (i / 4) + 4 * lane + i % 4] = static_cast<uint8_t>(v + 128);
-  }
-}
-
-void unpack_k8_lane(QuantType type, const uint8_t* pb, int lane, uint8_t* b) {
-  using namespace quant_layout;
-  QuantBlockFields f;
-  std::memcpy(&f.d, pb + 2 * lane, 2);
-  std::memcpy(&f.m, pb + kK8Dmin + 2 * lane, 2);
-  const int per = type == QuantType::kQ2_K ? 1 : 2;
-  for (int s = 0; s < 16; s += per) {
-    const int scale = static_cast<int8_t>(pb[kK8Scales + 16 * s + lane]);
-    f.sc[s / per] = static_cast<int16_t>(type == QuantType::kIQ4_XS ? scale + 32 : scale);
-    f.mins[s / per] = pb[kK8Mins + 16 * s + lane];
-  }
-  for (int i = 0; i < 256; ++i) {
-    const int v = pb[kK8W + 64 * (i / 4) + 4 * lane + i % 4] - 128;
-    f.q[i] = static_cast<int16_t>(type == QuantType::kIQ4_XS
-                                      ? std::find(std::begin(kIq4nlValues), std::end(kIq4nlValues), v) -
-                                            std::begin(kIq4nlValues)
-                                      : v);
-  }
-  pack_block(type, f, b);
-}
-
-// The compact layouts of Q5_0, Q5_1, IQ4_NL, Q5_K and IQ4_XS (quant_gemm.h): f16 fields per lane,
+// The layouts of Q5_0, Q5_1, IQ4_NL, Q5_K, IQ4_XS, Q3_K and Q2_K (quant_gemm.h): f16 fields per lane,
 // then 4-bit fields in the nibble arrangement of Q4_0 / Q4_K (value i of lane L in byte
-// nib_offset(i, L) at nib_shift(i)), Q5's fifth bits at fifth_bit_byte / fifth_bit_shift, IQ4_XS's
-// scales as int8 ls − 32. Lane `lane` of the panel block from a block's fields, and back.
+// nib_offset(i, L) at nib_shift(i)) or 2-bit ones at crumb_byte / crumb_shift, Q5's fifth bits at
+// fifth_bit_byte / fifth_bit_shift and Q3_K's third at third_bit_byte / third_bit_shift, scales
+// (and Q2_K's mins) as whole bytes per sub-block and lane. Lane `lane` of the panel block from a
+// block's fields, and back.
 struct CompactLayout {
   int m = -1;       // f16 m / dmin offset, −1: none
-  int scales = -1;  // Q5_K: Q4_K's 12 bytes transposed; IQ4_XS: i8 [8][16]
-  int nib = 0;
-  int hbits = -1;
+  int scales = -1;  // Q5_K: Q4_K's 12 bytes transposed; IQ4_XS: i8 [8][16]; Q3_K: i8 [16][16];
+                    // Q2_K: u8 [16][16]
+  int nib = -1;
+  int hbits = -1;   // Q5: fifth bits; Q3_K: third bits
+  int crumbs = -1;  // Q3_K, Q2_K: 2-bit fields
+  int mins = -1;    // Q2_K: u8 [16][16]
 };
 CompactLayout compact_layout(QuantType type) {
   using namespace quant_layout;
   switch (type) {
-    case QuantType::kQ5_0: return {-1, -1, kQ50Nib, kQ50H};
-    case QuantType::kQ5_1: return {kQ51M, -1, kQ51Nib, kQ51H};
-    case QuantType::kIQ4_NL: return {-1, -1, kQ40Nib, -1};
-    case QuantType::kQ5_K: return {kQ4KDmin, kQ4KScales, kQ4KNib, kQ5KH};
-    case QuantType::kIQ4_XS: return {-1, kIQ4XSScales, kIQ4XSNib, -1};
+    case QuantType::kQ5_0: return {-1, -1, kQ50Nib, kQ50H, -1, -1};
+    case QuantType::kQ5_1: return {kQ51M, -1, kQ51Nib, kQ51H, -1, -1};
+    case QuantType::kIQ4_NL: return {-1, -1, kQ40Nib, -1, -1, -1};
+    case QuantType::kQ5_K: return {kQ4KDmin, kQ4KScales, kQ4KNib, kQ5KH, -1, -1};
+    case QuantType::kIQ4_XS: return {-1, kIQ4XSScales, kIQ4XSNib, -1, -1, -1};
+    case QuantType::kQ3_K: return {-1, kQ3KScales, -1, kQ3KH, kQ3KCrumbs, -1};
+    case QuantType::kQ2_K: return {kQ2KDmin, kQ2KScales, -1, -1, kQ2KCrumbs, kQ2KMins};
     default: DITTO_CHECK(false) << "compact_layout: " << quant_format(type).name;
   }
   return {};
@@ -164,13 +96,27 @@ void pack_compact_lane(QuantType type, const QuantBlockFields& f, int lane, uint
     pack_block(QuantType::kQ5_K, f, block);  // bytes 4..15: the 12 scale and min bytes
     for (int s = 0; s < 12; ++s) dst[c.scales + 16 * s + lane] = block[4 + s];
   }
-  if (type == QuantType::kIQ4_XS)
-    for (int j = 0; j < 8; ++j) dst[c.scales + 16 * j + lane] = static_cast<uint8_t>(static_cast<int8_t>(f.sc[j] - 32));
+  if (type == QuantType::kIQ4_XS || type == QuantType::kQ3_K)  // int8 ls − 32, sc − 32
+    for (int j = 0; j < (type == QuantType::kQ3_K ? 16 : 8); ++j)
+      dst[c.scales + 16 * j + lane] = static_cast<uint8_t>(static_cast<int8_t>(f.sc[j] - 32));
+  if (type == QuantType::kQ2_K) {
+    for (int j = 0; j < 16; ++j) {
+      dst[c.scales + 16 * j + lane] = static_cast<uint8_t>(f.sc[j]);
+      dst[c.mins + 16 * j + lane] = static_cast<uint8_t>(f.mins[j]);
+    }
+  }
   const int n = static_cast<int>(quant_format(type).block_size);
   for (int i = 0; i < n; ++i) {
-    dst[c.nib + nib_offset(i, lane)] |= static_cast<uint8_t>((f.q[i] & 15) << nib_shift(i));
+    const int q = f.q[i];
+    if (c.crumbs >= 0) {
+      dst[c.crumbs + crumb_byte(i, lane)] |= static_cast<uint8_t>((q & 3) << crumb_shift(i));
+      if (c.hbits >= 0)
+        dst[c.hbits + third_bit_byte(i, lane)] |= static_cast<uint8_t>(((q >> 2) & 1) << third_bit_shift(i));
+      continue;
+    }
+    dst[c.nib + nib_offset(i, lane)] |= static_cast<uint8_t>((q & 15) << nib_shift(i));
     if (c.hbits >= 0)
-      dst[c.hbits + fifth_bit_byte(i, lane)] |= static_cast<uint8_t>(((f.q[i] >> 4) & 1) << fifth_bit_shift(i));
+      dst[c.hbits + fifth_bit_byte(i, lane)] |= static_cast<uint8_t>(((q >> 4) & 1) << fifth_bit_shift(i));
   }
 }
 
@@ -192,17 +138,32 @@ void unpack_compact_lane(QuantType type, const uint8_t* pb, int lane, QuantBlock
   }
   if (type == QuantType::kIQ4_XS)
     for (int j = 0; j < 8; ++j) f->sc[j] = static_cast<int16_t>(static_cast<int8_t>(pb[c.scales + 16 * j + lane]) + 32);
+  if (type == QuantType::kQ3_K)
+    for (int j = 0; j < 16; ++j)
+      f->sc[j] = static_cast<int16_t>(static_cast<int8_t>(pb[c.scales + 16 * j + lane]) + 32);
+  if (type == QuantType::kQ2_K) {
+    for (int j = 0; j < 16; ++j) {
+      f->sc[j] = pb[c.scales + 16 * j + lane];
+      f->mins[j] = pb[c.mins + 16 * j + lane];
+    }
+  }
   const int n = static_cast<int>(quant_format(type).block_size);
   for (int i = 0; i < n; ++i) {
-    int q = (pb[c.nib + nib_offset(i, lane)] >> nib_shift(i)) & 15;
-    if (c.hbits >= 0) q |= ((pb[c.hbits + fifth_bit_byte(i, lane)] >> fifth_bit_shift(i)) & 1) << 4;
+    int q = 0;
+    if (c.crumbs >= 0) {
+      q = (pb[c.crumbs + crumb_byte(i, lane)] >> crumb_shift(i)) & 3;
+      if (c.hbits >= 0) q |= ((pb[c.hbits + third_bit_byte(i, lane)] >> third_bit_shift(i)) & 1) << 2;
+    } else {
+      q = (pb[c.nib + nib_offset(i, lane)] >> nib_shift(i)) & 15;
+      if (c.hbits >= 0) q |= ((pb[c.hbits + fifth_bit_byte(i, lane)] >> fifth_bit_shift(i)) & 1) << 4;
+    }
     f->q[i] = static_cast<int16_t>(q);
   }
 }
 
 bool is_compact(QuantType type) {
   return type == QuantType::kQ5_0 || type == QuantType::kQ5_1 || type == QuantType::kIQ4_NL ||
-         type == QuantType::kQ5_K || type == QuantType::kIQ4_XS;
+         type == QuantType::kQ5_K || type == QuantType::kIQ4_XS || type == QuantType::kQ3_K || type == QuantType::kQ2_K;
 }
 
 }  // namespace
@@ -223,22 +184,16 @@ void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth
   const auto nibble_pair = [](uint32_t a, uint32_t b, int shift) {
     return ((a >> shift) & 0x0f0f0f0fu) | (((b >> shift) & 0x0f0f0f0fu) << 4);
   };
-  const QuantType kind = quant_kernel_type(type);
-  uint8_t carrier[256];  // the lane's block transcoded into its carrier type (transcode_block)
   for (int lane = 0; lane < kPanelWidth; ++lane) {
     const uint8_t* b = src[lane];
     if (b == nullptr) continue;
-    if (kind != type) {
-      transcode_block(type, b, carrier);
-      b = carrier;
-    }
     if (is_compact(type)) {
       QuantBlockFields f;
       unpack_block(type, b, &f);
       pack_compact_lane(type, f, lane, dst);
       continue;
     }
-    switch (kind) {
+    switch (type) {
       case QuantType::kQ8_0:
         std::memcpy(dst + 2 * lane, b, 2);
         for (int g = 0; g < 8; ++g) store32(dst + kQ8W + 64 * g + 4 * lane, load32(b + 2 + 4 * g) ^ 0x80808080u);
@@ -285,7 +240,7 @@ void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth
           store32(sub + kQ6KHi + 4 * lane, hi);
         }
         break;
-      case QuantType::kQ2_K: pack_k8_lane(type, b, lane, dst); break;
+      case QuantType::kQ2_K:
       case QuantType::kQ5_0:
       case QuantType::kQ5_1:
       case QuantType::kQ5_K:
@@ -299,13 +254,6 @@ void pack_quant_panel_block(QuantType type, const uint8_t* const src[kPanelWidth
 
 void unpack_quant_panel_block(QuantType type, const uint8_t* pb, int lane, uint8_t* b) {
   using namespace quant_layout;
-  const QuantType kind = quant_kernel_type(type);
-  if (kind != type) {
-    uint8_t carrier[256];
-    unpack_quant_panel_block(kind, pb, lane, carrier);
-    untranscode_block(type, carrier, b);
-    return;
-  }
   if (is_compact(type)) {
     QuantBlockFields f;
     unpack_compact_lane(type, pb, lane, &f);
@@ -352,7 +300,7 @@ void unpack_quant_panel_block(QuantType type, const uint8_t* pb, int lane, uint8
         b[128 + p.qh] |= static_cast<uint8_t>(hi << p.hbit);
       }
       return;
-    case QuantType::kQ2_K: unpack_k8_lane(type, pb, lane, b); return;
+    case QuantType::kQ2_K:
     case QuantType::kQ5_0:
     case QuantType::kQ5_1:
     case QuantType::kQ5_K:
@@ -434,7 +382,7 @@ constexpr uint32_t kCanonicalNan = 0x7FC00000u;
 // the layout's (quant_kernel_type).
 struct DecodedBlock {
   float d[kPanelWidth];           // f16 d
-  float m[kPanelWidth];           // f16 m (Q4_1, Q5_1) or dmin (Q4_K, K8)
+  float m[kPanelWidth];           // f16 m (Q4_1, Q5_1) or dmin (Q4_K, Q5_K, Q2_K)
   int16_t v[kPanelWidth][256];    // the signed value: Q8_0 w; Q4_0 q − 8; Q5_0 q − 16; Q4_1, Q5_1,
                                   // Q4_K, Q5_K, Q2_K q; IQ4_* kvalues_iq4nl[q]; Q6_K q − 32
   int16_t sc[kPanelWidth][16];    // Q4_K, Q5_K [8] 0..63; IQ4_XS [8] ls − 32; Q6_K, Q2_K [16]
@@ -481,19 +429,13 @@ DITTO_PORTABLE_HOT void decode_panel_block(QuantType type, const uint8_t* pb, De
           out->v[l][e] = static_cast<int16_t>((nib(sub, u, l) | (hi << 4)) - 32);
         }
         break;
-      case QuantType::kQ2_K:  // K8
-        for (int j = 0; j < 16; ++j) {
-          out->sc[l][j] = static_cast<int8_t>(pb[kK8Scales + 16 * j + l]);
-          out->mins[l][j] = pb[kK8Mins + 16 * j + l];
-        }
-        for (int i = 0; i < 256; ++i)
-          out->v[l][i] = static_cast<int16_t>(pb[kK8W + 64 * (i / 4) + 4 * l + i % 4] - 128);
-        break;
       case QuantType::kQ5_0:
       case QuantType::kQ5_1:
       case QuantType::kQ5_K:
       case QuantType::kIQ4_NL:
-      case QuantType::kIQ4_XS: {
+      case QuantType::kIQ4_XS:
+      case QuantType::kQ3_K:
+      case QuantType::kQ2_K: {
         QuantBlockFields f;
         unpack_compact_lane(type, pb, l, &f);
         const int n = static_cast<int>(quant_format(type).block_size);
@@ -501,16 +443,17 @@ DITTO_PORTABLE_HOT void decode_panel_block(QuantType type, const uint8_t* pb, De
           const int q = f.q[i];
           out->v[l][i] =
               static_cast<int16_t>(type == QuantType::kQ5_0                                   ? q - 16
+                                   : type == QuantType::kQ3_K                                 ? q - 4
                                    : type == QuantType::kIQ4_NL || type == QuantType::kIQ4_XS ? kIq4nlValues[q]
                                                                                               : q);
         }
-        for (int j = 0; j < 8; ++j) {
-          out->sc[l][j] = static_cast<int16_t>(type == QuantType::kIQ4_XS ? f.sc[j] - 32 : f.sc[j]);
+        for (int j = 0; j < 16; ++j) {
+          const bool less32 = type == QuantType::kIQ4_XS || type == QuantType::kQ3_K;
+          out->sc[l][j] = static_cast<int16_t>(less32 ? f.sc[j] - 32 : f.sc[j]);
           out->mins[l][j] = f.mins[j];
         }
         break;
       }
-      case QuantType::kQ3_K:
       case QuantType::kNone: DITTO_CHECK(false) << "decode_panel_block: " << quant_format(type).name;
     }
   }
@@ -519,7 +462,7 @@ DITTO_PORTABLE_HOT void decode_panel_block(QuantType type, const uint8_t* pb, De
     const int at = type == QuantType::kQ4_1                               ? kQ41M
                    : type == QuantType::kQ4_K || type == QuantType::kQ5_K ? kQ4KDmin
                    : type == QuantType::kQ5_1                             ? kQ51M
-                                                                          : kK8Dmin;
+                                                                          : kQ2KDmin;
     std::memcpy(h, pb + at, sizeof(h));
     for (int l = 0; l < kPanelWidth; ++l) out->m[l] = f16_to_f32(h[l]);
   }
@@ -553,7 +496,8 @@ inline float block_step(QuantType type, const DecodedBlock& w, int l, const int8
       acc = std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
       return std::fma(-(w.m[l] * dx), static_cast<float>(msum), acc);
     }
-    case QuantType::kQ6_K: {
+    case QuantType::kQ6_K:
+    case QuantType::kQ3_K: {
       int32_t isum = 0;
       for (int j = 0; j < 16; ++j) {
         int32_t inner = 0;
@@ -571,7 +515,7 @@ inline float block_step(QuantType type, const DecodedBlock& w, int l, const int8
       }
       return std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
     }
-    case QuantType::kQ2_K: {  // K8
+    case QuantType::kQ2_K: {
       int32_t isum = 0, msum = 0;
       for (int j = 0; j < 16; ++j) {
         int32_t inner = 0;
@@ -582,7 +526,6 @@ inline float block_step(QuantType type, const DecodedBlock& w, int l, const int8
       acc = std::fma(w.d[l] * dx, static_cast<float>(isum), acc);
       return std::fma(-(w.m[l] * dx), static_cast<float>(msum), acc);
     }
-    case QuantType::kQ3_K:
     case QuantType::kNone: break;
   }
   return acc;
@@ -607,7 +550,6 @@ void gemm_portable(const ActLayout& a, const uint8_t* act, int64_t m, const Pack
                    ThreadPool* pool) {
   const int64_t panel_bytes = w.panel_bytes();
   const int64_t pb_bytes = quant_panel_block_bytes(w.quant);
-  const QuantType kind = quant_kernel_type(w.quant);
   auto run = [&](size_t begin, size_t end) {
     DecodedBlock blk;
     std::vector<float> acc(static_cast<size_t>(m * kPanelWidth));
@@ -615,8 +557,8 @@ void gemm_portable(const ActLayout& a, const uint8_t* act, int64_t m, const Pack
       std::fill(acc.begin(), acc.end(), 0.0f);
       const uint8_t* panel = w.data.data() + static_cast<int64_t>(p) * panel_bytes;
       for (int64_t b = 0; b < a.nb; ++b) {
-        decode_panel_block(kind, panel + b * pb_bytes, &blk);
-        block_steps(a, act, m, kind, blk, b, acc.data());
+        decode_panel_block(w.quant, panel + b * pb_bytes, &blk);
+        block_steps(a, act, m, w.quant, blk, b, acc.data());
       }
       const int64_t n0 = static_cast<int64_t>(p) * kPanelWidth;
       const int64_t width = std::min<int64_t>(kPanelWidth, w.n - n0);

@@ -24,11 +24,14 @@
 //   Q5_1   384 B: f16 d[16]; f16 m[16]; nibbles and hbits as Q5_0
 //   IQ4_NL 288 B: as Q4_0, the nibbles being table indices
 //   Q5_K  2816 B: Q4_K's layout, then hbits[8][16][4]: sub-block j's fifth bits as Q5_0's
-// — the same bytes as the GGML blocks (weight_bytes() == data.size()). Three formats take more:
-//   IQ4_XS 2208 B: f16 d[16]; i8 scales[8][16] (ls − 32); nibbles[32][16][4] as Q4_K
-//   Q3_K          as Q6_K (scale sc − 32, value q − 4 + 32), 3360 B
-//   Q2_K   4672 B ("K8"): f16 d[16]; f16 dmin[16]; i8 scales[16][16]; u8 mins[16][16];
-//                u8 w[64][16][4] = q + 128
+// — the same bytes as the GGML blocks (weight_bytes() == data.size()). Three formats hold their
+// scales as whole bytes, a little more:
+//   IQ4_XS 2208 B (GGML 2176): f16 d[16]; i8 scales[8][16] (ls − 32); nibbles[32][16][4] as Q4_K
+//   Q3_K   1824 B (GGML 1760): f16 d[16]; i8 scales[16][16] (sc − 32); crumbs[16][16][4]: sub-block
+//                s's 2-bit fields, value 16s + 4c + j at bits 2c, 2c + 1 of byte j; hbits[8][16][4]:
+//                bit 2 of value 32u + 4b + j at bit b of byte j
+//   Q2_K   1600 B (GGML 1344): f16 d[16]; f16 dmin[16]; u8 scales[16][16]; u8 mins[16][16];
+//                crumbs[16][16][4] as Q3_K
 // Rows past n are zero.
 #pragma once
 

@@ -33,11 +33,15 @@ inline constexpr int kQ5KH = 2304;        // Q5_K: Q4_K's layout, then fifth bit
 inline constexpr int kIQ4XSScales = 32;   // IQ4_XS: i8 scales[8][16] (ls − 32)
 inline constexpr int kIQ4XSNib = 160;     // IQ4_XS: nibbles[32][16][4] as Q4_K (table indices)
 inline constexpr int kIQ4XSBytes = 2208;
-inline constexpr int kK8Dmin = 32;    // K8 (Q2_K): f16 dmin[16]
-inline constexpr int kK8Scales = 64;  // K8: i8 scales[16][16], one per 16 values
-inline constexpr int kK8Mins = 320;   // K8: u8 mins[16][16], one per 16 values
-inline constexpr int kK8W = 576;      // K8: u8 w[64][16][4] (v + 128)
-inline constexpr int kK8Bytes = 4672;
+inline constexpr int kQ3KScales = 32;   // Q3_K: i8 scales[16][16] (sc − 32)
+inline constexpr int kQ3KCrumbs = 288;  // Q3_K: crumbs[16][16][4], the low 2 bits (crumb_byte)
+inline constexpr int kQ3KH = 1312;      // Q3_K: hbits[8][16][4], bit 2 (third_bit_byte)
+inline constexpr int kQ3KBytes = 1824;
+inline constexpr int kQ2KDmin = 32;     // Q2_K: f16 dmin[16]
+inline constexpr int kQ2KScales = 64;   // Q2_K: u8 scales[16][16]
+inline constexpr int kQ2KMins = 320;    // Q2_K: u8 mins[16][16]
+inline constexpr int kQ2KCrumbs = 576;  // Q2_K: crumbs[16][16][4]
+inline constexpr int kQ2KBytes = 1600;
 
 // The fifth bit of value i (Q5_0, Q5_1: i < 32; Q5_K: i < 256) of lane L: in the hbits vector
 // i / 32, byte 4L + i % 4, bit 2·((i / 8) % 4) + (i % 8) / 4 — so that octet o's low-nibble values
@@ -46,15 +50,19 @@ inline constexpr int kK8Bytes = 4672;
 inline int fifth_bit_byte(int i, int lane) { return 64 * (i / 32) + 4 * lane + i % 4; }
 inline int fifth_bit_shift(int i) { return 2 * ((i / 8) % 4) + (i % 8) / 4; }
 
+// The 2-bit field of value i (Q3_K, Q2_K; i < 256) of lane L: in the crumbs vector i / 16 (its
+// sub-block), byte 4L + i % 4, bits 2·((i % 16) / 4) and the next; Q3_K's bit 2 in the hbits vector
+// i / 32, byte 4L + i % 4, bit (i % 32) / 4. So a vector's byte j holds values 4c + j (c = 0..3) of
+// one sub-block (two sub-blocks for the hbits), one shift and mask apart.
+inline int crumb_byte(int i, int lane) { return 64 * (i / 16) + 4 * lane + i % 4; }
+inline int crumb_shift(int i) { return 2 * ((i % 16) / 4); }
+inline int third_bit_byte(int i, int lane) { return 64 * (i / 32) + 4 * lane + i % 4; }
+inline int third_bit_shift(int i) { return (i % 32) / 4; }
+
 // kvalues_iq4nl + 128 (1..241): IQ4_NL's and IQ4_XS's table as the unsigned bytes the kernels
 // multiply (the offset is subtracted as −128·Σq).
 inline constexpr uint8_t kIq4nlBiased[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 }  // namespace quant_layout
-
-// The panel layout (and so the kernel) a type is multiplied with: its own, or — for Q3_K, whose
-// values Q6_K's layout holds exactly (sc − 32 is an int8 scale, q − 4 a 6-bit value less 32) —
-// Q6_K's.
-QuantType quant_kernel_type(QuantType type);
 
 // One quantized activation row in the scratch: int8 q[k]; f32 d[nb]; f32 s[nb] (d·Σq of the block;
 // 32-blocks only); int32 sums[nb] (Σq of each 32-block) or [nb][16] (Σq of each 16 values of a

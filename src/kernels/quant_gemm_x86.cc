@@ -372,7 +372,8 @@ const KernelSet& kernel_set(QuantType t) {
   static constexpr KernelSet kQ5_K = make_set<P, QuantType::kQ5_K, NP, NP1>();
   static constexpr KernelSet kIQ4_XS = make_set<P, QuantType::kIQ4_XS, NP, NP1>();
   static constexpr KernelSet kQ2_K = make_set<P, QuantType::kQ2_K, NP, NP1>();
-  switch (quant_kernel_type(t)) {
+  static constexpr KernelSet kQ3_K = make_set<P, QuantType::kQ3_K, NP, NP1>();
+  switch (t) {
     case QuantType::kQ8_0: return kQ8_0;
     case QuantType::kQ4_0: return kQ4_0;
     case QuantType::kQ4_1: return kQ4_1;
@@ -383,6 +384,7 @@ const KernelSet& kernel_set(QuantType t) {
     case QuantType::kQ5_K: return kQ5_K;
     case QuantType::kIQ4_XS: return kIQ4_XS;
     case QuantType::kQ2_K: return kQ2_K;
+    case QuantType::kQ3_K: return kQ3_K;
     default: return kQ6_K;
   }
 }

@@ -546,8 +546,8 @@ TEST(QuantPackedMatrixTest, KeepsEveryByteAndDequantizesLikeTheRows) {
       const int64_t row_bytes = quant_row_bytes(t, k);
       EXPECT_EQ(p.quant, t);
       EXPECT_EQ(p.weight_bytes(), n * row_bytes);
-      // Formats multiplied in their own layout keep their bytes and add none; the others take the
-      // layout of quant_kernel_type (quant_gemm.h).
+      // Every format keeps its bytes and adds none, but three that hold their packed scales as
+      // whole bytes (quant_gemm.h).
       EXPECT_EQ(static_cast<int64_t>(p.data.size()), p.num_panels() * (k / f.block_size) * quant_panel_block_bytes(t));
       if (t != QuantType::kIQ4_XS && t != QuantType::kQ3_K && t != QuantType::kQ2_K) {
         EXPECT_EQ(static_cast<int64_t>(p.data.size()), p.num_panels() * kPanelWidth * row_bytes) << "no added bytes";
