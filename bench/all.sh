@@ -11,6 +11,7 @@
 #   prefill512   bench/llama_cpp.sh compare: 512-token prefill and batch-1 decode (128 tokens)
 #   prefill8192  the same with an 8,192-token prompt, no decode, one repetition
 #   q8_0, q4_k_m decode of the model quantized by llama-quantize (Q8_0, Q4_K_M), both engines on it
+#   q5_k_m, iq4_xs prefill 512 and decode of llama-quantize's Q5_K_M and IQ4_XS files, both engines
 #   batched      bench/llama_cpp.sh batched: 32 sequences x (256 + 128)
 #   speculative  ditto bench --scenario speculative on the demo model (SmolLM2-135M-Instruct Q4_1):
 #                prompt lookup on / off, on a copying workload (no peer: the ratio is on ÷ off)
@@ -31,7 +32,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 THREADS=${THREADS:-2}
 DITTO=$REPO/$BUILD_DIR/tools/ditto
 DEMO_MODEL=${DEMO_MODEL:-$REPO/models/SmolLM2-135M-Instruct.Q4_1.gguf}
-ALL_ROWS=prefill512,prefill8192,q8_0,q4_k_m,batched,speculative,tp2,serve,startup
+ALL_ROWS=prefill512,prefill8192,q8_0,q4_k_m,q5_k_m,iq4_xs,batched,speculative,tp2,serve,startup
 ROWS=${ROWS:-$ALL_ROWS}
 OUT=${OUT:-$CACHE/results/$(date -u +%Y%m%dT%H%M%SZ)}
 PYTHON=/usr/bin/python3
@@ -78,10 +79,12 @@ run() {
 
 run prefill512 bench/llama_cpp.sh compare "$MODEL"
 run prefill8192 env PREFILL_TOKENS=8192 DECODE_TOKENS=0 REPETITIONS=1 WARMUP=0 bench/llama_cpp.sh compare "$MODEL"
-for q in q8_0 q4_k_m; do
+for q in q8_0 q4_k_m q5_k_m iq4_xs; do
   [[ ,$ROWS, == *,$q,* ]] || continue
   if gguf=$(bench/llama_cpp.sh quantize "$MODEL" "${q^^}" 2>"$OUT/$q.log"); then
-    run "$q" env PREFILL_TOKENS=16 bench/llama_cpp.sh compare "$gguf"
+    prefill=16  # decode rows; the newer types' rows time a 512-token prefill too
+    [[ $q == q5_k_m || $q == iq4_xs ]] && prefill=512
+    run "$q" env PREFILL_TOKENS=$prefill bench/llama_cpp.sh compare "$gguf"
   else
     log "$q: FAILED to quantize; see $OUT/$q.log"
     FAILED+=("$q")
@@ -112,7 +115,8 @@ def mean(v):
     return sum(v) / len(v) if isinstance(v, list) else v
 
 r = {row: load(row) for row in
-     ["prefill512", "prefill8192", "q8_0", "q4_k_m", "batched", "speculative", "tp2", "serve", "startup"]}
+     ["prefill512", "prefill8192", "q8_0", "q4_k_m", "q5_k_m", "iq4_xs", "batched", "speculative", "tp2", "serve",
+      "startup"]}
 table = []  # (row, measured, target, met, why it has no figure)
 
 def add(name, value, target, higher_is_better=True, what=""):
@@ -134,6 +138,11 @@ for q, name in (("q8_0", "Q8_0"), ("q4_k_m", "Q4_K_M")):
     p = r[q]
     add(f"decode {name}, ÷ llama.cpp", p and p.get("decode_ratio"), 1.3, what=q)
     add(f"decode {name}, of the quantized roofline", p and mean(p.get("ditto_decode_roofline_ratio")), 0.85, what=q)
+# The newer types (issue 31): reported, ahead of llama.cpp is the bar.
+for q, name in (("q5_k_m", "Q5_K_M"), ("iq4_xs", "IQ4_XS")):
+    p = r[q]
+    add(f"decode {name}, ÷ llama.cpp", p and p.get("decode_ratio"), 1.0, what=q)
+    add(f"prefill 512 {name}, ÷ llama.cpp", p and p.get("prefill_ratio"), 1.0, what=q)
 p = r["batched"]
 add("batched 32 x (256 + 128), ÷ llama.cpp", p and p.get("generated_ratio"), 2.0, what="batched")
 p = r["speculative"]
