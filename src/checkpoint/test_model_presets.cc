@@ -452,7 +452,7 @@ const Preset& find_preset(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> test_model_presets() {
-  return {"qwen3-0.6b",   "qwen3-1.7b",   "qwen3-8b",   "qwen3-30b-a3b",   "llama-3.2-1b", "qwen2.5-0.5b",
+  return {"qwen3-0.6b",   "qwen3-1.7b", "qwen3-8b",        "qwen3-30b-a3b", "llama-3.2-1b", "qwen2.5-0.5b",
           "qwen2.5-1.5b", "qwen2.5-7b", "mistral-7b-v0.3", "gemma-3-270m",  "gemma-3-1b"};
 }
 

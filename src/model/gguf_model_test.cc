@@ -49,7 +49,8 @@ json tiny_config(const std::string& preset) {
   if (c.contains("max_window_layers")) c["max_window_layers"] = 2;
   if (c.contains("num_experts"))
     c.update({{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 16}});
-  if (c["model_type"] == "gemma3_text") {  // Gemma 3: six layers (the sixth full), a window of 4, the scale llama.cpp uses
+  // Gemma 3: six layers (the sixth full), a window of 4, the attention scale llama.cpp uses.
+  if (c["model_type"] == "gemma3_text") {
     c["num_hidden_layers"] = 6;
     c["layer_types"].erase(c["layer_types"].begin() + 6, c["layer_types"].end());
     c.update({{"sliding_window", 4}, {"query_pre_attn_scalar", 8}});
