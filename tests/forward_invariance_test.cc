@@ -157,7 +157,8 @@ TEST_P(CausalLMInvarianceTest, ThreadCountDoesNotMatter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CausalLMInvarianceTest,
-                         ::testing::Values("qwen3", "llama", "qwen3_moe", "qwen2", "mistral"));
+                         ::testing::Values("qwen3", "llama", "qwen3_moe", "qwen2", "mistral", "mistral_window",
+                                           "gemma3"));
 
 TEST(CausalLMTest, RejectsTokenIdsOutsideTheVocabulary) {
   TempDir dir;

@@ -1,7 +1,9 @@
 // A tiny model directory for engine and forward-pass tests: real tensor names and layout, small
 // sizes (vocab 300, hidden 64, 2 layers, 4 heads / 2 KV heads of 16), seeded bf16 weights.
 // Families: "qwen3", "llama", "qwen3_moe" (layer 0 a sparse MoE block of 8 experts, top 3,
-// moe_intermediate_size 32, norm_topk_prob; layer 1 dense via mlp_only_layers), "qwen2" and "mistral".
+// moe_intermediate_size 32, norm_topk_prob; layer 1 dense via mlp_only_layers), "qwen2", "mistral",
+// "mistral_window" (a window of 6 on every layer) and "gemma3" (layer 0 sliding with a window of 5,
+// layer 1 full; (1 + w) norms, four per layer, GELU(tanh)).
 #pragma once
 
 #include <functional>
@@ -20,7 +22,8 @@
 namespace ditto {
 
 // family: "qwen3" (tied head), "llama" (biases, llama3 rope scaling, untied head), "qwen3_moe",
-// "qwen2" (q/k/v biases, tied head) or "mistral" (sliding_window null, untied head).
+// "qwen2" (q/k/v biases, tied head), "mistral" (sliding_window null, untied head), "mistral_window"
+// (sliding_window 6) or "gemma3".
 // `edit`, if set, may change any tensor's float32 values (before bf16 rounding) by name;
 // `edit_config`, if set, any config.json key before the tensors are made (e.g. a longer
 // max_position_embeddings, fewer layers, a larger vocabulary). Returns the directory.
@@ -37,6 +40,16 @@ inline std::string write_tiny_model(const testing::TempDir& dir, const std::stri
     c["model_type"] = "qwen3";
     c["rope_theta"] = 1000000.0;
     c["tie_word_embeddings"] = true;
+  } else if (family == "gemma3") {  // layer 0 sliding (window 5: every prompt crosses it), layer 1 full
+    c["architectures"] = {"Gemma3ForCausalLM"};
+    c["model_type"] = "gemma3_text";
+    c["rope_theta"] = 1000000.0;
+    c["rope_local_base_freq"] = 10000.0;
+    c["tie_word_embeddings"] = true;
+    c["hidden_activation"] = "gelu_pytorch_tanh";
+    c["sliding_window"] = 5;
+    c["layer_types"] = {"sliding_attention", "full_attention"};
+    c["query_pre_attn_scalar"] = 24;
   } else if (family == "qwen3_moe") {
     c["architectures"] = {"Qwen3MoeForCausalLM"};
     c["model_type"] = "qwen3_moe";
@@ -54,12 +67,12 @@ inline std::string write_tiny_model(const testing::TempDir& dir, const std::stri
     c["rope_theta"] = 1000000.0;
     c["tie_word_embeddings"] = true;
     c["use_sliding_window"] = false;
-  } else if (family == "mistral") {  // no biases, sliding_window null, untied head
+  } else if (family == "mistral" || family == "mistral_window") {  // no biases, untied head
     c["architectures"] = {"MistralForCausalLM"};
     c["model_type"] = "mistral";
     c["rope_theta"] = 1000000.0;
     c["tie_word_embeddings"] = false;
-    c["sliding_window"] = nullptr;
+    c["sliding_window"] = family == "mistral" ? nlohmann::json(nullptr) : nlohmann::json(6);
   } else {  // llama with biases, llama3 rope scaling and an untied head
     c["architectures"] = {"LlamaForCausalLM"};
     c["model_type"] = "llama";

@@ -8,7 +8,8 @@ namespace ditto {
 namespace {
 
 // The built-in architectures. Defaults: transformers 4.51-4.57, models/*/configuration_*.py;
-// GGUF: llama.cpp's conversion/{qwen,llama}.py and src/models/*.cpp (node-llama-cpp 3.21.1).
+// GGUF: llama.cpp's conversion/{qwen,llama}.py and src/models/*.cpp (node-llama-cpp 3.21.1); Gemma 3:
+// transformers' configuration_gemma3.py, llama.cpp's convert_hf_to_gguf.py Gemma3Model and llama-model.cpp.
 std::deque<Architecture>& registry() {
   static std::deque<Architecture> all = {
       {.name = "Qwen3ForCausalLM",  // Qwen3Config; conversion/qwen.py Qwen3Model
@@ -65,9 +66,10 @@ std::deque<Architecture>& registry() {
                     .refuses_sliding_window = true,
                     .rope_scaling_types = {"llama3"}},
        .gguf = {.arch = "qwen2"}},
-      // Llama with an optional sliding window (ArchitectureFeatures::sliding_window) and no biases.
-      // llama.cpp's converter writes it as a llama GGUF (LlamaModel registers MistralForCausalLM),
-      // which loads back as LlamaForCausalLM.
+      // Llama with an optional sliding window on every layer (ArchitectureFeatures::sliding_window)
+      // and no biases. llama.cpp's converter writes it as a llama GGUF (LlamaModel registers
+      // MistralForCausalLM), which loads back as LlamaForCausalLM: a window that binds is not
+      // exported (llama GGUFs have none).
       {.name = "MistralForCausalLM",  // MistralConfig; conversion/llama.py LlamaModel
        .model_type = "mistral",
        .defaults = {.vocab_size = 32000,
@@ -82,6 +84,33 @@ std::deque<Architecture>& registry() {
                     .eos_token_id = 2},
        .features = {.attention_bias = AttentionBias::kNone, .sliding_window = true, .rope_scaling_types = {"llama3"}},
        .gguf = {.arch = "llama", .permute_qk = true, .rope_freqs = true, .llama_keys = true}},
+      {.name = "Gemma3ForCausalLM",  // Gemma3TextConfig (text only); conversion Gemma3Model, src/models/gemma3.cpp
+       .model_type = "gemma3_text",
+       .defaults = {.vocab_size = 262208,
+                    .hidden_size = 2304,
+                    .intermediate_size = 9216,
+                    .num_hidden_layers = 26,
+                    .num_attention_heads = 8,
+                    .num_key_value_heads = 4,
+                    .head_dim = 256,
+                    .max_position_embeddings = 131072,
+                    .sliding_window = 4096,
+                    .bos_token_id = 2,
+                    .eos_token_id = 1,
+                    .hidden_act = "gelu_pytorch_tanh",
+                    .rope_theta = 1000000.0,
+                    .tie_word_embeddings = true,
+                    .sliding_window_pattern = 6,
+                    .rope_local_base_freq = 10000.0,
+                    .query_pre_attn_scalar = 256},
+       .features = {.qk_norm = true,
+                    .sliding_window = true,
+                    .rope_scaling_types = {},
+                    .unit_offset_norms = true,
+                    .sandwich_norms = true,
+                    .scaled_embedding = true,
+                    .local_attention_layers = true},
+       .gguf = {.arch = "gemma3", .swa_pattern = 6, .swa_rope_freq_base = 10000.0}},
   };
   return all;
 }

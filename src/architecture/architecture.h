@@ -38,6 +38,14 @@ struct ArchitectureDefaults {
   int64_t moe_intermediate_size = 0;
   int64_t decoder_sparse_step = 1;
   bool norm_topk_prob = false;
+  // hidden_act / hidden_activation when the file gives neither ("silu"; Gemma 3: "gelu_pytorch_tanh").
+  std::string hidden_act = "silu";
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = false;
+  // Gemma 3's per-layer keys (read only with ArchitectureFeatures::local_attention_layers).
+  int64_t sliding_window_pattern = 0;  // layer_types' default: every pattern-th layer full
+  double rope_local_base_freq = 10000.0;
+  double query_pre_attn_scalar = 0;
 };
 
 // Which attention projections carry biases.
@@ -60,16 +68,30 @@ struct ArchitectureFeatures {
   // mlp_only_layers select (ModelConfig::is_moe_layer); those keys are read only with it.
   bool moe = false;
   // use_sliding_window and layer_types are read, and anything but full attention refused (Qwen3
-  // configs carry these keys; ditto has no sliding-window attention).
+  // and Qwen2 configs carry these keys; their window is off in every released checkpoint).
   bool refuses_sliding_window = false;
-  // config.json's sliding_window is read (Mistral; null: none; absent: the architecture's default).
-  // ditto has no windowed attention yet (it arrives with Gemma 3): a window shorter than
-  // max_position_embeddings is refused; one at least that long never binds (max_model_len <=
-  // max_position_embeddings) and is full attention.
+  // config.json's sliding_window is read (null: none; absent: the architecture's default): a query
+  // at position p attends to the keys p − sliding_window + 1 .. p, on every layer (Mistral) or on
+  // the layers local_attention_layers picks (Gemma 3).
   bool sliding_window = false;
   // rope_scaling / rope_parameters rope_type values accepted besides "default" (rope_frequencies.h
   // implements "llama3").
   std::vector<std::string> rope_scaling_types;
+  // Gemma's RMSNorm: every norm weight (the layers', q/k norms', the final one) is stored as w and
+  // applied as (1 + w), computed once at load in float32 (Hugging Face Gemma3RMSNorm). llama.cpp's
+  // converter stores w + 1 in GGUF files, which are read as they are.
+  bool unit_offset_norms = false;
+  // Four norms per layer: post_attention_layernorm normalises the attention output before the
+  // residual add, pre_feedforward_layernorm the MLP's input, post_feedforward_layernorm the MLP's
+  // output before the residual add (Gemma 2/3 "sandwich" norms).
+  bool sandwich_norms = false;
+  // The embedding rows are multiplied by sqrt(hidden_size) rounded to float32 (Gemma).
+  bool scaled_embedding = false;
+  // Sliding (local) and full (global) layers interleaved: layer_types (or sliding_window_pattern)
+  // pick the layers the window applies to, rope_local_base_freq is their RoPE base, and
+  // query_pre_attn_scalar the attention scale; attn_logit_softcapping / final_logit_softcapping must
+  // be null (Gemma 3). Goes with sliding_window.
+  bool local_attention_layers = false;
 };
 
 // How llama.cpp's convert_hf_to_gguf.py writes the architecture (checkpoint/gguf_export.h).
@@ -88,6 +110,11 @@ struct GgufArchitecture {
   // llama.cpp has a sparse block on every layer and always renormalises the top-k weights
   // (qwen3moe): a dense layer is refused, norm_topk_prob = false warned about.
   bool sparse_every_layer = false;
+  // Sliding-window layers as llama.cpp's graph fixes them rather than reads them (gemma3:
+  // hparams.set_swa_pattern(6), so layer i is full attention when (i + 1) % 6 == 0;
+  // rope_freq_base_train_swa = 10000; attention scale 1/sqrt(key_length)). 0: no sliding layers.
+  int64_t swa_pattern = 0;
+  double swa_rope_freq_base = 0;
 };
 
 struct Architecture {

@@ -1,6 +1,7 @@
 #include "architecture/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
@@ -133,10 +134,10 @@ void read_head_dim(const JsonFields& r, const ArchitectureDefaults& d, ModelConf
 
 // rms_norm_eps, RoPE (rope_theta, also read from transformers 5's rope_parameters, and
 // rope_scaling) and initializer_range.
-void read_norm_and_rope(const JsonFields& r, const std::string& source, ModelConfig& c) {
+void read_norm_and_rope(const JsonFields& r, const std::string& source, const ArchitectureDefaults& d, ModelConfig& c) {
   c.rms_norm_eps = r.get_double("rms_norm_eps", 1e-6);
   if (!(c.rms_norm_eps > 0)) r.fail("rms_norm_eps", "must be positive");
-  double theta = 10000.0;
+  double theta = d.rope_theta;
   if (const json* p = r.find("rope_parameters"); p != nullptr && p->is_object()) {
     theta = JsonFields(*p, source, "rope_parameters.").get_double("rope_theta", theta);
   }
@@ -150,12 +151,15 @@ void read_norm_and_rope(const JsonFields& r, const std::string& source, ModelCon
 // Biases, activation, dtype and the BOS / EOS ids. `j` tells an absent bos_token_id (the
 // architecture's default) from one set to null (none).
 void read_layer_options_and_tokens(const json& j, const JsonFields& r, const ArchitectureDefaults& d, ModelConfig& c) {
-  c.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
+  c.tie_word_embeddings = r.get_bool("tie_word_embeddings", d.tie_word_embeddings);
   c.attention_bias = c.features.attention_bias == AttentionBias::kConfig ? r.get_bool("attention_bias", false) : false;
   c.mlp_bias = c.features.mlp_bias ? r.get_bool("mlp_bias", false) : false;
-  c.hidden_act = r.get_string("hidden_act", "silu");
-  if (c.hidden_act != "silu") {
-    r.fail("hidden_act", "is \"" + c.hidden_act + "\"; ditto supports only \"silu\"");
+  // Gemma's configs name the MLP activation hidden_activation (and may carry a hidden_act beside it,
+  // which transformers' Gemma 3 ignores).
+  const char* act_key = r.has("hidden_activation") ? "hidden_activation" : "hidden_act";
+  c.hidden_act = r.get_string(act_key, d.hidden_act);
+  if (c.hidden_act != "silu" && c.hidden_act != "gelu_pytorch_tanh") {
+    r.fail(act_key, "is \"" + c.hidden_act + "\"; ditto supports \"silu\" and \"gelu_pytorch_tanh\"");
   }
   c.torch_dtype = r.get_string("torch_dtype", r.get_string("dtype", ""));
   if (r.has("bos_token_id")) {
@@ -174,7 +178,7 @@ void read_layer_options_and_tokens(const json& j, const JsonFields& r, const Arc
 // config that turns them on rather than run full attention where the model expects a window.
 void refuse_sliding_window(const JsonFields& r) {
   if (r.get_bool("use_sliding_window", false)) {
-    r.fail("use_sliding_window", "is true; sliding-window attention is not supported");
+    r.fail("use_sliding_window", "is true; ditto does not run Qwen's sliding window (max_window_layers)");
   }
   if (const json* lt = r.find("layer_types"); lt != nullptr && lt->is_array()) {
     for (const auto& t : *lt) {
@@ -185,20 +189,49 @@ void refuse_sliding_window(const JsonFields& r) {
   }
 }
 
-// sliding_window (null: none). Until windowed attention exists (it arrives with Gemma 3), only a
-// window that cannot bind is run: one at least max_position_embeddings long, since max_model_len
-// never exceeds max_position_embeddings.
-void read_sliding_window(const json& j, const JsonFields& r, const ArchitectureDefaults& d, const ModelConfig& c) {
+// sliding_window (null: none; absent: the architecture's default). The window applies to every
+// layer (Mistral) or, with features.local_attention_layers, to the layers layer_types picks (else
+// all but every sliding_window_pattern-th). A window wider than the context never binds.
+void read_sliding_window(const json& j, const JsonFields& r, const ArchitectureDefaults& d, ModelConfig& c) {
   std::optional<int64_t> window = d.sliding_window;
   if (j.contains("sliding_window"))
     window = j["sliding_window"].is_null() ? std::nullopt : std::optional(r.get_int("sliding_window", 0));
   if (!window) return;
   if (*window <= 0) r.fail("sliding_window", "must be a positive integer or null, got " + std::to_string(*window));
-  if (*window < c.max_position_embeddings) {
-    r.fail("sliding_window", "is " + std::to_string(*window) + (j.contains("sliding_window") ? "" : " (the default)") +
-                                 ", shorter than max_position_embeddings (" +
-                                 std::to_string(c.max_position_embeddings) +
-                                 "); ditto has no sliding-window attention yet (it arrives with Gemma 3)");
+  c.sliding_window = *window;
+  if (!c.features.local_attention_layers) {
+    c.sliding_layers.assign(static_cast<size_t>(c.num_hidden_layers), true);
+    return;
+  }
+  if (const json* lt = r.find("layer_types")) {
+    if (!lt->is_array() || static_cast<int64_t>(lt->size()) != c.num_hidden_layers)
+      r.fail("layer_types", "must be a list of num_hidden_layers (" + std::to_string(c.num_hidden_layers) +
+                                ") strings, got " + lt->dump());
+    for (const json& t : *lt) {
+      if (t != "sliding_attention" && t != "full_attention")
+        r.fail("layer_types", "contains " + t.dump() + "; ditto supports \"sliding_attention\" and \"full_attention\"");
+      c.sliding_layers.push_back(t == "sliding_attention");
+    }
+  } else {
+    const int64_t pattern = r.get_int("sliding_window_pattern", d.sliding_window_pattern);
+    require_positive(r, "sliding_window_pattern", pattern);
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.sliding_layers.push_back((i + 1) % pattern != 0);
+  }
+}
+
+// Gemma3TextConfig's keys beside the window: the sliding layers' RoPE base and the attention
+// scale. Logit softcapping (Gemma 2) and bidirectional attention are refused rather than ignored.
+void read_local_attention_keys(const JsonFields& r, const ArchitectureDefaults& d, ModelConfig& c) {
+  c.rope_local_base_freq = r.get_double("rope_local_base_freq", d.rope_local_base_freq);
+  if (!(c.rope_local_base_freq > 0)) r.fail("rope_local_base_freq", "must be positive");
+  c.query_pre_attn_scalar = r.get_double("query_pre_attn_scalar", d.query_pre_attn_scalar);
+  if (!(c.query_pre_attn_scalar > 0) || !std::isfinite(c.query_pre_attn_scalar))
+    r.fail("query_pre_attn_scalar", "must be positive");
+  if (r.get_bool("use_bidirectional_attention", false))
+    r.fail("use_bidirectional_attention", "is true; ditto runs causal attention only");
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    if (const json* v = r.find(key))
+      r.fail(key, "is " + v->dump() + "; ditto supports only null (no logit softcapping)");
   }
 }
 
@@ -235,6 +268,14 @@ std::vector<std::string> supported_architectures() {
   return names;
 }
 
+bool ModelConfig::has_sliding_layers() const {
+  return std::find(sliding_layers.begin(), sliding_layers.end(), true) != sliding_layers.end();
+}
+
+double ModelConfig::attention_scale() const {
+  return 1.0 / std::sqrt(query_pre_attn_scalar > 0 ? query_pre_attn_scalar : static_cast<double>(head_dim));
+}
+
 bool ModelConfig::is_moe_layer(int64_t layer) const {
   return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end() && num_experts > 0 &&
          (layer + 1) % decoder_sparse_step == 0;
@@ -253,11 +294,12 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
 
   read_sizes(r, d, c);
   read_head_dim(r, d, c);
-  read_norm_and_rope(r, source, c);
+  read_norm_and_rope(r, source, d, c);
   read_layer_options_and_tokens(j, r, d, c);
   c.random_weights = j.contains("ditto_random_weights");
   if (c.features.refuses_sliding_window) refuse_sliding_window(r);
   if (c.features.sliding_window) read_sliding_window(j, r, d, c);
+  if (c.features.local_attention_layers) read_local_attention_keys(r, d, c);
   if (c.features.moe) read_moe(r, d, c);
   return c;
 }

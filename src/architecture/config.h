@@ -44,7 +44,7 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v/o_proj have biases (config.json's; features.attention_bias kConfig)
   bool mlp_bias = false;        // gate/up/down_proj have biases (only with features.mlp_bias)
-  std::string hidden_act;       // only "silu"
+  std::string hidden_act;       // "silu" or "gelu_pytorch_tanh" (config.json hidden_activation or hidden_act)
   std::optional<RopeScaling> rope_scaling;
   // [head_dim / 2] per-frequency divisors of θ_i, as a GGUF file's rope_freqs.weight stores llama3
   // scaling (llama.cpp's freq_factors); empty otherwise. Set only by the GGUF loader, never with
@@ -66,11 +66,28 @@ struct ModelConfig {
   bool norm_topk_prob = false;
   std::vector<int64_t> mlp_only_layers;
 
+  // Sliding-window attention (features.sliding_window with a window; 0 / empty otherwise: every
+  // layer slides, or those layer_types picks with features.local_attention_layers). A query at position p
+  // of a sliding layer attends to the keys at positions p - sliding_window + 1 .. p (Hugging Face's
+  // sliding_window_overlay: kv_idx > q_idx - sliding_window; llama.cpp's is_masked_swa: p1 - p0 >=
+  // n_swa is masked).
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;  // [num_hidden_layers] true: "sliding_attention" (layer_types)
+  double rope_local_base_freq = 0;   // the sliding layers' own RoPE base (unscaled); 0: rope_theta's
+  // Attention scores are scaled by query_pre_attn_scalar^-0.5 (Gemma); 0: head_dim^-0.5.
+  double query_pre_attn_scalar = 0;
+
   bool is_moe() const { return num_experts > 0; }
   // q/k/v_proj have biases: attention_bias, or always (Qwen2: features.attention_bias kQkv).
   bool has_qkv_bias() const { return attention_bias || features.attention_bias == AttentionBias::kQkv; }
   // o_proj has a bias: attention_bias only.
   bool has_o_bias() const { return attention_bias; }
+  bool is_sliding_layer(int64_t layer) const {
+    return !sliding_layers.empty() && sliding_layers[static_cast<size_t>(layer)];
+  }
+  bool has_sliding_layers() const;
+  // The softmax scale of attention scores: 1/sqrt(query_pre_attn_scalar or head_dim), in double.
+  double attention_scale() const;
   // RMSNorm over each head of q and k before RoPE (Qwen3, Qwen3-MoE; not Llama).
   bool has_qk_norm() const { return features.qk_norm; }
   // Hugging Face's rule (modeling_qwen3_moe.py): layer not in mlp_only_layers, num_experts > 0 and
@@ -84,8 +101,9 @@ std::vector<std::string> supported_architectures();
 // Parses a config.json object. `source` (the file path) prefixes every error message.
 // Throws Error(kInvalidArgument) naming the key for a missing architecture/model_type, an
 // unsupported architecture, a wrong-typed or out-of-range value, or an unsupported feature
-// (hidden_act other than silu, a rope_scaling type the architecture does not list, sliding-window
-// attention: use_sliding_window true, or a sliding_window shorter than max_position_embeddings).
+// (hidden_act other than silu / gelu_pytorch_tanh, a rope_scaling type the architecture does not
+// list, use_sliding_window true where the architecture has no window, a sliding_window that is not
+// a positive integer, non-null logit softcapping).
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
 
 // Reads and parses a config.json file. Error(kNotFound) if it cannot be read, kInvalidArgument

@@ -21,13 +21,19 @@ namespace {
 
 using S = WeightSlot;
 
+// transformers starts a norm weight at 1, a (1 + w) one at 0. The generator fills the latter with
+// normal(0, initializer_range) instead: at 0 every norm would be the identity, and a model that
+// dropped or doubled the 1, or read the weights in the wrong order, would go unnoticed.
+TensorInit norm_init(bool unit_offset) { return unit_offset ? TensorInit::kNormal : TensorInit::kOnes; }
+
 // Visits the tensors of one decoder layer, named under its Hugging Face prefix (model.layers.L.)
 // and its GGUF prefix (blk.L.).
 class LayerTensors {
  public:
-  LayerTensors(const TensorVisitor& visit, int64_t layer)
+  LayerTensors(const TensorVisitor& visit, int64_t layer, bool unit_offset_norms)
       : visit_(visit),
         layer_(layer),
+        unit_offset_norms_(unit_offset_norms),
         p_("model.layers." + std::to_string(layer) + "."),
         b_("blk." + std::to_string(layer) + ".") {}
 
@@ -58,7 +64,8 @@ class LayerTensors {
             .layer = layer_,
             .gguf_name = b_ + gguf + ".weight",
             .gguf_f32 = true,
-            .init = TensorInit::kOnes});
+            .unit_offset = unit_offset_norms_,
+            .init = norm_init(unit_offset_norms_)});
   }
 
   // The MoE router: [num_experts, hidden_size], kept f32 in GGUF.
@@ -85,6 +92,7 @@ class LayerTensors {
  private:
   const TensorVisitor& visit_;
   const int64_t layer_;
+  const bool unit_offset_norms_;
   const std::string p_;  // Hugging Face prefix
   const std::string b_;  // GGUF prefix
 };
@@ -124,7 +132,7 @@ void visit_mlp_tensors(const ModelConfig& c, const LayerTensors& t) {
 }
 
 void visit_layer_tensors(const ModelConfig& c, int64_t layer, const TensorVisitor& visit) {
-  const LayerTensors t(visit, layer);
+  const LayerTensors t(visit, layer, c.features.unit_offset_norms);
   visit_attention_tensors(c, t);
   if (c.is_moe_layer(layer)) {
     visit_moe_tensors(c, t);
@@ -132,7 +140,13 @@ void visit_layer_tensors(const ModelConfig& c, int64_t layer, const TensorVisito
     visit_mlp_tensors(c, t);
   }
   t.norm("input_layernorm", "attn_norm", c.hidden_size, S::kInputLayernorm);
-  t.norm("post_attention_layernorm", "ffn_norm", c.hidden_size, S::kPostAttentionLayernorm);
+  if (c.features.sandwich_norms) {  // llama.cpp's Gemma names (tensor_mapping.py)
+    t.norm("post_attention_layernorm", "post_attention_norm", c.hidden_size, S::kAttentionOutputNorm);
+    t.norm("pre_feedforward_layernorm", "ffn_norm", c.hidden_size, S::kPostAttentionLayernorm);
+    t.norm("post_feedforward_layernorm", "post_ffw_norm", c.hidden_size, S::kMlpOutputNorm);
+  } else {
+    t.norm("post_attention_layernorm", "ffn_norm", c.hidden_size, S::kPostAttentionLayernorm);
+  }
 }
 
 }  // namespace
@@ -149,7 +163,8 @@ void for_each_tensor(const ModelConfig& c, const TensorVisitor& visit) {
          .slot = S::kNorm,
          .gguf_name = "output_norm.weight",
          .gguf_f32 = true,
-         .init = TensorInit::kOnes});
+         .unit_offset = c.features.unit_offset_norms,
+         .init = norm_init(c.features.unit_offset_norms)});
   if (!c.tie_word_embeddings)
     visit({.name = "lm_head.weight", .shape = {c.vocab_size, h}, .slot = S::kLmHead, .gguf_name = "output.weight"});
 }

@@ -27,7 +27,9 @@ enum class WeightSlot {
   kKNorm,                   // vector [head_dim]
   kOProj,                   // matrix [hidden_size, q_dim]
   kOBias,                   // vector [hidden_size]
-  kPostAttentionLayernorm,  // vector [hidden_size]
+  kPostAttentionLayernorm,  // vector [hidden_size] the MLP's input norm (Gemma: pre_feedforward_layernorm)
+  kAttentionOutputNorm,     // vector [hidden_size] Gemma's post_attention_layernorm (sandwich_norms)
+  kMlpOutputNorm,           // vector [hidden_size] Gemma's post_feedforward_layernorm (sandwich_norms)
   kGateUpProj,              // matrix [2·intermediate_size, hidden_size]
   kGateUpBias,              // vector [2·intermediate_size]
   kDownProj,                // matrix [hidden_size, intermediate_size]
@@ -64,6 +66,10 @@ struct TensorDesc {
   // q_proj / k_proj weight or bias: rows are heads of head_dim that RoPE rotates (GGUF export
   // regroups them when GgufArchitecture::permute_qk).
   bool rope_rows = false;
+  // A norm weight applied as (1 + w) (ArchitectureFeatures::unit_offset_norms): a safetensors
+  // checkpoint stores w, ditto keeps 1 + w in float32, and a GGUF file stores 1 + w (llama.cpp's
+  // converter adds the 1).
+  bool unit_offset = false;
   TensorInit init = TensorInit::kNormal;
 };
 
@@ -73,7 +79,8 @@ using TensorVisitor = std::function<void(const TensorDesc&)>;
 // model.embed_tokens.weight; then per layer self_attn.{q,k,v,o}_proj.weight [+ .bias:
 // has_qkv_bias / has_o_bias], self_attn.{q,k}_norm.weight (features.qk_norm), then either mlp.gate.weight
 // and mlp.experts.E.{gate,up,down}_proj.weight (is_moe_layer) or mlp.{gate,up,down}_proj.weight
-// [+ .bias with mlp_bias], input_layernorm.weight, post_attention_layernorm.weight; then
+// [+ .bias with mlp_bias], input_layernorm.weight, post_attention_layernorm.weight (with
+// sandwich_norms also pre_feedforward_layernorm.weight, post_feedforward_layernorm.weight); then
 // model.norm.weight and lm_head.weight unless tie_word_embeddings.
 void for_each_tensor(const ModelConfig& c, const TensorVisitor& visit);
 

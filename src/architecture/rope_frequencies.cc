@@ -8,9 +8,13 @@
 namespace ditto {
 namespace {
 
-// θ_i = rope_theta^(−2i / head_dim).
+// θ_i = base^(−2i / head_dim).
+double base_inv_freq(double base, int64_t head_dim, int64_t i) {
+  return 1.0 / std::pow(base, static_cast<double>(2 * i) / head_dim);
+}
+
 double base_inv_freq(const ModelConfig& config, int64_t i) {
-  return 1.0 / std::pow(config.rope_theta, static_cast<double>(2 * i) / config.head_dim);
+  return base_inv_freq(config.rope_theta, config.head_dim, i);
 }
 
 // Where llama3 scaling puts a frequency: its wavelength against the old context's bands, and for
@@ -53,6 +57,14 @@ std::vector<double> rope_inv_freq(const ModelConfig& config) {
       f = (1.0 - band.smooth) * f / s.factor + band.smooth * f;
     }
   }
+  return inv_freq;
+}
+
+std::vector<double> rope_local_inv_freq(const ModelConfig& config) {
+  DITTO_CHECK(config.rope_local_base_freq > 0);
+  std::vector<double> inv_freq(static_cast<size_t>(config.head_dim / 2));
+  for (int64_t i = 0; i < config.head_dim / 2; ++i)
+    inv_freq[static_cast<size_t>(i)] = base_inv_freq(config.rope_local_base_freq, config.head_dim, i);
   return inv_freq;
 }
 

@@ -15,6 +15,11 @@ namespace ditto {
 // llama.cpp applies them: the llama3 rule with the divisors rounded to float32.
 std::vector<double> rope_inv_freq(const ModelConfig& config);
 
+// [head_dim / 2] float64: the sliding-window layers' frequencies, rope_local_base_freq^(−2i / head_dim),
+// never scaled (transformers' Gemma 3 rotary_emb_local; llama.cpp's rope_freq_base_train_swa).
+// Requires config.rope_local_base_freq > 0.
+std::vector<double> rope_local_inv_freq(const ModelConfig& config);
+
 // [head_dim / 2] float32: the divisor llama3 scaling applies to each θ_i, as llama.cpp's
 // rope_freqs.weight holds it (convert_hf_to_gguf.py LlamaModel.generate_extra_tensors): 1 for the
 // short wavelengths, `factor` for the long, 1 / ((1 − smooth) / factor + smooth) between.

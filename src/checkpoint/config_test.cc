@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
+#include "architecture/model_tensors.h"
 #include "checkpoint/test_model_generator.h"
 #include "core/test_support.h"
 
@@ -197,14 +199,22 @@ TEST(ModelConfig, ParsesMistralPresetAndItsSlidingWindow) {
   json j = preset_config("mistral-7b-v0.3");
   j["attention_bias"] = true;  // not a MistralConfig key: no biases
   EXPECT_FALSE(parse_model_config(j, kSrc).has_qkv_bias());
+  EXPECT_EQ(c.sliding_window, 0);  // null: no window
+  EXPECT_FALSE(c.has_sliding_layers());
   j["sliding_window"] = 32768;  // as long as the context: the window never binds
-  EXPECT_NO_THROW(parse_model_config(j, kSrc));
-  j["sliding_window"] = 4096;  // Mistral-7B-v0.1's
-  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "'sliding_window'", "4096", "32768", "Gemma 3");
+  EXPECT_EQ(parse_model_config(j, kSrc).sliding_window, 32768);
+  j["sliding_window"] = 4096;  // Mistral-7B-v0.1's: every layer attends to the last 4096 positions
+  const ModelConfig v01 = parse_model_config(j, kSrc);
+  EXPECT_EQ(v01.sliding_window, 4096);
+  for (int64_t i = 0; i < v01.num_hidden_layers; ++i) EXPECT_TRUE(v01.is_sliding_layer(i)) << i;
+  EXPECT_EQ(v01.rope_local_base_freq, 0);  // one RoPE base for every layer
+  EXPECT_EQ(v01.attention_scale(), 1.0 / std::sqrt(128.0));
   j.erase("sliding_window");  // MistralConfig's default is 4096
-  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "'sliding_window'", "4096", "default");
+  EXPECT_EQ(parse_model_config(j, kSrc).sliding_window, 4096);
   j["sliding_window"] = 0;
   DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "'sliding_window'", "positive");
+  j["sliding_window"] = 4096.5;
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(j), kSrc, "'sliding_window'");
 }
 
 TEST(ModelConfig, MalformedJsonNamesFileAndPosition) {
@@ -260,6 +270,105 @@ TEST(ModelConfig, InvalidValuesNameTheKey) {
   llama["num_attention_heads"] = 24;
   llama["num_key_value_heads"] = 8;
   DITTO_EXPECT_MESSAGE_HAS(parse_error(llama), kSrc, "'hidden_size'", "'num_attention_heads'");
+}
+
+// Gemma 3: the official configurations parse to their sliding layers, RoPE bases and scale; bad
+// sliding-window keys and what ditto does not run are refused naming the key.
+TEST(ModelConfig, ParsesGemma3Presets) {
+  const ModelConfig c = parse_model_config(preset_config("gemma-3-270m"), kSrc);
+  EXPECT_EQ(c.architecture, "Gemma3ForCausalLM");
+  EXPECT_EQ(c.model_type, "gemma3_text");
+  EXPECT_EQ(c.hidden_size, 640);
+  EXPECT_EQ(c.num_hidden_layers, 18);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.hidden_act, "gelu_pytorch_tanh");
+  EXPECT_EQ(c.sliding_window, 512);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rope_local_base_freq, 1e4);
+  EXPECT_EQ(c.attention_scale(), 1.0 / 16.0);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_TRUE(c.features.unit_offset_norms && c.features.sandwich_norms && c.features.scaled_embedding);
+  for (int64_t i = 0; i < 18; ++i) EXPECT_EQ(c.is_sliding_layer(i), (i + 1) % 6 != 0) << i;
+  // gemma-3-1b has no layer_types: sliding_window_pattern 6 gives the same rule.
+  const ModelConfig b = parse_model_config(preset_config("gemma-3-1b"), kSrc);
+  EXPECT_EQ(b.num_hidden_layers, 26);
+  for (int64_t i = 0; i < 26; ++i) EXPECT_EQ(b.is_sliding_layer(i), (i + 1) % 6 != 0) << i;
+  // Gemma3TextConfig's defaults where the file is silent.
+  json j = preset_config("gemma-3-1b");
+  for (const char* key : {"sliding_window_pattern", "rope_theta", "query_pre_attn_scalar", "hidden_activation"})
+    j.erase(key);
+  const ModelConfig d = parse_model_config(j, kSrc);
+  EXPECT_EQ(d.rope_theta, 1e6);
+  EXPECT_EQ(d.query_pre_attn_scalar, 256);
+  EXPECT_EQ(d.hidden_act, "gelu_pytorch_tanh");
+  EXPECT_FALSE(d.is_sliding_layer(5));
+  EXPECT_TRUE(d.is_sliding_layer(6));
+  // A window wider than the context is allowed: it never binds.
+  j["sliding_window"] = 1 << 20;
+  EXPECT_EQ(parse_model_config(j, kSrc).sliding_window, 1 << 20);
+}
+
+TEST(ModelConfig, Gemma3BadKeysNameTheKey) {
+  auto with = [](const std::string& key, const json& value) {
+    json j = preset_config("gemma-3-270m");
+    j[key] = value;
+    return j;
+  };
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("sliding_window", 0)), kSrc, "'sliding_window'", "positive");
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("sliding_window", -8)), "'sliding_window'");
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("sliding_window", 512.5)), "'sliding_window'");
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("sliding_window", "512")), "'sliding_window'");
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("layer_types", json::array({"full_attention"}))), "'layer_types'", "18");
+  json types = preset_config("gemma-3-270m")["layer_types"];
+  types[3] = "chunked_attention";
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("layer_types", types)), "'layer_types'", "chunked_attention");
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("final_logit_softcapping", 30.0)), "'final_logit_softcapping'");
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("attn_logit_softcapping", 50.0)), "'attn_logit_softcapping'");
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}})),
+                           "'rope_scaling.rope_type'", "linear");
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("hidden_activation", "gelu")), "'hidden_activation'", "gelu");
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("query_pre_attn_scalar", 0)), "'query_pre_attn_scalar'");
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("rope_local_base_freq", -1)), "'rope_local_base_freq'");
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(with("use_bidirectional_attention", true)), "'use_bidirectional_attention'");
+  json pattern = preset_config("gemma-3-1b");
+  pattern["sliding_window_pattern"] = 0;
+  DITTO_EXPECT_MESSAGE_HAS(parse_error(pattern), "'sliding_window_pattern'");
+}
+
+TEST(ExpectedTensors, Gemma3LayerHasFourNormsWithUnitOffset) {
+  json j = preset_config("gemma-3-270m");
+  j["num_hidden_layers"] = 1;
+  j["layer_types"] = json::array({"sliding_attention"});
+  std::vector<std::string> names, gguf;
+  for_each_tensor(parse_model_config(j, kSrc), [&](const TensorDesc& t) {
+    names.push_back(t.name);
+    gguf.push_back(t.gguf_name);
+    const bool norm = t.name.find("norm") != std::string::npos;
+    EXPECT_EQ(t.unit_offset, norm) << t.name;
+  });
+  const std::vector<std::string> want = {"model.embed_tokens.weight",
+                                         "model.layers.0.self_attn.q_proj.weight",
+                                         "model.layers.0.self_attn.k_proj.weight",
+                                         "model.layers.0.self_attn.v_proj.weight",
+                                         "model.layers.0.self_attn.o_proj.weight",
+                                         "model.layers.0.self_attn.q_norm.weight",
+                                         "model.layers.0.self_attn.k_norm.weight",
+                                         "model.layers.0.mlp.gate_proj.weight",
+                                         "model.layers.0.mlp.up_proj.weight",
+                                         "model.layers.0.mlp.down_proj.weight",
+                                         "model.layers.0.input_layernorm.weight",
+                                         "model.layers.0.post_attention_layernorm.weight",
+                                         "model.layers.0.pre_feedforward_layernorm.weight",
+                                         "model.layers.0.post_feedforward_layernorm.weight",
+                                         "model.norm.weight"};
+  EXPECT_EQ(names, want);
+  const std::vector<std::string> want_gguf = {
+      "token_embd.weight",        "blk.0.attn_q.weight",        "blk.0.attn_k.weight",
+      "blk.0.attn_v.weight",      "blk.0.attn_output.weight",   "blk.0.attn_q_norm.weight",
+      "blk.0.attn_k_norm.weight", "blk.0.ffn_gate.weight",      "blk.0.ffn_up.weight",
+      "blk.0.ffn_down.weight",    "blk.0.attn_norm.weight",     "blk.0.post_attention_norm.weight",
+      "blk.0.ffn_norm.weight",    "blk.0.post_ffw_norm.weight", "output_norm.weight"};
+  EXPECT_EQ(gguf, want_gguf);
 }
 
 TEST(ModelConfig, RopeScaling) {

@@ -85,6 +85,35 @@ void check_moe_exportable(const ModelConfig& c, const std::string& arch, const s
 }
 
 // general.sampling.* from generation_config.json (gguf.Metadata.load), in the converter's order.
+// What llama.cpp's graph fixes for an architecture with sliding layers (GgufArchitecture::swa_pattern,
+// gguf_model.cc reads the same): a config that differs would load there as another model.
+void check_sliding_window_exportable(const ModelConfig& c, const GgufArchitecture& g, const std::string& config_path) {
+  if (g.swa_pattern == 0) {  // a window the GGUF architecture cannot carry: only one that never binds
+    if (c.sliding_window < c.max_position_embeddings)
+      throw_invalid_argument(config_path + ": 'sliding_window' " + std::to_string(c.sliding_window) +
+                             " cannot be exported: llama.cpp's " + g.arch +
+                             " has no sliding window, and this one binds (max_position_embeddings " +
+                             std::to_string(c.max_position_embeddings) + ")");
+    return;
+  }
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    if (c.is_sliding_layer(i) != (g.swa_pattern > 0 && (i + 1) % g.swa_pattern != 0))
+      throw_invalid_argument(config_path + ": 'layer_types' cannot be exported for " + g.arch +
+                             ": llama.cpp makes every " + std::to_string(g.swa_pattern) +
+                             "th layer full attention and the others sliding; layer " + std::to_string(i) + " differs");
+  }
+  if (c.rope_local_base_freq != g.swa_rope_freq_base)
+    throw_invalid_argument(config_path + ": 'rope_local_base_freq' " + std::to_string(c.rope_local_base_freq) +
+                           " cannot be exported for " + g.arch + ": llama.cpp uses " +
+                           std::to_string(g.swa_rope_freq_base));
+  const double llama_cpp_scalar = c.num_hidden_layers == 62 ? static_cast<double>(c.hidden_size / c.num_attention_heads)
+                                                            : static_cast<double>(c.head_dim);
+  if (c.query_pre_attn_scalar != llama_cpp_scalar)
+    throw_invalid_argument(config_path + ": 'query_pre_attn_scalar' " + std::to_string(c.query_pre_attn_scalar) +
+                           " cannot be exported for " + g.arch + ": llama.cpp scales attention by 1/sqrt(" +
+                           std::to_string(llama_cpp_scalar) + ")");
+}
+
 void add_sampling(GgufWriter& w, const std::string& dir) {
   const std::string path = dir + "/generation_config.json";
   const std::optional<json> g = read_json_file_if_present(path);
@@ -126,6 +155,7 @@ struct TensorPlan {
   // become the outermost dimension, so the bytes are simply consecutive). Empty: `generated`.
   std::vector<const TensorInfo*> sources;
   int64_t head_dim = 0;  // > 0: rows regrouped per head of this size (llama q/k)
+  bool add_one = false;  // a unit-offset norm: written as 1 + w in float32 (llama.cpp's Gemma converters)
   std::vector<float> generated;
 };
 
@@ -269,6 +299,7 @@ std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const GgufArchitectur
         t.gguf_f32 || source.shape.size() != 2 ? stored : matrix_type(outtype, c, t.gguf_name, stored, source.shape[1]),
         source.shape};
     if (g.permute_qk && t.rope_rows) p.head_dim = c.head_dim;
+    p.add_one = t.unit_offset;
     plan.push_back(std::move(p));
   });
   flush_stacked();
@@ -299,13 +330,15 @@ void write_source(GgufWriter& w, const TensorPlan& p, const TensorInfo& t, const
     store.release(t);
     return;
   }
-  const bool to_f32 = p.spec.type != ggml_type_of(t.dtype);
+  const bool to_f32 = p.spec.type != ggml_type_of(t.dtype) || p.add_one;
   const size_t in_size = dtype_size(t.dtype);
   std::vector<float> buf;
   auto emit = [&](const uint8_t* src, int64_t n) {
     if (!to_f32) return w.write_tensor_data(src, static_cast<size_t>(n) * in_size);
     buf.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) buf[i] = load_as_f32(src, t.dtype, static_cast<size_t>(i));
+    if (p.add_one)  // the float32 1 + w that loading a safetensors checkpoint computes (checkpoint_tensors.h)
+      for (float& v : buf) v = 1.0f + v;
     w.write_tensor_data(buf.data(), buf.size() * sizeof(float));
   };
   if (p.head_dim > 0) {
@@ -411,6 +444,7 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
   if (g.arch.empty()) throw_invalid_argument(config_path + ": " + c.architecture + " cannot be exported to GGUF");
   const std::string& arch = g.arch;
   if (g.sparse_every_layer) check_moe_exportable(c, arch, config_path);
+  if (c.has_sliding_layers()) check_sliding_window_exportable(c, g, config_path);
   const WeightStore store = WeightStore::open(dir);
   validate_weights(c, store);
   const std::vector<TensorPlan> plan = plan_tensors(c, g, store, outtype);
@@ -488,6 +522,8 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
   }
   // Written even when config.json leaves head_dim to its default (the converter then omits them
   // and llama.cpp assumes hidden_size / num_attention_heads, wrong for Qwen3's default 128).
+  if (g.swa_pattern > 0 && c.sliding_window > 0)
+    w.add_u32(a + "attention.sliding_window", gguf_u32(c.sliding_window, "sliding_window"));
   w.add_u32(a + "attention.key_length", gguf_u32(c.head_dim, "head_dim"));
   w.add_u32(a + "attention.value_length", gguf_u32(c.head_dim, "head_dim"));
   w.add_u32("general.file_type", file_type);

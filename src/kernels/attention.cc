@@ -157,8 +157,8 @@ struct Avx2Ops {
 };
 #endif
 
-// Attention of one query head at position `pos` over its sequence's cached keys 0..pos, in the
-// order the header states; Ops supplies the vector pieces.
+// Attention of one query head at position `pos` over its sequence's cached keys
+// attention_first_key(pos)..pos, in the order the header states; Ops supplies the vector pieces.
 template <typename Ops>
 void attend_one(const float* q, int64_t pos, const KeySlots& slots, const KvCacheLayer& cache, const AttentionShape& s,
                 int64_t kv_head, float* out, float* scratch /* [kAttentionTile + 2·head_dim] */) {
@@ -171,9 +171,11 @@ void attend_one(const float* q, int64_t pos, const KeySlots& slots, const KvCach
   float m = -std::numeric_limits<float>::infinity();
   float l = 0.0f;
   int64_t offsets[kAttentionTile];  // element offset of each tile position's head in the cache
-  for (int64_t t0 = 0; t0 <= pos; t0 += kAttentionTile) {
-    const int64_t n = std::min<int64_t>(kAttentionTile, pos + 1 - t0);
-    for (int64_t j = 0; j < n; ++j) offsets[j] = slots.slot(t0 + j) * kv_dim + kv_head * d;
+  const int64_t first = attention_first_key(pos, s);
+  for (int64_t t0 = first / kAttentionTile * kAttentionTile; t0 <= pos; t0 += kAttentionTile) {
+    const int64_t k0 = std::max(t0, first);  // the tile's first visible key
+    const int64_t n = std::min<int64_t>(t0 + kAttentionTile, pos + 1) - k0;
+    for (int64_t j = 0; j < n; ++j) offsets[j] = slots.slot(k0 + j) * kv_dim + kv_head * d;
     Ops::scores(q, cache.k, offsets, n, d, p, kf);
     float tile_max = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; ++j) {
@@ -230,10 +232,12 @@ std::vector<WorkItem> plan_work(const int32_t* positions, const int32_t* token_s
       const int64_t count = std::min(per_block, end - b);
       if (count * group >= 16) {
         for (int64_t h = 0; h < shape.num_kv_heads; ++h)
-          items.push_back({b, count, h, (positions[b + count - 1] + 1) * count * group});
+          items.push_back(
+              {b, count, h, (positions[b + count - 1] + 1 - attention_first_key(positions[b], shape)) * count * group});
       } else {
         for (int64_t i = b; i < b + count; ++i)
-          for (int64_t h = 0; h < shape.num_heads; ++h) items.push_back({i, 0, h, positions[i] + 1});
+          for (int64_t h = 0; h < shape.num_heads; ++h)
+            items.push_back({i, 0, h, positions[i] + 1 - attention_first_key(positions[i], shape)});
       }
     }
     t = end;

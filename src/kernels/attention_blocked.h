@@ -9,8 +9,10 @@
 //     one fma chain over i ascending from +0, then the 16 chains added by the canonical tree
 //     (chain L += chain L+8, +4, +2, +1), so each score is the 16-lane dot of kernels/reduce.h;
 //   - tile max, Σexp and l·α + Σ: a vector of row lanes, each a sequential scan over the tile's keys in
-//     ascending position (a key past a row's position is masked out of its lane, never added);
-//   - acc[d] = acc[d]·α, then fma(p_t, v_t[d], acc[d]) for t ascending: lanes over d, per row.
+//     ascending position (a key past a row's position, or before its sliding window's first key, is
+//     masked out of its lane, never added; a row with no key in the tile keeps m and l, α = 1);
+//   - acc[d] = acc[d]·α, then fma(p_t, v_t[d], acc[d]) for the row's keys t ascending: lanes over d,
+//     per row.
 // Thread-safety: uses a thread_local workspace; blocks with disjoint outputs may run concurrently.
 #pragma once
 
@@ -58,8 +60,8 @@ inline int64_t block_positions(int64_t group) { return group >= kBlockRows ? 1 :
 // the portable path) every query runs alone.
 bool block_kernel_available(const AttentionShape& shape);
 
-// Attention of every row of the block, written to out. The cache must hold every key 0..last
-// position of the block.
+// Attention of every row of the block, written to out. The cache must hold every key from the first
+// row's attention_first_key to the last position of the block.
 void attend_block(const QueryBlock& block, const KvCacheLayer& cache, const AttentionShape& shape);
 
 }  // namespace ditto::attention_internal

@@ -5,7 +5,9 @@
 // random batches of other sequences' tokens; one-shot prefill vs chunked prefill + decode; prompts
 // and chunks in position order (the query blocks of the prefill path) for GQA groups 1–32, chunks
 // starting mid-tile, vs the contract and vs each token alone; block sizes and physical block ids;
-// threads. Correctness against naive double softmax attention over the bf16-rounded K/V.
+// threads. Correctness against naive double softmax attention over the bf16-rounded K/V. With a
+// sliding window (keys f..p, f = max(0, p − W + 1), tiles still at multiples of kAttentionTile): the
+// contract, prefill blocks and chunks vs each token alone, windows inside, across and beyond tiles.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -54,6 +56,7 @@ struct Workload {
   std::vector<std::vector<float>> q;  // per sequence: [len, q_dim] f32
   std::vector<std::vector<float>> k;  // per sequence: [len, kv_dim] f32
   std::vector<std::vector<float>> v;  // per sequence: [len, kv_dim] f32
+  int64_t window = 0;                 // AttentionShape::sliding_window
 
   // K/V as the cache holds them (bf16, decoded exactly).
   float k_rounded(int64_t seq, int64_t pos, int64_t i) const {
@@ -172,7 +175,8 @@ std::vector<float> attend(PagedCache& c, const Workload& w, const std::vector<To
     token_seq.push_back(tokens[t].seq);
   }
   std::vector<float> out(static_cast<size_t>(n * ldo), std::numeric_limits<float>::quiet_NaN());
-  const AttentionShape shape{w.heads.num_heads, w.heads.num_kv_heads, w.heads.head_dim, c.block_size, w.scale};
+  const AttentionShape shape{w.heads.num_heads, w.heads.num_kv_heads, w.heads.head_dim, c.block_size, w.scale,
+                             w.window};
   paged_attention(q.data(), ldq, positions.data(), token_seq.data(), n, c.block_tables.data(), c.max_blocks, c.layer(),
                   shape, out.data(), ldo, pool);
   std::vector<float> compact(static_cast<size_t>(n * q_dim));
@@ -208,12 +212,14 @@ std::vector<float> contract_attention(const Workload& w, Token tok) {
     std::vector<float> acc(static_cast<size_t>(d), 0.0f);
     float m = -std::numeric_limits<float>::infinity();
     float l = 0.0f;
-    for (int64_t t0 = 0; t0 <= tok.pos; t0 += kAttentionTile) {
-      const int64_t n = std::min<int64_t>(kAttentionTile, tok.pos + 1 - t0);
+    const int64_t first = w.window > 0 ? std::max<int64_t>(0, tok.pos - w.window + 1) : 0;
+    for (int64_t t0 = first / kAttentionTile * kAttentionTile; t0 <= tok.pos; t0 += kAttentionTile) {
+      const int64_t k0 = std::max(t0, first);
+      const int64_t n = std::min<int64_t>(t0 + kAttentionTile, tok.pos + 1) - k0;
       std::vector<float> p(static_cast<size_t>(n));
       float tile_max = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < n; ++j) {
-        for (int64_t i = 0; i < d; ++i) kf[i] = w.k_rounded(tok.seq, t0 + j, kvh * d + i);
+        for (int64_t i = 0; i < d; ++i) kf[i] = w.k_rounded(tok.seq, k0 + j, kvh * d + i);
         p[j] = test::contract_dot(q, kf.data(), d) * w.scale;
         tile_max = p[j] > tile_max ? p[j] : tile_max;
       }
@@ -227,7 +233,7 @@ std::vector<float> contract_attention(const Workload& w, Token tok) {
       l = l * alpha + tile_sum;
       for (int64_t i = 0; i < d; ++i) acc[i] = acc[i] * alpha;
       for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < d; ++i) acc[i] = std::fma(p[j], w.v_rounded(tok.seq, t0 + j, kvh * d + i), acc[i]);
+        for (int64_t i = 0; i < d; ++i) acc[i] = std::fma(p[j], w.v_rounded(tok.seq, k0 + j, kvh * d + i), acc[i]);
       m = m_new;
     }
     for (int64_t i = 0; i < d; ++i) out[h * d + i] = acc[i] / l;
@@ -333,6 +339,85 @@ TEST(AttentionTest, PrefillChunksEqualTheTokenAloneForEveryGroupSize) {
       for (size_t i = 0; i < step.size(); ++i)
         ASSERT_TRUE(BitsEqual(&alone[step[i].seq][step[i].pos * q_dim], &out[i * q_dim], q_dim))
             << label(w.heads) << " seq " << step[i].seq << " pos " << step[i].pos << " in a step of " << step.size();
+    }
+  }
+}
+
+// Sliding windows of 1 key, inside a tile, a tile's width and across tile boundaries, over every
+// configuration: all tokens in order (query blocks whose rows start their windows in different
+// tiles) and shuffled, against the contract; then chunks vs each token alone; and the window's
+// keys against naive double attention over exactly positions p − W + 1 .. p.
+TEST(AttentionTest, SlidingWindowMatchesContractChunksAndDouble) {
+  Rng rng(79);
+  ThreadPool pool2(2);
+  std::vector<Config> all = configs();
+  for (const Config& cfg : prefill_configs()) all.push_back(cfg);
+  for (const int64_t window : {1, 8, 32, 45, 100}) {
+    for (const Config& cfg : all) {
+      Workload w = make_workload(rng, cfg.heads, cfg.seq_lens);
+      w.window = window;
+      const int64_t q_dim = w.heads.q_dim();
+      PagedCache c = filled_cache(rng, w, 16);
+      std::vector<Token> tokens = all_tokens(w);
+      for (int order = 0; order < 2; ++order) {
+        if (order == 1) shuffle(rng, tokens);
+        const std::vector<float> out = attend(c, w, tokens, order == 0 ? &pool2 : nullptr);
+        for (size_t t = 0; t < tokens.size(); ++t) {
+          const std::vector<float> want = contract_attention(w, tokens[t]);
+          ASSERT_TRUE(BitsEqual(want.data(), out.data() + t * q_dim, q_dim))
+              << label(w.heads) << " window " << window << " seq " << tokens[t].seq << " pos " << tokens[t].pos;
+        }
+      }
+      // Chunks of random lengths (crossing the window's edge and tiles) in one cache written as
+      // they go: each token's bits are the contract's.
+      PagedCache chunked = make_cache(rng, w, 48);
+      std::vector<int64_t> done(w.seq_lens.size(), 0);
+      for (bool any = true; any;) {
+        std::vector<Token> step;
+        for (size_t s = 0; s < w.seq_lens.size(); ++s) {
+          const int64_t left = w.seq_lens[s] - done[s];
+          if (left == 0) continue;
+          const int64_t chunk = std::min(left, rng.uniform_int(1, 70));
+          for (int64_t p = done[s]; p < done[s] + chunk; ++p)
+            step.push_back({static_cast<int32_t>(s), static_cast<int32_t>(p)});
+          done[s] += chunk;
+        }
+        any = !step.empty();
+        if (!any) break;
+        write_tokens(chunked, w, step);
+        const std::vector<float> out = attend(chunked, w, step, &pool2);
+        for (size_t i = 0; i < step.size(); ++i)
+          ASSERT_TRUE(BitsEqual(contract_attention(w, step[i]).data(), &out[i * q_dim], q_dim))
+              << label(w.heads) << " window " << window << " chunked seq " << step[i].seq << " pos " << step[i].pos;
+      }
+      // The semantics: naive double softmax over keys max(0, p − W + 1)..p (a loose tolerance; the
+      // full-attention test derives the bound).
+      for (const Token& tok : all_tokens(w)) {
+        const std::vector<float> got = contract_attention(w, tok);
+        const Heads& hs = w.heads;
+        const int64_t d = hs.head_dim;
+        const int64_t first = std::max<int64_t>(0, tok.pos - window + 1);
+        for (int64_t h = 0; h < hs.num_heads; ++h) {
+          const int64_t kvh = h / (hs.num_heads / hs.num_kv_heads);
+          const float* q = &w.q[tok.seq][tok.pos * q_dim + h * d];
+          std::vector<double> e;
+          double max = -INFINITY;
+          for (int64_t t = first; t <= tok.pos; ++t) {
+            double dot = 0.0;
+            for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(q[i]) * w.k_rounded(tok.seq, t, kvh * d + i);
+            e.push_back(w.scale * dot);
+            max = std::max(max, e.back());
+          }
+          double sum = 0.0;
+          for (double& x : e) sum += (x = std::exp(x - max));
+          for (int64_t i = 0; i < d; ++i) {
+            double num = 0.0;
+            for (int64_t t = first; t <= tok.pos; ++t) num += e[t - first] * w.v_rounded(tok.seq, t, kvh * d + i);
+            ASSERT_NEAR(got[h * d + i], num / sum, 1e-4 * (1.0 + std::fabs(num / sum)))
+                << label(hs) << " window " << window << " pos " << tok.pos << " head " << h << " i " << i;
+          }
+        }
+      }
     }
   }
 }

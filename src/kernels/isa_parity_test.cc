@@ -386,6 +386,43 @@ TEST(IsaParityTest, SiluMulRandomShapes) {
   }
 }
 
+TEST(IsaParityTest, GeluTanhMulOverFortyMillionInputs) {
+  // Every 97th float32 bit pattern (≈ 4.4·10^7 values: all exponents, both signs, subnormals, ±inf,
+  // NaN, and x² overflowing) through gelu_tanh(g)·u with u = 1; then random shapes with outliers.
+  constexpr uint64_t kStride = 97;
+  constexpr int64_t kChunk = 1 << 20;
+  std::vector<float> gate_up(2 * kChunk);
+  for (uint64_t start = 0; start < (uint64_t{1} << 32); start += kStride * kChunk) {
+    int64_t n = 0;
+    for (uint64_t b = start; n < kChunk && b < (uint64_t{1} << 32); b += kStride, ++n)
+      gate_up[n] = std::bit_cast<float>(static_cast<uint32_t>(b));
+    std::fill(gate_up.begin() + n, gate_up.begin() + 2 * n, 1.0f);
+    expect_all_paths_equal(
+        "gelu_tanh_mul from bit pattern " + std::to_string(start),
+        [&] {
+          std::vector<float> out(static_cast<size_t>(n));
+          gelu_tanh_mul(gate_up.data(), 1, n, 2 * n, out.data(), n);
+          return out;
+        },
+        /*nan_payloads_free=*/true);
+    if (::testing::Test::HasFailure()) break;
+  }
+  Rng rng(109);
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 100, 2048}) {
+    const int64_t rows = 4, ld = 2 * n + 3;
+    std::vector<float> gu(static_cast<size_t>(rows * ld));
+    for (float& v : gu) v = rng.next() % 4 == 0 ? adversarial(rng, true) : rng.normal() * 8.0f;
+    expect_all_paths_equal(
+        "gelu_tanh_mul n=" + std::to_string(n),
+        [&] {
+          std::vector<float> out(static_cast<size_t>(rows * n));
+          gelu_tanh_mul(gu.data(), rows, n, ld, out.data(), n);
+          return out;
+        },
+        true);
+  }
+}
+
 TEST(IsaParityTest, LogSoftmaxAndSoftmax) {
   Rng rng(105);
   for (int64_t n : {1, 2, 15, 16, 17, 33, 1000, 151936}) {
@@ -476,36 +513,43 @@ TEST(IsaParityTest, PagedAttentionPrefillChunks) {
   for (int64_t head_dim : {64, 128, 40}) {
     for (HeadShape hs : {HeadShape{4, 2}, HeadShape{4, 4}, HeadShape{6, 2}, HeadShape{16, 2}}) {
       for (int64_t context : {40, 300}) {
-        const int64_t block_size = 16;
-        const int64_t kv_dim = hs.num_kv_heads * head_dim;
-        const int64_t blocks = (context + block_size - 1) / block_size;
-        std::vector<int32_t> table(static_cast<size_t>(blocks));
-        for (int64_t b = 0; b < blocks; ++b) table[b] = static_cast<int32_t>((b * 7) % blocks);
-        std::vector<uint16_t> k(static_cast<size_t>(blocks * block_size * kv_dim)), v(k.size());
-        for (size_t i = 0; i < k.size(); ++i) {
-          k[i] = f32_to_bf16(rng.normal() * (i % 97 == 0 ? 30.0f : 1.0f));
-          v[i] = f32_to_bf16(rng.next() % 50 == 0 ? adversarial(rng) : rng.normal());
+        for (int64_t window : {0, 9, 70}) {  // sliding windows: first keys inside and across tiles
+          const int64_t block_size = 16;
+          const int64_t kv_dim = hs.num_kv_heads * head_dim;
+          const int64_t blocks = (context + block_size - 1) / block_size;
+          std::vector<int32_t> table(static_cast<size_t>(blocks));
+          for (int64_t b = 0; b < blocks; ++b) table[b] = static_cast<int32_t>((b * 7) % blocks);
+          std::vector<uint16_t> k(static_cast<size_t>(blocks * block_size * kv_dim)), v(k.size());
+          for (size_t i = 0; i < k.size(); ++i) {
+            k[i] = f32_to_bf16(rng.normal() * (i % 97 == 0 ? 30.0f : 1.0f));
+            v[i] = f32_to_bf16(rng.next() % 50 == 0 ? adversarial(rng) : rng.normal());
+          }
+          const KvCacheLayer cache{k.data(), v.data(), blocks * block_size};
+          std::vector<int32_t> positions;  // a chunk from position 37 (mid-tile) to the end, then position 0
+          for (int64_t p = 37; p < context; ++p) positions.push_back(static_cast<int32_t>(p));
+          positions.push_back(0);
+          const auto num_tokens = static_cast<int64_t>(positions.size());
+          const std::vector<int32_t> token_seq(positions.size(), 0);
+          const int64_t q_dim = hs.num_heads * head_dim;
+          const std::vector<float> q = rng.normal_vector(static_cast<size_t>(num_tokens * q_dim), 2.0f);
+          const AttentionShape shape{hs.num_heads,
+                                     hs.num_kv_heads,
+                                     head_dim,
+                                     block_size,
+                                     static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))),
+                                     window};
+          expect_all_paths_equal(
+              "prefill attention heads " + std::to_string(hs.num_heads) + "/" + std::to_string(hs.num_kv_heads) +
+                  " head_dim=" + std::to_string(head_dim) + " context=" + std::to_string(context) +
+                  " window=" + std::to_string(window),
+              [&] {
+                std::vector<float> out(q.size());
+                paged_attention(q.data(), q_dim, positions.data(), token_seq.data(), num_tokens, table.data(), blocks,
+                                cache, shape, out.data(), q_dim, &pool);
+                return out;
+              },
+              true);
         }
-        const KvCacheLayer cache{k.data(), v.data(), blocks * block_size};
-        std::vector<int32_t> positions;  // a chunk from position 37 (mid-tile) to the end, then position 0
-        for (int64_t p = 37; p < context; ++p) positions.push_back(static_cast<int32_t>(p));
-        positions.push_back(0);
-        const auto num_tokens = static_cast<int64_t>(positions.size());
-        const std::vector<int32_t> token_seq(positions.size(), 0);
-        const int64_t q_dim = hs.num_heads * head_dim;
-        const std::vector<float> q = rng.normal_vector(static_cast<size_t>(num_tokens * q_dim), 2.0f);
-        const AttentionShape shape{hs.num_heads, hs.num_kv_heads, head_dim, block_size,
-                                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)))};
-        expect_all_paths_equal(
-            "prefill attention heads " + std::to_string(hs.num_heads) + "/" + std::to_string(hs.num_kv_heads) +
-                " head_dim=" + std::to_string(head_dim) + " context=" + std::to_string(context),
-            [&] {
-              std::vector<float> out(q.size());
-              paged_attention(q.data(), q_dim, positions.data(), token_seq.data(), num_tokens, table.data(), blocks,
-                              cache, shape, out.data(), q_dim, &pool);
-              return out;
-            },
-            true);
       }
     }
   }

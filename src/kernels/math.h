@@ -78,4 +78,15 @@ inline float log_f32(float x) {
 // SiLU(x) = x·σ(x) = x / (1 + e^(−x)), with ditto's exp and an IEEE division.
 inline float silu_f32(float x) { return x / (1.0f + exp_f32(-x)); }
 
+// GELU, tanh approximation (Hendrycks & Gimpel 2016; PyTorch gelu(approximate="tanh"), Hugging Face
+// "gelu_pytorch_tanh"): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), computed as the equal
+// x / (1 + exp(−u)), u = x·(kGeluC0 + kGeluC1·x²) (0.5·(1 + tanh z) = 1 / (1 + exp(−2z))), every
+// operation a float32 product, sum or IEEE division in this order, no fma.
+inline constexpr float kGeluC0 = 1.59576917f;    // 2·√(2/π), rounded to float32
+inline constexpr float kGeluC1 = 0.0713548139f;  // 2·√(2/π)·0.044715, rounded to float32
+inline float gelu_tanh_f32(float x) {
+  const float u = x * (kGeluC0 + kGeluC1 * (x * x));
+  return x / (1.0f + exp_f32(-u));
+}
+
 }  // namespace ditto

@@ -57,6 +57,7 @@ int64_t CausalLM::decode_weight_bytes() const {
       bytes += matrix(l.gate_up_proj) + matrix(l.down_proj);
     }
     bytes += vec(l.input_layernorm) + vec(l.post_attention_layernorm) + vec(l.q_norm) + vec(l.k_norm);
+    bytes += vec(l.attention_output_norm) + vec(l.mlp_output_norm);
     bytes += vec(l.qkv_bias) + vec(l.o_bias) + vec(l.gate_up_bias) + vec(l.down_bias);
   }
   return bytes;
@@ -76,9 +77,14 @@ double CausalLM::prefill_flops(int64_t prompt_tokens) const {
     }
   }
   const auto t = static_cast<double>(prompt_tokens);
-  const double visible_keys = t * (t + 1) / 2;  // query at position p sees p + 1 keys
-  const double attention = 4.0 * static_cast<double>(c.head_dim) * static_cast<double>(c.num_attention_heads) *
-                           visible_keys * static_cast<double>(c.num_hidden_layers);
+  // A query at position p sees p + 1 keys, at most sliding_window on a sliding layer.
+  const double full_keys = t * (t + 1) / 2;
+  const auto w = static_cast<double>(c.sliding_window);
+  const double window_keys = t <= w ? full_keys : w * (w + 1) / 2 + (t - w) * w;
+  double visible_keys = 0;
+  for (int64_t li = 0; li < c.num_hidden_layers; ++li) visible_keys += c.is_sliding_layer(li) ? window_keys : full_keys;
+  const double attention =
+      4.0 * static_cast<double>(c.head_dim) * static_cast<double>(c.num_attention_heads) * visible_keys;
   return 2.0 * per_token * t + attention + 2.0 * mac(c.tie_word_embeddings ? embed_tokens_ : lm_head_);
 }
 
@@ -87,19 +93,20 @@ double CausalLM::prefill_flops(int64_t prompt_tokens) const {
 // parallelism; without it they are the whole-width buffers themselves.
 struct CausalLM::Activations {
   int64_t num_tokens = 0;
-  std::span<float> h;            // [num_tokens, hidden_size] f32 residual stream
-  std::span<float> x;            // [num_tokens, hidden_size] f32 a block's normed input
-  std::span<float> qkv;          // [num_tokens, (heads + 2·kv_heads)·head_dim] f32 this rank's q, k, v
-  std::span<float> attn_local;   // [num_tokens, heads·head_dim] f32 this rank's heads' attention output
-  std::span<float> attn;         // [num_tokens, q_dim] f32 every head's, side by side
-  std::span<float> gate_up;      // [num_tokens, 2·shard.intermediate] f32 gate, up
-  std::span<float> act_local;    // [num_tokens, shard.intermediate] f32 silu(gate) · up
-  std::span<float> act;          // [num_tokens, intermediate_size] f32 every rank's features
-  std::span<float> delta_local;  // [num_tokens, shard.hidden] f32 this rank's columns of a block's output
-  std::span<float> delta;        // [num_tokens, hidden_size] f32 a block's output, added to h
-  std::span<float> gathered;     // [size · num_tokens · widest local] f32 all-gather landing space
-  std::span<float> cos_sin;      // [num_tokens, 2, head_dim / 2] f32 RoPE cos, sin of each position
-  std::span<float> moe;          // [moe_scratch_floats(num_tokens)] f32 moe_block's scratch
+  std::span<float> h;              // [num_tokens, hidden_size] f32 residual stream
+  std::span<float> x;              // [num_tokens, hidden_size] f32 a block's normed input
+  std::span<float> qkv;            // [num_tokens, (heads + 2·kv_heads)·head_dim] f32 this rank's q, k, v
+  std::span<float> attn_local;     // [num_tokens, heads·head_dim] f32 this rank's heads' attention output
+  std::span<float> attn;           // [num_tokens, q_dim] f32 every head's, side by side
+  std::span<float> gate_up;        // [num_tokens, 2·shard.intermediate] f32 gate, up
+  std::span<float> act_local;      // [num_tokens, shard.intermediate] f32 silu(gate) · up
+  std::span<float> act;            // [num_tokens, intermediate_size] f32 every rank's features
+  std::span<float> delta_local;    // [num_tokens, shard.hidden] f32 this rank's columns of a block's output
+  std::span<float> delta;          // [num_tokens, hidden_size] f32 a block's output, added to h
+  std::span<float> gathered;       // [size · num_tokens · widest local] f32 all-gather landing space
+  std::span<float> cos_sin;        // [num_tokens, 2, head_dim / 2] f32 RoPE cos, sin of each position
+  std::span<float> cos_sin_local;  // [num_tokens, 2, head_dim / 2] f32 the sliding layers' (local base), or empty
+  std::span<float> moe;            // [moe_scratch_floats(num_tokens)] f32 moe_block's scratch
 };
 
 void CausalLM::release_activations() const { std::vector<float>().swap(arena_); }
@@ -127,6 +134,7 @@ CausalLM::Activations CausalLM::activations(int64_t num_tokens) const {
                           n * hidden,
                           split ? static_cast<size_t>(s.size) * n * widest : 0,
                           n * head_dim,
+                          local_inv_freq_.empty() ? 0 : n * head_dim,
                           c.is_moe() ? moe_scratch_floats(num_tokens) : 0};
   size_t total = 0;
   for (size_t sz : sizes) total += sz;
@@ -152,6 +160,7 @@ CausalLM::Activations CausalLM::activations(int64_t num_tokens) const {
   a.delta = take();
   a.gathered = take();
   a.cos_sin = take();
+  a.cos_sin_local = take();
   a.moe = take();
   if (!split) {  // one process: the local buffers are the whole ones
     a.attn_local = a.attn;
@@ -235,21 +244,35 @@ void CausalLM::forward_shard(const ForwardBatch& batch, KvCache& cache, float* l
   const ModelConfig& c = config_;
   Activations a = activations(batch.num_tokens());
   const AttentionShape shape{shard_.num_heads, shard_.num_kv_heads, c.head_dim, cache.block_size(),
-                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
+                             static_cast<float>(c.attention_scale())};
+  AttentionShape sliding_shape = shape;
+  sliding_shape.sliding_window = c.sliding_window;
   embedding_block(batch, a);
   for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
     const DecoderLayerWeights& l = layers_[static_cast<size_t>(li)];
-    attention_block(l, cache.layer(li), batch, shape, a);
+    attention_block(l, li, cache.layer(li), batch, c.is_sliding_layer(li) ? sliding_shape : shape, a);
     feed_forward_block(l, a);
   }
   final_norm_and_lm_head(batch, a, logits);
 }
 
-// h = embed_tokens[token_ids]; the RoPE cos/sin of every position. Under tensor parallelism each
-// rank looks up the tokens in its vocabulary rows and the ranks gather the rows.
+// h = embed_tokens[token_ids] (Gemma: times sqrt(hidden_size) rounded to float32, one float32
+// multiply per element, as Hugging Face's float32 Gemma3TextScaledWordEmbedding and llama.cpp's
+// ggml_scale(sqrtf(n_embd))); the RoPE cos/sin of every position (and with the local base, for
+// sliding layers). Under tensor parallelism each rank looks up the tokens in its vocabulary rows and
+// the ranks gather the rows.
 void CausalLM::embedding_block(const ForwardBatch& batch, Activations& a) const {
   const PhaseTimer timer(StepPhase::kTokenwise);
   rope_cos_sin(batch.positions.data(), a.num_tokens, inv_freq_, a.cos_sin.data());
+  if (!local_inv_freq_.empty())
+    rope_cos_sin(batch.positions.data(), a.num_tokens, local_inv_freq_, a.cos_sin_local.data());
+  embedding_rows(batch, a);
+  if (!config_.features.scaled_embedding) return;
+  const auto scale = static_cast<float>(std::sqrt(static_cast<double>(config_.hidden_size)));
+  for (float& v : a.h.subspan(0, static_cast<size_t>(a.num_tokens * config_.hidden_size))) v *= scale;
+}
+
+void CausalLM::embedding_rows(const ForwardBatch& batch, Activations& a) const {
   if (shard_.size == 1) return embedding(embed_tokens_.parts[0], batch.token_ids.data(), a.num_tokens, a.h.data());
   const int size = shard_.size;
   const int64_t hidden = config_.hidden_size;
@@ -279,10 +302,11 @@ void CausalLM::embedding_block(const ForwardBatch& batch, Activations& a) const 
   }
 }
 
-// h += o_proj(attention(rope(qk_norm(qkv_proj(input_layernorm(h)))))). Every token's K/V is
+// h += o_proj(attention(rope(qk_norm(qkv_proj(input_layernorm(h)))))), with sandwich norms the
+// o_proj output normalised by attention_output_norm first. Every token's K/V is
 // written to its cache slot before any query attends. Under tensor parallelism this rank runs its
 // heads and its columns of o_proj; the heads' outputs and o_proj's columns are gathered.
-void CausalLM::attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, const ForwardBatch& batch,
+void CausalLM::attention_block(const DecoderLayerWeights& l, int64_t layer, KvCacheLayer kv, const ForwardBatch& batch,
                                const AttentionShape& shape, Activations& a) const {
   const ModelConfig& c = config_;
   const int64_t num_tokens = a.num_tokens;
@@ -295,6 +319,8 @@ void CausalLM::attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, co
   float* const h = a.h.data();
   float* const x = a.x.data();
   float* const qkv = a.qkv.data();
+  const float* const cos_sin =
+      c.is_sliding_layer(layer) && !a.cos_sin_local.empty() ? a.cos_sin_local.data() : a.cos_sin.data();
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     rms_norm(h + t0 * hidden, t1 - t0, hidden, hidden, l.input_layernorm.data(), eps, x + t0 * hidden, hidden);
   });
@@ -308,8 +334,8 @@ void CausalLM::attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, co
         rms_norm(q, shard_.num_heads, head_dim, head_dim, l.q_norm.data(), eps, q, head_dim);
         rms_norm(k, shard_.num_kv_heads, head_dim, head_dim, l.k_norm.data(), eps, k, head_dim);
       }
-      rope_apply(q, shard_.num_heads, head_dim, a.cos_sin.data() + t * head_dim);
-      rope_apply(k, shard_.num_kv_heads, head_dim, a.cos_sin.data() + t * head_dim);
+      rope_apply(q, shard_.num_heads, head_dim, cos_sin + t * head_dim);
+      rope_apply(k, shard_.num_kv_heads, head_dim, cos_sin + t * head_dim);
     }
     write_kv(qkv + t0 * qkv_dim + q_dim, qkv_dim, qkv + t0 * qkv_dim + q_dim + kv_dim, qkv_dim,
              batch.slot_mapping.data() + t0, t1 - t0, kv_dim, kv);
@@ -324,13 +350,16 @@ void CausalLM::attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, co
   linear(a.attn.data(), num_tokens, all_heads, l.o_proj, a.delta_local.data(), shard_.hidden, pool_);
   gather_columns(a.delta_local.data(), num_tokens, shard_.hidden, a.delta.data(), a.gathered.data());
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
-    add_bias(a.delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.o_bias);
-    add_residual(h + t0 * hidden, a.delta.data() + t0 * hidden, static_cast<size_t>((t1 - t0) * hidden));
+    float* const delta = a.delta.data() + t0 * hidden;
+    add_bias(delta, t1 - t0, hidden, hidden, l.o_bias);
+    if (!l.attention_output_norm.empty())
+      rms_norm(delta, t1 - t0, hidden, hidden, l.attention_output_norm.data(), eps, delta, hidden);
+    add_residual(h + t0 * hidden, delta, static_cast<size_t>((t1 - t0) * hidden));
   });
 }
 
-// h += mlp(post_attention_layernorm(h)): the dense SwiGLU MLP, or the sparse MoE block on the
-// layers that have one.
+// h += mlp(post_attention_layernorm(h)) (with sandwich norms mlp_output_norm(mlp(...))): the dense
+// gated MLP, or the sparse MoE block on the layers that have one.
 void CausalLM::feed_forward_block(const DecoderLayerWeights& l, Activations& a) const {
   const int64_t num_tokens = a.num_tokens;
   const int64_t hidden = config_.hidden_size;
@@ -346,22 +375,31 @@ void CausalLM::feed_forward_block(const DecoderLayerWeights& l, Activations& a) 
   }
   gather_columns(a.delta_local.data(), num_tokens, shard_.hidden, a.delta.data(), a.gathered.data());
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
-    add_bias(a.delta.data() + t0 * hidden, t1 - t0, hidden, hidden, l.down_bias);
-    add_residual(a.h.data() + t0 * hidden, a.delta.data() + t0 * hidden, static_cast<size_t>((t1 - t0) * hidden));
+    float* const delta = a.delta.data() + t0 * hidden;
+    add_bias(delta, t1 - t0, hidden, hidden, l.down_bias);
+    if (!l.mlp_output_norm.empty())
+      rms_norm(delta, t1 - t0, hidden, hidden, l.mlp_output_norm.data(), eps, delta, hidden);
+    add_residual(a.h.data() + t0 * hidden, delta, static_cast<size_t>((t1 - t0) * hidden));
   });
 }
 
-// delta_local = down_proj(silu(gate_proj(x)) · up_proj(x)) (+ gate/up biases; down_bias is added by
-// the caller): this rank's features of silu·up, gathered, then its columns of down_proj.
+// delta_local = down_proj(act(gate_proj(x)) · up_proj(x)) (+ gate/up biases; down_bias is added by
+// the caller), act being silu or GELU(tanh) (hidden_act): this rank's features of act·up, gathered,
+// then its columns of down_proj.
 void CausalLM::mlp_block(const DecoderLayerWeights& l, Activations& a) const {
   const int64_t num_tokens = a.num_tokens;
   const int64_t hidden = config_.hidden_size;
   const int64_t inter = shard_.intermediate;
   float* const gate_up = a.gate_up.data();
+  const bool gelu = config_.hidden_act == "gelu_pytorch_tanh";
   linear(a.x.data(), num_tokens, hidden, l.gate_up_proj, gate_up, 2 * inter, pool_);
   for_tokens(num_tokens, [&](int64_t t0, int64_t t1) {
     add_bias(gate_up + t0 * 2 * inter, t1 - t0, 2 * inter, 2 * inter, l.gate_up_bias);
-    silu_mul(gate_up + t0 * 2 * inter, t1 - t0, inter, 2 * inter, a.act_local.data() + t0 * inter, inter);
+    if (gelu) {
+      gelu_tanh_mul(gate_up + t0 * 2 * inter, t1 - t0, inter, 2 * inter, a.act_local.data() + t0 * inter, inter);
+    } else {
+      silu_mul(gate_up + t0 * 2 * inter, t1 - t0, inter, 2 * inter, a.act_local.data() + t0 * inter, inter);
+    }
   });
   gather_columns(a.act_local.data(), num_tokens, inter, a.act.data(), a.gathered.data(), &l.down_proj);
   linear(a.act.data(), num_tokens, config_.intermediate_size, l.down_proj, a.delta_local.data(), shard_.hidden, pool_);

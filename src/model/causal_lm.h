@@ -1,8 +1,10 @@
 // The decoder-only transformer shared by every registered architecture (architecture/architecture.h:
-// Qwen3ForCausalLM, Qwen3MoeForCausalLM, LlamaForCausalLM). They differ only in data, the config
-// and its architecture's features (per-head q/k RMSNorm, biases, llama3 rope scaling, a sparse MoE
-// block instead of the MLP on the layers config.is_moe_layer selects), so one forward pass serves
-// all (Hugging Face modeling_qwen3.py, modeling_qwen3_moe.py, modeling_llama.py). The tensors come
+// Qwen3ForCausalLM, Qwen3MoeForCausalLM, LlamaForCausalLM, Gemma3ForCausalLM). They differ only in
+// data, the config and its architecture's features (per-head q/k RMSNorm, biases, llama3 rope
+// scaling, a sparse MoE block instead of the MLP on the layers config.is_moe_layer selects; Gemma 3's
+// (1 + w) norms, norms on the attention and MLP outputs, the scaled embedding, GELU(tanh), and
+// sliding-window layers with their own RoPE base), so one forward pass serves all (Hugging Face
+// modeling_qwen3.py, modeling_qwen3_moe.py, modeling_llama.py, modeling_gemma3.py). The tensors come
 // from architecture/model_tensors.h; weights are repacked once at load (kernels/packed_matrix.h).
 //
 // forward() reads top to bottom: embedding_block, then per layer attention_block and
@@ -63,11 +65,13 @@ struct DecoderLayerWeights {
   std::vector<float> k_norm;                    // [head_dim] f32, empty without features.qk_norm
   LinearWeight o_proj;                          // [hidden_size, q_dim]
   std::vector<float> o_bias;                    // [hidden_size] f32, empty without has_o_bias()
-  std::vector<float> post_attention_layernorm;  // [hidden_size] f32
+  std::vector<float> attention_output_norm;     // [hidden_size] f32 Gemma's post_attention_layernorm, or empty
+  std::vector<float> post_attention_layernorm;  // [hidden_size] f32 the MLP's input norm
   LinearWeight gate_up_proj;                    // [2·intermediate_size, hidden_size] gate, up fused
   std::vector<float> gate_up_bias;              // [2·intermediate_size] f32, empty without mlp_bias
   LinearWeight down_proj;                       // [hidden_size, intermediate_size]
   std::vector<float> down_bias;                 // [hidden_size] f32, empty without mlp_bias
+  std::vector<float> mlp_output_norm;           // [hidden_size] f32 Gemma's post_feedforward_layernorm, or empty
   // Sparse MoE layers (gate_up_proj/down_proj above are then empty):
   LinearWeight router;                 // [num_experts, hidden_size] mlp.gate.weight
   std::vector<ExpertWeights> experts;  // [num_experts]
@@ -175,7 +179,8 @@ class CausalLM {
   // forward()'s blocks, in the order it runs them; each reads and updates `a` (see causal_lm.cc).
   Activations activations(int64_t num_tokens) const;
   void embedding_block(const ForwardBatch& batch, Activations& a) const;
-  void attention_block(const DecoderLayerWeights& l, KvCacheLayer kv, const ForwardBatch& batch,
+  void embedding_rows(const ForwardBatch& batch, Activations& a) const;  // h = embed_tokens[token_ids]
+  void attention_block(const DecoderLayerWeights& l, int64_t layer, KvCacheLayer kv, const ForwardBatch& batch,
                        const AttentionShape& shape, Activations& a) const;
   void feed_forward_block(const DecoderLayerWeights& l, Activations& a) const;
   void mlp_block(const DecoderLayerWeights& l, Activations& a) const;
@@ -197,6 +202,7 @@ class CausalLM {
   ThreadPool* pool_ = nullptr;
   LoadStats load_stats_;
   std::vector<double> inv_freq_;             // [head_dim / 2] f64 rotary frequencies
+  std::vector<double> local_inv_freq_;       // [head_dim / 2] f64 sliding layers' frequencies, or empty
   LinearWeight embed_tokens_;                // [vocab rows of the shard, hidden_size] checkpoint dtype, one part
   std::vector<DecoderLayerWeights> layers_;  // [num_hidden_layers]
   std::vector<float> norm_;                  // [hidden_size] f32 final RMSNorm

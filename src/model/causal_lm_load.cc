@@ -146,6 +146,8 @@ std::unique_ptr<CausalLM> CausalLM::load_local(const std::string& model_path, Th
   }
   m->load_stats_.num_tensors = static_cast<int64_t>(expected_tensors(m->config_).size());
   m->inv_freq_ = rope_inv_freq(m->config_);
+  if (m->config_.has_sliding_layers() && m->config_.rope_local_base_freq > 0)  // Gemma 3's own base
+    m->local_inv_freq_ = rope_local_inv_freq(m->config_);
   m->tune_kernels();
   m->load_stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return m;
@@ -226,6 +228,8 @@ std::vector<float>* CausalLM::vector_slot(WeightSlot slot, int64_t layer) {
     case WeightSlot::kKNorm: return &l.k_norm;
     case WeightSlot::kOBias: return &l.o_bias;
     case WeightSlot::kPostAttentionLayernorm: return &l.post_attention_layernorm;
+    case WeightSlot::kAttentionOutputNorm: return &l.attention_output_norm;
+    case WeightSlot::kMlpOutputNorm: return &l.mlp_output_norm;
     case WeightSlot::kGateUpBias: return &l.gate_up_bias;
     case WeightSlot::kDownBias: return &l.down_bias;
     default: break;

@@ -20,6 +20,7 @@ class SafetensorsTensors final : public CheckpointTensors {
       uint8_t bytes[4];
       std::memcpy(bytes, t.data + i * es, es);  // mmap data need not be aligned
       v[i] = load_as_f32(bytes, t.dtype, 0);
+      if (d.unit_offset) v[i] = 1.0f + v[i];  // Gemma's (1 + w), once, in float32
     }
     store_.release(t);
     return v;
@@ -44,6 +45,7 @@ class GgufTensors final : public CheckpointTensors {
  public:
   GgufTensors(const GgufFile& g, const ModelConfig& c) : g_(g), c_(c) {}
 
+  // A unit-offset norm (TensorDesc::unit_offset) is stored as 1 + w already.
   std::vector<float> vector(const TensorDesc& d) const override {
     const GgufWeight w = gguf_weight(g_, c_, d);
     const DType dtype = dtype_of(w.type);

@@ -22,7 +22,8 @@ namespace ditto {
 class CheckpointTensors {
  public:
   virtual ~CheckpointTensors() = default;
-  // A 1-D tensor (norm weight, bias) converted to float32; its mapped pages are released.
+  // A 1-D tensor (norm weight, bias) converted to float32, a unit-offset norm weight as 1 + w
+  // (TensorDesc::unit_offset); its mapped pages are released.
   virtual std::vector<float> vector(const TensorDesc& t) const = 0;
   // A 2-D tensor as a packing source in Hugging Face row order. When the rows must be reordered
   // the source points into `copy`, which the caller keeps until packing is done.

@@ -1,6 +1,7 @@
 // Loading llama.cpp GGUF files (checkpoint/gguf_reader.h, checkpoint/gguf_model.h, CausalLM::load): a tiny
 // generated model of each architecture (qwen3, llama with its regrouped q/k rows, qwen3moe with
-// stacked experts) written by `ditto export-gguf` loads from the GGUF file with the same config and
+// stacked experts, gemma3 with its norms stored as 1 + w and sliding layers) written by `ditto
+// export-gguf` loads from the GGUF file with the same config and
 // gives the same logits, bit for bit, as from its Hugging Face directory; and every kind of broken
 // file is one clear error naming the key or tensor, never a crash.
 #include <gtest/gtest.h>
@@ -48,6 +49,12 @@ json tiny_config(const std::string& preset) {
   if (c.contains("max_window_layers")) c["max_window_layers"] = 2;
   if (c.contains("num_experts"))
     c.update({{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 16}});
+  // Gemma 3: six layers (the sixth full), a window of 4, the attention scale llama.cpp uses.
+  if (c["model_type"] == "gemma3_text") {
+    c["num_hidden_layers"] = 6;
+    c["layer_types"].erase(c["layer_types"].begin() + 6, c["layer_types"].end());
+    c.update({{"sliding_window", 4}, {"query_pre_attn_scalar", 8}});
+  }
   c["rope_scaling"] = nullptr;  // llama3 scaling through GGUF is not bit-exact: Llama3RopeScalingFromRopeFreqs
   c["tie_word_embeddings"] = preset != "qwen3-30b-a3b";
   return c;
@@ -109,6 +116,11 @@ TEST_P(GgufModelTest, LoadsWithTheDirectorysConfigAndLogitsBitForBit) {
   EXPECT_EQ(a.num_experts, b.num_experts);
   EXPECT_EQ(a.num_experts_per_tok, b.num_experts_per_tok);
   EXPECT_EQ(a.moe_intermediate_size, b.moe_intermediate_size);
+  EXPECT_EQ(a.sliding_window, b.sliding_window);
+  EXPECT_EQ(a.sliding_layers, b.sliding_layers);
+  EXPECT_EQ(a.rope_local_base_freq, b.rope_local_base_freq);
+  EXPECT_EQ(a.attention_scale(), b.attention_scale());
+  EXPECT_EQ(a.hidden_act, b.hidden_act);
   // The converter stores routers as F32 (they were bf16): the same values, twice the bytes.
   if (!a.is_moe()) {
     EXPECT_EQ(from_dir->decode_weight_bytes(), from_gguf->decode_weight_bytes());
@@ -120,7 +132,8 @@ TEST_P(GgufModelTest, LoadsWithTheDirectorysConfigAndLogitsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GgufModelTest,
-                         ::testing::Values("qwen3-0.6b", "llama-3.2-1b", "qwen3-30b-a3b", "qwen2.5-0.5b"),
+                         ::testing::Values("qwen3-0.6b", "llama-3.2-1b", "qwen3-30b-a3b", "qwen2.5-0.5b",
+                                           "gemma-3-270m"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& ch : name)
@@ -477,6 +490,43 @@ TEST_F(GgufBrokenTest, MetadataThatDisagreesWithTheTensors) {
     }
   });
   DITTO_EXPECT_MESSAGE_HAS(load_error(path("qnorm.gguf")), "blk.0.attn_q_norm.weight", "{4}", "{8}");
+}
+
+// Gemma 3 files: the norms are stored as 1 + w (what loading the directory computes), a missing
+// norm or sliding-window key is one error naming it, and a window wider than the context loads.
+TEST(GgufGemma3, NormsAreOnePlusWAndBadInputNamesTheKeyOrTensor) {
+  TempDir dir;
+  const std::string good = dir.file("gemma.gguf");
+  export_gguf(write_model(dir, "gemma-3-270m"), good, "tiny");
+  {
+    const std::unique_ptr<GgufFile> g = GgufFile::open(good);
+    const GgufTensor* norm = g->find_tensor("blk.0.post_ffw_norm.weight");
+    ASSERT_NE(norm, nullptr);
+    ASSERT_EQ(norm->type, GgmlType::kF32);
+    float first;
+    std::memcpy(&first, norm->data, 4);
+    EXPECT_GT(first, 0.5f);  // 1 + normal(0, 0.02), not w itself
+    EXPECT_EQ(g->get_int("gemma3.attention.sliding_window"), 4);
+  }
+  rewrite(good, dir.file("nonorm.gguf"), nullptr, [](GgufTensorSpec& spec, std::string&) {
+    if (spec.name == "blk.1.post_ffw_norm.weight") spec.name = "blk.1.unused.weight";
+  });
+  DITTO_EXPECT_MESSAGE_HAS(load_error(dir.file("nonorm.gguf")), "'blk.1.post_ffw_norm.weight' is missing",
+                           "post_feedforward_layernorm");
+  rewrite(good, dir.file("nowindow.gguf"),
+          [](const std::string& k, GgufValue&) { return k != "gemma3.attention.sliding_window"; });
+  DITTO_EXPECT_MESSAGE_HAS(load_error(dir.file("nowindow.gguf")), "'gemma3.attention.sliding_window' is missing");
+  rewrite(good, dir.file("zerowindow.gguf"), [](const std::string& k, GgufValue& v) {
+    if (k == "gemma3.attention.sliding_window") v.u = 0;
+    return true;
+  });
+  DITTO_EXPECT_MESSAGE_HAS(load_error(dir.file("zerowindow.gguf")), "'sliding_window'", "positive");
+  rewrite(good, dir.file("widewindow.gguf"), [](const std::string& k, GgufValue& v) {
+    if (k == "gemma3.attention.sliding_window") v.u = 100000;
+    return true;
+  });
+  ThreadPool pool(1);
+  EXPECT_EQ(CausalLM::load(dir.file("widewindow.gguf"), &pool)->config().sliding_window, 100000);
 }
 
 }  // namespace

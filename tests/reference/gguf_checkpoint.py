@@ -6,7 +6,7 @@ float64 (gguf_reader.py), with the same interface as reference.SafeTensors. Writ
 llama.cpp's conventions (gguf-py's tensor names and keys, convert_hf_to_gguf.py), not from
 ditto's C++.
 
-Metadata (`<arch>` = general.architecture: llama, qwen3, qwen3moe or qwen2):
+Metadata (`<arch>` = general.architecture: llama, qwen3, qwen3moe, qwen2 or gemma3):
 
     hidden_size          <arch>.embedding_length
     num_hidden_layers    <arch>.block_count
@@ -26,6 +26,8 @@ Metadata (`<arch>` = general.architecture: llama, qwen3, qwen3moe or qwen2):
     mlp_only_layers      qwen3moe layers without ffn_gate_inp (llama.cpp's files: none)
     llama3 rope scaling  rope_freqs.weight [head_dim/2] F32: llama.cpp divides each inverse
                          frequency by its factor (rope.scaling.type other than "none": refused)
+    sliding_window       gemma3.attention.sliding_window (gemma3; the sliding layers, their RoPE
+                         base and the attention scale are llama.cpp's fixed rules, config_fields)
 
 Tensors (llama.cpp name -> Hugging Face name, per layer N):
 
@@ -59,7 +61,17 @@ import numpy as np
 
 from gguf_reader import GGUFError, GGUFFile, dequantize
 
-ARCHITECTURES = {"llama": "llama", "qwen3": "qwen3", "qwen3moe": "qwen3_moe", "qwen2": "qwen2"}
+ARCHITECTURES = {"llama": "llama", "qwen3": "qwen3", "qwen3moe": "qwen3_moe", "qwen2": "qwen2",
+                 "gemma3": "gemma3"}
+
+# Gemma 3's sandwich norms (llama.cpp's tensor_mapping.py): their GGUF names where they differ from
+# _LAYER_NAMES. Its norms are stored as 1 + w (convert_hf_to_gguf.py Gemma3Model), which the
+# forward pass uses as they are (reference_model.Model._norm_w).
+_GEMMA3_LAYER_NAMES = {
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+}
 
 WEIGHT_BUGS = (
     "_debug_gguf_q4_1_no_min",      # Q4_1: x = d * q (the block's min m ignored)
@@ -166,6 +178,16 @@ def config_fields(g: GGUFFile) -> dict:
         mlp_bias=arch == "llama" and "blk.0.ffn_gate.bias" in g,
         raw={k: v for k, v in g.metadata.items() if not k.startswith("tokenizer.")},
     )
+    if arch == "gemma3":
+        # llama.cpp's llama-model.cpp fixes these for gemma3: set_swa_pattern(6) (layer i full
+        # when (i + 1) % 6 == 0), rope_freq_base_train_swa = 10000, attention scale
+        # 1/sqrt(key_length) (62 layers, the 27B: 1/sqrt(embedding_length / head_count)).
+        fields.update(
+            sliding_window=int(_key(g, p + "attention.sliding_window", required=True)),
+            sliding_layers=tuple((i + 1) % 6 != 0 for i in range(n_layers)),
+            rope_local_base_freq=10000.0,
+            query_pre_attn_scalar=float(hidden // heads if n_layers == 62 else head_dim),
+        )
     if arch == "qwen3_moe":
         n_exp = int(_key(g, p + "expert_count", required=True))
         fields.update(
@@ -202,8 +224,9 @@ class GGUFTensors:
             e = _EXPERT_RE.match(rest)
             if e:
                 return f"blk.{layer}.ffn_{e.group(2)}_exps.weight", int(e.group(1)), None
-            if rest in _LAYER_NAMES:
-                gname = _LAYER_NAMES[rest]
+            names = dict(_LAYER_NAMES, **_GEMMA3_LAYER_NAMES) if self.arch == "gemma3" else _LAYER_NAMES
+            if rest in names:
+                gname = names[rest]
                 base = gname.split(".")[0]
                 heads = self._heads.get(base) if self.arch == "llama" else None
                 return f"blk.{layer}.{gname}", None, heads

@@ -145,12 +145,25 @@ class Config:
     norm_topk_prob: bool = False
     # GGUF llama3 scaling as llama.cpp stores it (rope_freqs.weight): inv_freq / factor
     rope_freq_factors: Optional[np.ndarray] = None
+    # A sliding window on the layers marked True (Mistral: all; Gemma 3: layer_types), whose RoPE
+    # base is rope_local_base_freq when set (Gemma 3; else rope_theta's); Gemma 3's attention scale
+    # is query_pre_attn_scalar ** -0.5 and its MLP GELU(tanh).
+    sliding_window: int = 0
+    sliding_layers: tuple = ()
+    rope_local_base_freq: float = 0.0
+    query_pre_attn_scalar: float = 0.0
     raw: dict = field(default_factory=dict)
 
     @property
+    def gemma(self) -> bool:
+        """Gemma 3: (1 + w) norms, four norms per layer, embedding times sqrt(hidden),
+        gelu_pytorch_tanh."""
+        return self.arch == "gemma3"
+
+    @property
     def qk_norm(self) -> bool:
-        """Qwen3 and Qwen3-MoE RMS-normalise every q and k head before RoPE."""
-        return self.arch in ("qwen3", "qwen3_moe")
+        """Qwen3, Qwen3-MoE and Gemma 3 RMS-normalise every q and k head before RoPE."""
+        return self.arch in ("qwen3", "qwen3_moe", "gemma3")
 
     @property
     def qkv_bias(self) -> bool:
@@ -169,6 +182,47 @@ class Config:
                 and (layer + 1) % self.decoder_sparse_step == 0)
 
 
+def _gemma3_config(c: dict) -> Config:
+    """transformers' Gemma3TextConfig (4.55): its defaults for missing keys; layer_types, else
+    every sliding_window_pattern-th (default 6th) layer full attention."""
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if c.get(key) is not None:
+            raise NotImplementedError(f"{key} {c[key]!r}")
+    if c.get("rope_scaling") is not None:
+        raise NotImplementedError("rope_scaling on Gemma 3")
+    act = c.get("hidden_activation", c.get("hidden_act", "gelu_pytorch_tanh"))
+    if act != "gelu_pytorch_tanh":
+        raise NotImplementedError(f"hidden_activation {act!r}")
+    layers = int(c.get("num_hidden_layers", 26))
+    if c.get("layer_types") is not None:
+        sliding = tuple(t == "sliding_attention" for t in c["layer_types"])
+    else:
+        pattern = int(c.get("sliding_window_pattern", 6))
+        sliding = tuple((i + 1) % pattern != 0 for i in range(layers))
+    heads = int(c.get("num_attention_heads", 8))
+    return Config(
+        arch="gemma3",
+        vocab_size=int(c.get("vocab_size", 262208)),
+        hidden_size=int(c.get("hidden_size", 2304)),
+        intermediate_size=int(c.get("intermediate_size", 9216)),
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=int(c.get("num_key_value_heads", 4)),
+        head_dim=int(c.get("head_dim", 256)),
+        rms_norm_eps=float(c.get("rms_norm_eps", 1e-6)),
+        rope_theta=float(c.get("rope_theta", 1e6)),
+        rope_scaling=None,
+        tie_word_embeddings=bool(c.get("tie_word_embeddings", True)),
+        attention_bias=bool(c.get("attention_bias", False)),
+        mlp_bias=False,
+        sliding_window=int(c.get("sliding_window", 4096)),
+        sliding_layers=sliding,
+        rope_local_base_freq=float(c.get("rope_local_base_freq", 10000.0)),
+        query_pre_attn_scalar=float(c.get("query_pre_attn_scalar", 256)),
+        raw=c,
+    )
+
+
 def load_config(model_dir: str) -> Config:
     """config.json with the Hugging Face class defaults for missing keys; for a GGUF file,
     its metadata (gguf_checkpoint.config_fields).
@@ -176,7 +230,7 @@ def load_config(model_dir: str) -> Config:
     Defaults (from transformers' Qwen3Config / Qwen3MoeConfig / LlamaConfig / Qwen2Config /
     MistralConfig; Qwen2 is Qwen3 without q/k norms and head_dim default, with q/k/v biases;
     Mistral is Llama without biases, num_key_value_heads 8, intermediate_size 14336 and a
-    sliding_window (4096 when absent) that must not bind):
+    sliding_window on every layer (4096 when absent, null: none); Gemma 3: _gemma3_config):
       - head_dim: Qwen3Config default 128; LlamaConfig default hidden_size // num_heads;
         Qwen3MoeConfig has no default (the attention uses hidden_size // num_heads).
         (null -> hidden_size // num_attention_heads for all)
@@ -206,6 +260,8 @@ def load_config(model_dir: str) -> Config:
         arch = "qwen2"
     elif "MistralForCausalLM" in archs or model_type == "mistral":
         arch = "mistral"
+    elif "Gemma3ForCausalLM" in archs or model_type == "gemma3_text":
+        return _gemma3_config(c)
     else:
         raise ValueError(f"unsupported architecture {archs} / model_type {model_type!r}")
 
@@ -242,11 +298,13 @@ def load_config(model_dir: str) -> Config:
         raise NotImplementedError(f"hidden_act {c.get('hidden_act')!r}")
     if arch not in ("llama", "mistral") and c.get("use_sliding_window", False):
         raise NotImplementedError("use_sliding_window=true")
+    window_kw = {}
     if arch == "mistral":
-        # MistralConfig: sliding_window 4096 when absent; a window that can bind is not implemented
+        # MistralConfig: sliding_window 4096 when absent, null: none; it applies to every layer
         window = c.get("sliding_window", 4096)
-        if window is not None and int(window) < int(c.get("max_position_embeddings", 131072)):
-            raise NotImplementedError(f"sliding_window {window} < max_position_embeddings")
+        if window is not None:
+            layers = int(c.get("num_hidden_layers", 32))
+            window_kw = dict(sliding_window=int(window), sliding_layers=(True,) * layers)
 
     moe_kw = {}
     if moe:
@@ -286,4 +344,5 @@ def load_config(model_dir: str) -> Config:
         mlp_bias=bool(c.get("mlp_bias", False)) if arch == "llama" else False,
         raw=c,
         **moe_kw,
+        **window_kw,
     )

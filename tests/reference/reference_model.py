@@ -9,6 +9,7 @@ the reference module (bench/moe_routing.py, the self-tests).
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from typing import FrozenSet, List, Optional, Sequence
@@ -19,8 +20,8 @@ import gguf_checkpoint
 from gguf_reader import GGUFFile
 from reference_checkpoint import Config, SafeTensors, load_config
 from reference_moe import Routing, _route
-from reference_numerics import (_apply_rope, _rms_norm, _silu, quantize_activation_rows,
-                                round_to_bf16, rope_inv_freq)
+from reference_numerics import (_apply_rope, _gelu_tanh, _rms_norm, _silu,
+                                quantize_activation_rows, round_to_bf16, rope_inv_freq)
 
 LM_HEAD_CHUNK = 8192  # vocabulary rows of lm_head converted to float64 at a time
 
@@ -31,6 +32,7 @@ DEBUG_FLAGS = (
     "_debug_interleaved_rope",   # rotate pairs (2i, 2i+1) instead of (i, i + d/2)
     "_debug_no_rope_scaling",    # ignore rope_scaling (llama3) -> plain inv_freq
     "_debug_no_causal_mask",     # let every position attend to every position
+    "_debug_no_sliding_window",  # Gemma 3: sliding layers attend to every earlier position
     "_debug_moe_no_topk_renorm",  # MoE: ignore norm_topk_prob (never renormalise)
     "_debug_moe_swap_kth_expert",  # MoE: take the (k+1)-th expert instead of the k-th
     "_emulate_float32",          # diagnostic: compute in float32 instead of float64
@@ -211,15 +213,23 @@ class Model:
                 y[mask] = ys
         return y.reshape(*lead, -1)
 
+    def _norm_w(self, name: str, dt) -> np.ndarray:
+        """A norm weight as the forward pass multiplies by it: Gemma's RMSNorm multiplies by
+        (1 + w) (Gemma3RMSNorm: `(1.0 + self.weight.float())`); llama.cpp's converter stores
+        1 + w in GGUF files, so a GGUF weight is used as it is."""
+        w = self._w(name, dt)
+        return 1.0 + w if self.cfg.gemma and not self.gguf else w
+
     def _dense_mlp(self, x: np.ndarray, rid: np.ndarray, p: str, intermediate: int, bias: bool,
                    ps: _Pass) -> np.ndarray:
-        """down(silu(gate(x)) * up(x)); x [..., hidden] -> [..., hidden]. p ends in "mlp."."""
+        """down(act(gate(x)) * up(x)), act = silu (GELU(tanh) for Gemma 3); x [..., hidden] ->
+        [..., hidden]. p ends in "mlp."."""
         g = self._linear(x, rid, p + "gate_proj.weight", p + "gate_proj.bias", bias, ps)
         if g.shape[-1] != intermediate:
             raise ValueError(f"{p}gate_proj.weight has {g.shape[-1]} rows, expected "
                              f"{intermediate}")
         u = self._linear(x, rid, p + "up_proj.weight", p + "up_proj.bias", bias, ps)
-        a = _silu(g) * u
+        a = (_gelu_tanh(g) if self.cfg.gemma else _silu(g)) * u
         del g, u
         return self._linear(a, rid, p + "down_proj.weight", p + "down_proj.bias", bias, ps)
 
@@ -329,7 +339,7 @@ class Model:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
         group = nh // nkv
         eps = cfg.rms_norm_eps
-        scale = d ** -0.5
+        scale = (cfg.query_pre_attn_scalar if cfg.gemma else d) ** -0.5
 
         keys = [(bool(v.get("quantize_activations", False)),
                  bool(v.get("bf16_activations", False)),
@@ -351,16 +361,33 @@ class Model:
             ang = pos[:, None] * inv[None, :]
             rope.append((np.cos(ang).astype(dt), np.sin(ang).astype(dt)))
         causal = np.tril(np.ones((T, T), dtype=bool))
+        rope_local, window = rope, causal
+        if cfg.sliding_layers:
+            # Sliding layers: a query at p sees keys k with p - sliding_window < k <= p
+            # (transformers' sliding_window_overlay: kv_idx > q_idx - sliding_window); Gemma 3
+            # rotates them with rope_local_base_freq (never scaled).
+            qpos, kpos = np.arange(T)[:, None], np.arange(T)[None, :]
+            window = causal & (kpos > qpos - cfg.sliding_window)
+        if cfg.rope_local_base_freq > 0:
+            inv = 1.0 / (cfg.rope_local_base_freq ** (np.arange(0, d, 2, dtype=np.float64) / d))
+            ang = pos[:, None] * inv[None, :]
+            rope_local = [(np.cos(ang).astype(dt), np.sin(ang).astype(dt))] * V
 
         per_variant = [[] for _ in variants] if routing is not None else None
         h = np.empty((V, T, H), dtype=dt)
         for g in groups:  # embedding rows gathered per token (exact lookup)
             h[g.variants] = self._w("model.embed_tokens.weight", dt, rows=ids, bugs=g.bugs)
+        if cfg.gemma:
+            # Gemma3TextScaledWordEmbedding: times sqrt(hidden_size), the normaliser being a
+            # float32 number in a float32 model (it is cast to the weights' dtype) -- as ditto
+            # and llama.cpp (sqrtf) multiply by it.
+            h = h * dt(np.float32(math.sqrt(H)))
 
         for li in range(cfg.num_hidden_layers):
             p = f"model.layers.{li}."
             # ---- attention block ----
-            x = _rms_norm(h, self._w(p + "input_layernorm.weight", dt), eps)
+            sliding = bool(cfg.sliding_layers) and cfg.sliding_layers[li]
+            x = _rms_norm(h, self._norm_w(p + "input_layernorm.weight", dt), eps)
             qkvb = cfg.qkv_bias
             a = p + "self_attn."
             q = self._linear(x, rid, a + "q_proj.weight", a + "q_proj.bias", qkvb, ps)
@@ -376,8 +403,8 @@ class Model:
             k = k.reshape(V, T, nkv, d)
             vv = vv.reshape(V, T, nkv, d)
             if cfg.qk_norm:
-                qn = self._w(a + "q_norm.weight", dt)
-                kn = self._w(a + "k_norm.weight", dt)
+                qn = self._norm_w(a + "q_norm.weight", dt)
+                kn = self._norm_w(a + "k_norm.weight", dt)
             attn = np.empty((V, T, nh, d), dtype=dt)
             for vi, var in enumerate(variants):
                 qi, ki, vi_ = q[vi], k[vi], vv[vi]
@@ -385,7 +412,7 @@ class Model:
                     qi = _rms_norm(qi, qn, eps)
                     ki = _rms_norm(ki, kn, eps)
                 if not var.get("_debug_disable_rope", False):
-                    cos, sin = rope[vi]
+                    cos, sin = (rope_local if sliding else rope)[vi]
                     inter = var.get("_debug_interleaved_rope", False)
                     qi = _apply_rope(qi, cos, sin, inter)
                     ki = _apply_rope(ki, cos, sin, inter)
@@ -397,15 +424,24 @@ class Model:
                 vr = np.repeat(vi_, group, axis=1)
                 s = np.einsum("thd,shd->hts", qi, kr) * dt(scale)   # [nh, Tq, Tk]
                 if not var.get("_debug_no_causal_mask", False):
-                    s = np.where(causal[None], s, -np.inf)
+                    no_window = var.get("_debug_no_sliding_window", False)
+                    s = np.where((window if sliding and not no_window else causal)[None], s, -np.inf)
                 s = s - np.max(s, axis=-1, keepdims=True)
                 e = np.exp(s)
                 prob = e / np.sum(e, axis=-1, keepdims=True)
                 attn[vi] = np.einsum("hts,shd->thd", prob, vr)
             o = self._linear(attn.reshape(V, T, nh * d), rid, a + "o_proj.weight",
                              a + "o_proj.bias", cfg.o_bias, ps)
+            if cfg.gemma:  # Gemma3DecoderLayer: the attention output normalised first
+                o = _rms_norm(o, self._norm_w(p + "post_attention_layernorm.weight", dt), eps)
             h = h + o
             # ---- MLP block: Qwen3-MoE's sparse block on the layers the config selects ----
+            if cfg.gemma:
+                x = _rms_norm(h, self._norm_w(p + "pre_feedforward_layernorm.weight", dt), eps)
+                y = self._dense_mlp(x, rid, p + "mlp.", cfg.intermediate_size, False, ps)
+                h = h + _rms_norm(y, self._norm_w(p + "post_feedforward_layernorm.weight", dt), eps)
+                del x, y
+                continue
             x = _rms_norm(h, self._w(p + "post_attention_layernorm.weight", dt), eps)
             if cfg.is_moe_layer(li):
                 h = h + self._sparse_moe(x, li, variants, ps, per_variant)
@@ -414,7 +450,7 @@ class Model:
                                         cfg.mlp_bias, ps)
             del x
 
-        hn = _rms_norm(h, self._w("model.norm.weight", dt), eps).reshape(V * T, H)
+        hn = _rms_norm(h, self._norm_w("model.norm.weight", dt), eps).reshape(V * T, H)
         logits = np.empty((V * T, cfg.vocab_size), dtype=np.float64)
         chunk = self._lm_head_chunk()
         for r0 in range(0, cfg.vocab_size, chunk):

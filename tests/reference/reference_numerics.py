@@ -106,6 +106,12 @@ def _silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
 
 
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """PyTorch's gelu(approximate="tanh") (transformers' "gelu_pytorch_tanh"), as written there:
+    0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
 def _log_softmax_rows(z: np.ndarray) -> np.ndarray:
     m = np.max(z, axis=-1, keepdims=True)
     s = np.sum(np.exp(z - m), axis=-1, keepdims=True)

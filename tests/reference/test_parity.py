@@ -71,6 +71,14 @@ MEASURED (2026-12-01, 24 tokens; llama 64; MoE on its 14 compared rows):
     qwen3-8b        3.63e-2  1.09e-1  2.83e-2        4.92e-2      5.20e-2
     llama-3.2-1b    2.51e-2  7.53e-2  2.19e-2        3.43e-2      3.60e-2
     qwen3-30b-a3b   1.22e-2  3.66e-2  1.17e-2        2.02e-2      1.88e-2
+    gemma-3-270m    1.97e-2  5.91e-2  1.74e-2        2.43e-2      2.35e-2   (2026-12-05)
+
+gemma-3-270m runs 6 layers (five sliding, the sixth full) with its sliding_window edited to 8 and
+40 tokens, so the window binds on most rows and the "sliding_window_ignored" bug (every layer full
+attention) is 56x the tolerance away; `ditto check-invariance` on the same model checks the
+contract rows (chunked prefill budgets, prefix cache, preemption, ...) across the window's edge.
+Its norms are random around 0 (the generator's kNormal for Gemma's (1 + w) weights), so
+"norms 1" above reads "norms 1 + N(0, 0.02^2)" for it.
 
 ditto sits at 0.8 .. 1.0 noise from the rounded reference on every preset, as a further draw of
 the noise would; the deliberate bugs are 5.6x (MoE renormalisation) to 58x the tolerance away.
@@ -117,6 +125,7 @@ flip (layer 0, one token) between the bf16-KV and float64 references moved them 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -161,8 +170,18 @@ def _llama_ids(n):
 QWEN_IDS = [785, 3974, 13876, 151643, 38835, 34208, 916, 279, 15678, 100000, 5562, 13,
             0, 123456, 65535, 3974, 151935, 77777, 140000, 111111, 2, 99999, 131071, 50000]
 
-# preset -> (token ids, seed, extra make-test-model arguments)
+# Gemma 3: BOS (2), then ids spread over its 262,144-token vocabulary; 40 tokens cross the
+# test's sliding window of 8 many times and a 32-key tile boundary.
+GEMMA_IDS = [2] + [(i * 7919 + 13) % 262144 for i in range(1, 40)]
+
+# preset -> (token ids, seed, extra make-test-model arguments); LAYERS / CONFIG_EDITS where a
+# preset needs other than 2 layers or an edited config.json
+LAYERS = {"gemma-3-270m": 6}  # layers 0-4 sliding, 5 full (every 6th)
+# sliding_window 8 instead of 512: the window binds at 40 tokens (test_parity only; the
+# weights do not depend on it)
+CONFIG_EDITS = {"gemma-3-270m": {"sliding_window": 8}}
 PRESETS = {
+    "gemma-3-270m": (GEMMA_IDS, 1234, []),
     "qwen3-0.6b": (QWEN_IDS, 1234, []),
     "qwen3-8b": (QWEN_IDS, 1234, []),
     "llama-3.2-1b": (_llama_ids(64), 1234, []),
@@ -177,6 +196,7 @@ BUG_VARIANTS = {
     "qk_norm_skipped": {"_debug_skip_qk_norm": True},       # qwen3 only
     "qkv_bias_skipped": {"_debug_skip_qkv_bias": True},     # q/k/v biases (qwen2) only
     "rope_scaling_ignored": {"_debug_no_rope_scaling": True},  # llama3 scaling only
+    "sliding_window_ignored": {"_debug_no_sliding_window": True},  # Gemma 3 only
     "moe_renorm_ignored": {"_debug_moe_no_topk_renorm": True},  # MoE with norm_topk_prob
     "moe_kth_expert_swapped": {"_debug_moe_swap_kth_expert": True},  # MoE only
 }
@@ -189,6 +209,8 @@ def _applies(bug, cfg):
         return cfg.qkv_bias
     if bug == "rope_scaling_ignored":
         return cfg.rope_scaling is not None
+    if bug == "sliding_window_ignored":
+        return cfg.gemma
     if bug == "moe_renorm_ignored":
         return cfg.num_experts > 0 and cfg.norm_topk_prob
     if bug == "moe_kth_expert_swapped":
@@ -236,16 +258,23 @@ def run(request, tmp_path_factory):
 
 
 def prepare_run(preset, ids, seed, extra, base, edit_model=None):
-    """Writes the 2-layer test model of `preset` under `base`, lets `edit_model(model_dir)` change
+    """Writes the test model of `preset` under `base` (2 layers, or LAYERS[preset]), lets `edit_model(model_dir)` change
     its files (test_parity_registry.py gives the generator's zero biases random values), scores it
     with ditto and runs the reference variants: the record every test below reads."""
     model = base / "model"
+    layers = LAYERS.get(preset, 2)
     t_make, _ = _run([DITTO_BIN, "make-test-model", "--preset", preset, "--num-hidden-layers",
-                      "2", "--seed", str(seed), "--out", str(model)] + extra)
+                      str(layers), "--seed", str(seed), "--out", str(model)] + extra)
+    if preset in CONFIG_EDITS:
+        with open(model / "config.json") as f:
+            config = json.load(f)
+        config.update(CONFIG_EDITS[preset])
+        with open(model / "config.json", "w") as f:
+            json.dump(config, f, indent=2, sort_keys=True)
     if edit_model is not None:
         edit_model(model)
     cfg = ref.load_config(str(model))
-    assert cfg.num_hidden_layers == 2
+    assert cfg.num_hidden_layers == layers
     if preset == "qwen3-30b-a3b":
         assert cfg.arch == "qwen3_moe" and cfg.num_experts == 16 and cfg.norm_topk_prob
     # A failing `ditto score` fails every test that needs its output (not the fixture, so
@@ -289,7 +318,7 @@ def prepare_run(preset, ids, seed, extra, base, edit_model=None):
         "ref_bf16": lps[0], "ref_f64": lps[1], "bugs": dict(zip(bugs, lps[n_base:])),
         "ref_dither": lps[n_dither:n_base],
         "ref_f64_own_routing": lps[2] if moe else None,
-        "routing": routing, "rows": rows, "near_ties": ties,
+        "routing": routing, "rows": rows, "near_ties": ties, "model": model, "out": out,
     }
     print(f"\n[{preset}] make-test-model {t_make:.1f}s, score {t_score:.1f}s, "
           f"reference ({len(variants)} variants, {len(ids)} tokens) {t_ref:.1f}s")
@@ -420,3 +449,21 @@ def test_sensitivity_deliberate_bugs_are_caught(run):
         print(f"\n[{run['preset']}] bug '{name}': max |ditto - buggy ref| = {dist:.3e} "
               f"= {dist / tol:.1f}x the tolerance (need >= {need:.1e})")
         assert dist >= need, f"bug {name} not detectable: {dist:.3e} < {need:.3e}"
+
+
+def test_sliding_window_contract_rows_hold(run):
+    """Gemma 3 (window 8): `ditto check-invariance` on prompts of 12..40 tokens -- chunked prefill
+    budgets whose chunks cross the window's edge, prefix-cache hits, preemption and recomputation,
+    batch composition, threads, decode vs re-scored logprobs -- gives 0 mismatches."""
+    if not run["cfg"].gemma:
+        pytest.skip("no sliding window")
+    p = subprocess.run([DITTO_BIN, "check-invariance", "--model", str(run["model"]), "--num-prompts", "4",
+                        "--min-prompt-tokens", "12", "--max-prompt-tokens", "40", "--max-tokens", "4",
+                        "--json"], capture_output=True, text=True)
+    lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"check-invariance printed no report:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}"
+    report = json.loads(lines[-1])
+    for row in report["rows"]:
+        print(f"\n[{run['preset']}] {row['row']}: {row['cases']} cases, {row['tokens_compared']} tokens, "
+              f"{row['mismatches']} mismatches")
+    assert report["mismatches"] == 0 and p.returncode == 0, p.stderr[-4000:]

@@ -141,12 +141,19 @@ def test_qwen2_biases_and_their_debug_flag(tmp_path):
     assert np.max(np.abs(good - ref.log_softmax(d, ids, _debug_skip_qkv_bias=True))) > 1e-2
 
 
-def test_mistral_sliding_window_that_binds_is_refused(tmp_path):
-    cfg = llama_config(architectures=["MistralForCausalLM"], model_type="mistral", rope_scaling=None,
-                       sliding_window=4096, max_position_embeddings=32768)
-    d, _ = make_model(tmp_path, cfg, seed=11)
-    with pytest.raises(NotImplementedError, match="sliding_window"):
-        ref.load_config(d)
+def test_mistral_sliding_window_binds_on_every_layer(tmp_path):
+    """A Mistral window of 4: the rows of positions 0..3 (whose keys all lie in the window) equal
+    the same weights without a window, and every later row differs."""
+    ids = list(range(3, 15))
+    lps = {}
+    for window in (4, None):
+        cfg = llama_config(architectures=["MistralForCausalLM"], model_type="mistral",
+                           rope_scaling=None, sliding_window=window, max_position_embeddings=32768)
+        d, _ = make_model(tmp_path / str(window), cfg, seed=11)
+        assert ref.load_config(d).sliding_window == (window or 0)
+        lps[window] = ref.log_softmax(d, ids)
+    assert np.array_equal(lps[4][:4], lps[None][:4])
+    assert np.min(np.max(np.abs(lps[4][4:] - lps[None][4:]), axis=1)) > 1e-6
 
 
 def test_no_rope_scaling_flag_matters_for_llama3(tmp_path):
