@@ -94,6 +94,13 @@ class Engines:
         lines = [{"text": t} if add_special is None else {"text": t, "add_special": add_special} for t in texts]
         return [r["ids"] for r in jsonl(run([self.probe, "tokenize", self.gguf], dumps(lines)))]
 
+    def has_chat_template(self):
+        """False for a file without tokenizer.chat_template (a base model): the chat half is skipped."""
+        lines = dumps([{"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": True}])
+        p = subprocess.run([self.ditto, "render-chat", "--model", self.gguf, "--input", "-"], input=lines,
+                           capture_output=True, text=True)
+        return p.returncode == 0 or "no chat template" not in p.stderr
+
     def render_chat(self, texts):
         lines = [{"messages": [{"role": "user", "content": t}], "add_generation_prompt": True} for t in texts]
         out = run([self.ditto, "render-chat", "--model", self.gguf, "--input", "-"], dumps(lines))
@@ -276,14 +283,16 @@ def agree(engines, args):
     t = time.time()
     ditto_ids = engines.ditto_tokenize(texts)
     tokenization = compare_tokenization(names, texts, ditto_ids, engines.llama_tokenize(texts))
-    chat_texts = engines.render_chat(texts)
-    chat_ids = engines.ditto_tokenize(chat_texts, add_special_tokens=False)
-    chat_tokenization = compare_tokenization(names, chat_texts, chat_ids,
-                                             engines.llama_tokenize(chat_texts, add_special=False))
+    kinds = ("completion", "chat") if engines.has_chat_template() else ("completion",)
+    chat_texts = engines.render_chat(texts) if "chat" in kinds else []
+    chat_ids = engines.ditto_tokenize(chat_texts, add_special_tokens=False) if chat_texts else []
+    chat_tokenization = compare_tokenization(names if chat_texts else [], chat_texts, chat_ids,
+                                             engines.llama_tokenize(chat_texts, add_special=False) if chat_texts
+                                             else [])
     timings["tokenize"] = round(time.time() - t, 1)
 
     cases = []
-    for kind, all_ids in (("completion", ditto_ids), ("chat", chat_ids)):
+    for kind, all_ids in (("completion", ditto_ids), ("chat", chat_ids))[:len(kinds)]:
         for name, ids in zip(names, all_ids):
             if not ids:
                 sys.exit(f"error: llama_cpp_agree: prompt {name!r} has no tokens to generate from")
@@ -341,8 +350,8 @@ def agree(engines, args):
                          "ditto_piece": pieces[2 * i], "llama_cpp_piece": pieces[2 * i + 1],
                          "prompt_ids": c["prompt_ids"], "ditto_tokens": c["ditto_tokens"],
                          "llama_cpp_tokens": c["llama_tokens"]})
-    completions = {"max_tokens": args.max_tokens}
-    for kind in ("completion", "chat"):
+    completions = {"max_tokens": args.max_tokens, "kinds": list(kinds)}
+    for kind in kinds:
         ks = [d for d in div_list if d["kind"] == kind]
         n = sum(c["kind"] == kind for c in cases)
         completions[kind] = {"prompts": n, "identical": n - len(ks),
@@ -413,7 +422,7 @@ def summary(report):
     for d in t["differences"] + report["chat_tokenization"]["differences"]:
         k = d["first_difference"]
         out.append(f"    DIFFERS {d['name']}: from id {k}: ditto {d['ditto'][k:k + 6]} llama.cpp {d['llama_cpp'][k:k + 6]}")
-    for kind in ("completion", "chat"):
+    for kind in g["kinds"]:
         s = g[kind]
         out.append(f"  {kind}s identical ({g['max_tokens']} tokens): {s['identical']}/{s['prompts']}; the others part at"
                    f" {s['near_tie']} near ties, {s['within_noise']} within noise, {s['wide']} wide")
