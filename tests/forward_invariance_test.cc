@@ -57,7 +57,7 @@ std::vector<std::vector<float>> run(const CausalLM& model, const std::vector<Seq
       which.push_back(i);
     }
     if (steps.empty()) break;
-    const std::vector<float> logits = runner.step(steps);
+    const std::vector<float> logits = runner.step(steps).logits;
     size_t row = 0;
     for (size_t k = 0; k < steps.size(); ++k) {
       const size_t n = steps[k].token_ids.size();

@@ -7,6 +7,7 @@ namespace ditto {
 
 void add_generate_command(CLI::App& app);
 void add_score_command(CLI::App& app);
+void add_embed_command(CLI::App& app);
 void add_make_test_model_command(CLI::App& app);
 void add_render_chat_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);  // tokenize and detokenize

@@ -26,6 +26,7 @@ int run(int argc, char** argv) {
       "Print the version and the kernel instruction-set path, then exit");
   ditto::add_generate_command(app);
   ditto::add_score_command(app);
+  ditto::add_embed_command(app);
   ditto::add_make_test_model_command(app);
   ditto::add_render_chat_command(app);
   ditto::add_tokenize_commands(app);

@@ -70,7 +70,6 @@ const std::vector<VllmFlag>& vllm_flags() {
       {"--max-lora-rank", true, kNone, "ditto has no LoRA adapters"},
       {"--rope-scaling", true, kNone, "ditto reads RoPE scaling from the model's config"},
       {"--rope-theta", true, kNone, "ditto reads RoPE theta from the model's config"},
-      {"--hf-overrides", true, kNone, "ditto reads the model's config as it is"},
       {"--override-generation-config", true, kNone, "ditto has no such knob yet (see --generation-config DIR)"},
       {"--uds", true, kNone, "ditto listens on TCP only (--host, --port); a Unix domain socket is not supported yet"},
       {"--config", true, kNone,

@@ -77,6 +77,21 @@ struct EngineArgs {
   int tensor_parallel_size = 1;
   // Off by default; parse_speculative_config (engine/speculative.h) reads vLLM's JSON form.
   SpeculativeConfig speculative_config;
+  // Pooling (embeddings and scores; include/ditto/pooling.h, docs/POOLING.md), vLLM's names:
+  // runner "auto" (pooling when the checkpoint's files say so: sentence-transformers modules, a
+  // GGUF pooling_type), "generate" or "pooling"; task "auto", "generate", "embed" or "score" (a
+  // causal LM reranker's yes/no logits; implies runner pooling). Generation requests run on a
+  // pooling model too: one engine serves both.
+  std::string runner = "auto";
+  std::string task = "auto";
+  // vLLM's hf_overrides as JSON text, for the pooling keys only: {"architectures":
+  // ["Qwen3ForSequenceClassification"], "classifier_from_token": ["no", "yes"],
+  // "is_original_qwen3_reranker": true} makes a reranker; matryoshka_dimensions lists the
+  // embedding sizes a request may ask for. Any other key is refused by name. "": none.
+  std::string hf_overrides;
+  // vLLM's pooler_config as JSON text: {"pooling_type": "LAST" | "MEAN" | "CLS", "normalize": bool,
+  // "use_activation": bool}, over the checkpoint's own choice. "": the checkpoint's.
+  std::string pooler_config;
 
   // Every knob equal (LLMEngine keeps its engine while set_engine_args changes none).
   bool operator==(const EngineArgs&) const = default;

@@ -22,6 +22,7 @@
 #include "ditto/beam_search.h"
 #include "ditto/engine_args.h"
 #include "ditto/error.h"
+#include "ditto/pooling.h"
 #include "ditto/prompt_input.h"
 #include "ditto/request_output.h"
 #include "ditto/sampling_params.h"
@@ -77,6 +78,9 @@ struct GenerateOptions {
   // rescore_from = its prompt length re-scores it as it was sampled, in every logprobs_mode
   // (docs/NUMERICS.md). -1: plain prompt_logprobs (the raw modes' rows).
   std::vector<int64_t> rescore_from;
+  // Not empty: every prompt is a pooling request with these parameters (one shared, or one per
+  // prompt) and its result is RequestOutput::pooled; `params` are then ignored. LLM::encode's way.
+  std::vector<PoolingParams> pooling;
   // false: the returned results keep only request ids and errors, each output living only until
   // on_result has seen it (a batch of large outputs, such as full-vocabulary logprobs, then holds
   // only the unfinished ones).
@@ -101,6 +105,14 @@ struct ModelInfo {
   // instruction-set class (one for all: every ISA gives the same bits). Two engines with the same
   // fingerprint answer a request with the same bits; the server reports it in every response.
   std::string system_fingerprint;
+  // Pooling (include/ditto/pooling.h): "pooling" when the model answers encode / embed / score
+  // (--runner pooling, --task, or its sentence-transformers files), else "generate"; the task
+  // ("embed" or "score"; "" for generate), the pooling type ("LAST", "MEAN", "CLS") and the
+  // embedding width (hidden_size: the most dimensions a request may ask for).
+  std::string runner = "generate";
+  std::string pooling_task;
+  std::string pooling_type;
+  int64_t hidden_size = 0;
 };
 
 // What LLM::score computes per position.
@@ -180,6 +192,27 @@ class LLM {
   // Scoring's engine limits differ from generate()'s, so it drops the prefix cache generate() keeps.
   using ScoreFn = std::function<void(size_t index, RequestOutput&& output)>;
   void score(const std::vector<std::vector<int32_t>>& sequences, const ScoreOptions& options, const ScoreFn& on_scored);
+
+  // Pooling (vLLM's LLM.encode / embed / score; include/ditto/pooling.h): each prompt runs through
+  // the front door as a pooling request and returns its vector (embed) or relevance (score), the
+  // same bits alone or in any batch. params: one shared, or one per prompt. A bad prompt or
+  // parameter becomes that result's error, naming the field ("input", "dimensions", ...); the rest
+  // still run. Throws Error(kInvalidArgument, param "model") when the model does not pool (start
+  // it with runner "pooling" or task "embed" / "score"), and when params.size() is neither 1 nor
+  // prompts.size(). `progress`: a progress line on stderr (a terminal only).
+  std::vector<PoolingResult> encode(const std::vector<PromptInput>& prompts, const std::vector<PoolingParams>& params,
+                                    bool progress = false);
+  // encode() with task "embed": each output's data is the embedding, [dimensions or hidden_size] f32.
+  std::vector<PoolingResult> embed(const std::vector<PromptInput>& prompts, const PoolingParams& params = {});
+  // Relevance of each (text_1, text_2) pair, vLLM's LLM.score: text_1 holds one query (paired with
+  // every text_2) or as many as text_2. A reranker (task "score") renders each pair with its score
+  // template (Qwen3-Reranker's prompt, or --chat-template; chat_template_kwargs such as
+  // {"instruction": "..."} reach it) and returns sigmoid(logit(yes) − logit(no)); an embedding
+  // model embeds every text once and returns the cosine of each pair's embeddings. Each output's
+  // data is [1] f32; prompt_token_ids are the rendered pair's (reranker) or empty (embeddings).
+  // Throws as encode(), and Error(kInvalidArgument, param "text_1") when the counts do not pair.
+  std::vector<PoolingResult> score(const std::vector<std::string>& text_1, const std::vector<std::string>& text_2,
+                                   const PoolingParams& params = {}, const std::string& chat_template_kwargs = "");
 
   // Beam search with vLLM's semantics (LLM.beam_search; include/ditto/beam_search.h): one output
   // per prompt, its at most beam_width best sequences by length-penalised score, best first. Each

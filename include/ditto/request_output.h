@@ -74,6 +74,9 @@ struct RequestOutput {
   // before: it is not part of the invariance contract (the outputs are the same bits either way).
   int64_t num_cached_tokens = 0;
   bool finished = false;  // every choice has finished (the last report)
+  // A pooling request's result (include/ditto/pooling.h: PoolingRequestOutput::data, which the
+  // pooling front ends return); empty for a generation. Such a request has no outputs to read.
+  std::vector<float> pooled;
 };
 
 }  // namespace ditto

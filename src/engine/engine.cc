@@ -15,6 +15,11 @@ struct Engine::Request {
   SamplingParams params;        // seed set (the front door draws one when none was given)
   std::vector<Sequence*> seqs;  // by choice
   int64_t rescore_from = -1;    // EngineRequest::rescore_from
+  // A pooling request (EngineRequest::pooling): its one sequence's rows as they come, in position
+  // order — MEAN: their sum; CLS, LAST: the row itself.
+  std::optional<PoolingSpec> pooling;
+  std::vector<double> pooled_sum;  // [hidden_size] f64
+  std::vector<float> pooled_row;   // [hidden_size] f32
 };
 
 int64_t kv_blocks_for_memory(const ModelConfig& c, int64_t block_size, int64_t bytes) {
@@ -84,6 +89,8 @@ void Engine::add(EngineRequest r) {
   req->request_id = request_id;
   req->params = params;
   req->rescore_from = r.rescore_from;
+  req->pooling = r.pooling;
+  DITTO_CHECK(!r.pooling || params.n == 1) << "a pooling request has one sequence";
   const int64_t index = next_request_++;
   output_.add(index, r);
   for (int64_t i = 0; i < params.n; ++i) {
@@ -94,7 +101,8 @@ void Engine::add(EngineRequest r) {
     seq->arrival = next_arrival_++;
     seq->token_ids = prompt_token_ids;
     seq->num_prompt_tokens = prompt_len;
-    seq->use_prefix_cache = !(params.prompt_logprobs && i == 0);  // prompt logprobs need every row
+    // Prompt logprobs, MEAN and CLS pooling need every prompt row computed (no prefix-cache hits).
+    seq->use_prefix_cache = !(params.prompt_logprobs && i == 0) && !(r.pooling && r.pooling->needs_every_row());
     if (params.cache_salt) seq->prefix_root = KvCacheManager::salt_root(*params.cache_salt);
     req->seqs.push_back(seq.get());
     scheduler_.add(seq.get());
@@ -171,11 +179,11 @@ std::vector<RequestOutput> Engine::step() {
   if (!batch.empty()) {
     const std::vector<SequenceStep> steps = prepare_inputs(batch);
     schedule_timer.reset();
-    std::vector<float> logits = runner_.step(steps);  // [rows, vocab_size] f32
+    StepOutputs out = runner_.step(steps);
     ++num_steps_;
     const PhaseTimer sampler_timer(StepPhase::kSampler);
-    apply_logits_hook(logits, batch.size());
-    process_outputs(batch, steps, logits, touched);
+    apply_logits_hook(out.logits, batch.size());
+    process_outputs(batch, steps, out, touched);
   }
   schedule_timer.reset();
   for (Sequence* seq : scheduler_.running()) seq->proposal.clear();  // guesses are for one step
@@ -235,6 +243,7 @@ std::vector<SequenceStep> Engine::prepare_inputs(const std::vector<ScheduledSequ
     // Prompt logprobs need every prompt row's logits (choice 0 computes them for the request).
     step.all_logits = step.all_logits || (req.params.prompt_logprobs && s.seq->choice == 0 &&
                                           s.seq->num_computed_tokens < s.seq->num_prompt_tokens);
+    if (req.pooling) pooling_rows(*req.pooling, *s.seq, s.num_tokens, step);
     steps.push_back(step);
   }
   return steps;
@@ -250,9 +259,12 @@ void Engine::apply_logits_hook(std::vector<float>& logits, size_t batch_sequence
 // Advances every scheduled sequence past the tokens it ran, records prompt logprobs and, for a
 // sequence whose tokens are all computed, samples its next token.
 void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const std::vector<SequenceStep>& steps,
-                             const std::vector<float>& logits, std::vector<int64_t>& touched) {
+                             const StepOutputs& out, std::vector<int64_t>& touched) {
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  const auto hidden_size = static_cast<size_t>(model_.config().hidden_size);
+  const std::vector<float>& logits = out.logits;
   size_t row = 0;
+  size_t hidden_row = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     Sequence& seq = *batch[i].seq;
     Request& req = *requests_.at(seq.request);
@@ -263,7 +275,19 @@ void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const 
       last_step_scheduled_.emplace_back(req.request_id, preemptions);
     }
     const int64_t num_tokens = batch[i].num_tokens + batch[i].num_proposals;
-    const int64_t rows = steps[i].all_logits ? num_tokens : 1;
+    const int64_t rows = !steps[i].logits ? 0 : steps[i].all_logits ? num_tokens : 1;
+    if (req.pooling) {
+      const HiddenRows h = steps[i].hidden;
+      const size_t n = h == HiddenRows::kNone ? 0 : h == HiddenRows::kAll ? static_cast<size_t>(num_tokens) : 1;
+      seq.num_computed_tokens += batch[i].num_tokens;
+      kv_.cache_computed(seq.id, seq.token_ids, seq.num_computed_tokens);
+      pool(seq, req, std::span<const float>(out.hidden).subspan(hidden_row * hidden_size, n * hidden_size),
+           rows > 0 ? logits.data() + row * vocab : nullptr);
+      hidden_row += n;
+      row += static_cast<size_t>(rows);
+      touched.push_back(seq.request);
+      continue;
+    }
     if (steps[i].all_logits && batch[i].num_proposals == 0)
       record_prompt_logprobs(seq, req, logits.data() + row * vocab, rows);
     seq.num_computed_tokens += batch[i].num_tokens;
@@ -313,6 +337,46 @@ int64_t Engine::verify(Sequence& seq, const float* logits, int64_t num_proposals
   speculation_stats_.num_accepted_tokens += accepted;
   after_verification(seq, num_proposals, accepted, config_.speculative.num_speculative_tokens, *proposer_);
   return sampled;
+}
+
+// Which rows a pooling request's step returns: the final-normed hidden rows its pooling reads, or
+// (a reranker) the logits of its last prompt token.
+void Engine::pooling_rows(const PoolingSpec& spec, const Sequence& seq, int64_t num_tokens, SequenceStep& step) {
+  const bool last_chunk = seq.num_computed_tokens + num_tokens == seq.num_prompt_tokens;
+  step.logits = spec.task == PoolingTask::kScore && last_chunk;
+  if (spec.task == PoolingTask::kScore) return;
+  switch (spec.pooling_type) {
+    case PoolingType::kMean: step.hidden = HiddenRows::kAll; break;
+    case PoolingType::kCls: step.hidden = seq.num_computed_tokens == 0 ? HiddenRows::kFirst : HiddenRows::kNone; break;
+    case PoolingType::kLast: step.hidden = last_chunk ? HiddenRows::kLast : HiddenRows::kNone; break;
+  }
+}
+
+// Takes a pooling request's rows from the step that computed them (`hidden` [rows, hidden_size]
+// f32 in position order; `logits` [vocab_size] f32 of its last prompt token, or null) and, once
+// the whole prompt has run, its result (engine/pooling.h), which ends the request.
+void Engine::pool(Sequence& seq, Request& req, std::span<const float> hidden, const float* logits) {
+  const PoolingSpec& spec = *req.pooling;
+  const int64_t hidden_size = model_.config().hidden_size;
+  if (spec.pooling_type == PoolingType::kMean) {
+    accumulate_rows(hidden, hidden_size, req.pooled_sum);
+  } else if (!hidden.empty()) {
+    req.pooled_row.assign(hidden.begin(), hidden.end());
+  }
+  if (seq.num_uncomputed_tokens() > 0) return;
+  std::vector<float> result;
+  if (spec.task == PoolingTask::kScore) {
+    DITTO_CHECK(logits != nullptr) << "a reranker's last step computed no logits";
+    result = {yes_no_score(std::span<const float>(logits, static_cast<size_t>(model_.config().vocab_size)),
+                           spec.true_id, spec.false_id, spec.activation)};
+  } else {
+    const std::vector<float> pooled =
+        spec.pooling_type == PoolingType::kMean ? mean_of(req.pooled_sum, seq.num_prompt_tokens) : req.pooled_row;
+    DITTO_CHECK(static_cast<int64_t>(pooled.size()) == hidden_size) << "a pooling request missed its rows";
+    result = finish_embedding(pooled, spec.dimensions, spec.activation);
+  }
+  output_.set_pooled(seq.request, std::move(result));
+  finish_sequence(seq, FinishReason::kStop);
 }
 
 // `logits` [rows, vocab_size] f32 are the rows of the sequence's tokens from num_computed_tokens on.

@@ -115,7 +115,9 @@ class Engine {
   std::vector<SequenceStep> prepare_inputs(const std::vector<ScheduledSequence>& batch);
   void apply_logits_hook(std::vector<float>& logits, size_t batch_sequences) const;
   void process_outputs(const std::vector<ScheduledSequence>& batch, const std::vector<SequenceStep>& steps,
-                       const std::vector<float>& logits, std::vector<int64_t>& touched);
+                       const StepOutputs& out, std::vector<int64_t>& touched);
+  static void pooling_rows(const PoolingSpec& spec, const Sequence& seq, int64_t num_tokens, SequenceStep& step);
+  void pool(Sequence& seq, Request& req, std::span<const float> hidden, const float* logits);
   std::vector<RequestOutput> report(std::vector<int64_t> touched);
 
   void record_prompt_logprobs(const Sequence& seq, const Request& req, const float* logits, int64_t rows);

@@ -32,6 +32,12 @@ std::string show_member(const EngineArgs& args) {
   }
 }
 
+// A JSON-object knob kept as its text (hf_overrides, pooler_config; checked when the model loads).
+template <auto Member>
+void assign_json_text(EngineArgs& args, const json& value) {
+  args.*Member = value.is_null() ? "" : value.dump();
+}
+
 void assign_speculative_config(EngineArgs& args, const json& value) {
   args.speculative_config = parse_speculative_config(value.dump());
 }
@@ -129,6 +135,23 @@ const std::vector<EngineArgField>& engine_arg_fields() {
       {"chat_template", "--chat-template",
        "A chat template in place of the model's (vLLM's): a Jinja file, or the template text itself", K::kString, 0, 0,
        true, false, true, assign_member<&EngineArgs::chat_template>, show_member<&EngineArgs::chat_template>},
+      {"runner", "--runner",
+       "auto (pooling when the checkpoint says so: sentence-transformers files, a GGUF pooling_type), generate, or "
+       "pooling (embeddings and scores besides generation; vLLM's)",
+       K::kString, 0, 0, true, true, false, assign_member<&EngineArgs::runner>, show_member<&EngineArgs::runner>},
+      {"task", "--task",
+       "auto, generate, embed (an embedding model) or score (a causal LM reranker such as Qwen3-Reranker: its "
+       "yes/no logits); embed and score imply --runner pooling",
+       K::kString, 0, 0, true, true, false, assign_member<&EngineArgs::task>, show_member<&EngineArgs::task>},
+      {"hf_overrides", "--hf-overrides",
+       "vLLM's pooling overrides as JSON: {\"architectures\": [\"Qwen3ForSequenceClassification\"], "
+       "\"classifier_from_token\": [\"no\", \"yes\"], \"is_original_qwen3_reranker\": true}, "
+       "matryoshka_dimensions; other keys are refused",
+       K::kJson, 0, 0, true, false, true, assign_json_text<&EngineArgs::hf_overrides>,
+       show_member<&EngineArgs::hf_overrides>},
+      {"pooler_config", "--pooler-config",
+       "Pooling as JSON (vLLM's): {\"pooling_type\": \"LAST\" | \"MEAN\" | \"CLS\", \"normalize\": true}", K::kJson, 0,
+       0, true, false, true, assign_json_text<&EngineArgs::pooler_config>, show_member<&EngineArgs::pooler_config>},
       {"speculative_config", "--speculative-config",
        "Speculative decoding as JSON (vLLM's keys): {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
        "\"prompt_lookup_max\": 4} or {\"model\": DRAFT, \"num_speculative_tokens\": 4}; outputs are the same bits "

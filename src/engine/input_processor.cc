@@ -13,8 +13,12 @@
 namespace ditto {
 
 InputProcessor::InputProcessor(const InputLimits& limits, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
-                               GenerationDefaults defaults)
-    : limits_(limits), tokenizer_(tokenizer), chat_template_(chat_template), defaults_(std::move(defaults)) {
+                               GenerationDefaults defaults, PoolerConfig pooler)
+    : limits_(limits),
+      tokenizer_(tokenizer),
+      chat_template_(chat_template),
+      defaults_(std::move(defaults)),
+      pooler_(std::move(pooler)) {
   DITTO_CHECK(limits.vocab_size > 0 && limits.max_model_len > 0 && limits.block_size > 0) << "bad input limits";
 }
 
@@ -165,28 +169,69 @@ uint64_t draw_seed() {
   return bits & ((uint64_t{1} << 53) - 1);
 }
 
+// vLLM's truncate_prompt_tokens: the last (or, truncation_side "right", the first) k tokens; -1:
+// the context's worth. Values below -1 and 0 are refused by the parameters' own checks.
+void InputProcessor::truncate_prompt(EngineRequest& r, std::optional<int64_t> truncate_prompt_tokens,
+                                     const std::string& truncation_side) const {
+  if (!truncate_prompt_tokens) return;
+  const int64_t ctx = limits_.max_model_len;
+  const int64_t k = *truncate_prompt_tokens;
+  if (k > ctx)
+    throw_invalid_field("truncate_prompt_tokens", "truncate_prompt_tokens (" + std::to_string(k) +
+                                                      ") must not exceed the context (" + std::to_string(ctx) +
+                                                      " tokens)");
+  const auto keep = static_cast<size_t>(k == -1 ? ctx : k);
+  if (k < -1 || k == 0 || r.prompt_token_ids.size() <= keep) return;
+  if (truncation_side == "right")  // the first k
+    r.prompt_token_ids.resize(keep);
+  else
+    r.prompt_token_ids.erase(r.prompt_token_ids.begin(), r.prompt_token_ids.end() - static_cast<std::ptrdiff_t>(keep));
+  r.prompt = tokenizer_ != nullptr ? tokenizer_->decode(r.prompt_token_ids, false) : "";
+}
+
+EngineRequest InputProcessor::process_pooling(const PromptInput& prompt, const PoolingParams& params) const {
+  const PoolingSpec spec = resolve_pooling_spec(params, pooler_);
+  if (params.truncate_prompt_tokens && *params.truncate_prompt_tokens < 1 && *params.truncate_prompt_tokens != -1)
+    throw_invalid_field("truncate_prompt_tokens",
+                        "truncate_prompt_tokens must be -1 (the context) or at least 1, got " +
+                            std::to_string(*params.truncate_prompt_tokens));
+  EngineRequest r;
+  std::tie(r.prompt_token_ids, r.prompt) = encode(prompt);
+  truncate_prompt(r, params.truncate_prompt_tokens, "left");
+  const auto n = static_cast<int64_t>(r.prompt_token_ids.size());
+  const int64_t ctx = limits_.max_model_len;
+  if (n == 0) throw_invalid_field("input", "the input is empty");
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t id = r.prompt_token_ids[static_cast<size_t>(t)];
+    if (id < 0 || id >= limits_.vocab_size)
+      throw_invalid_field("input", "input token " + std::to_string(t) + " = " + std::to_string(id) +
+                                       " is out of vocabulary (the vocabulary is [0, " +
+                                       std::to_string(limits_.vocab_size) + "))");
+  }
+  if (n > ctx)
+    throw_invalid_field("input", "This model's maximum context length is " + std::to_string(ctx) +
+                                     " tokens; the input has " + std::to_string(n) +
+                                     " tokens (set truncate_prompt_tokens to keep only the last ones)");
+  const int64_t blocks = (n + limits_.block_size - 1) / limits_.block_size;
+  if (blocks > limits_.num_kv_blocks)
+    throw_invalid_field("input", "the input needs " + std::to_string(blocks) + " KV cache blocks (" +
+                                     std::to_string(n) + " tokens) but the cache has " +
+                                     std::to_string(limits_.num_kv_blocks) + " (raise --kv-cache-memory)");
+  r.params.max_tokens = 0;
+  r.params.min_tokens = 0;
+  r.params.seed = 0;  // nothing is sampled
+  r.params.temperature = 0.0f;
+  r.pooling = spec;
+  return r;
+}
+
 EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams params, MaxTokensRule rule,
                                       const std::string& max_tokens_field) const {
   const char* field = prompt.messages ? "messages" : "prompt";
   EngineRequest r;
   std::tie(r.prompt_token_ids, r.prompt) = encode(prompt);
   const int64_t ctx = limits_.max_model_len;
-  if (params.truncate_prompt_tokens) {                 // vLLM's: the last (or first) k tokens (-1: the context's worth)
-    const int64_t k = *params.truncate_prompt_tokens;  // other values below -1: validate() refuses them
-    if (k > ctx)
-      throw_invalid_field("truncate_prompt_tokens", "truncate_prompt_tokens (" + std::to_string(k) +
-                                                        ") must not exceed the context (" + std::to_string(ctx) +
-                                                        " tokens)");
-    const auto keep = static_cast<size_t>(k == -1 ? ctx : k);
-    if (k >= -1 && k != 0 && r.prompt_token_ids.size() > keep) {
-      if (params.truncation_side == "right")  // the first k
-        r.prompt_token_ids.resize(keep);
-      else
-        r.prompt_token_ids.erase(r.prompt_token_ids.begin(),
-                                 r.prompt_token_ids.end() - static_cast<std::ptrdiff_t>(keep));
-      r.prompt = tokenizer_ != nullptr ? tokenizer_->decode(r.prompt_token_ids, false) : "";
-    }
-  }
+  truncate_prompt(r, params.truncate_prompt_tokens, params.truncation_side);
   const auto n = static_cast<int64_t>(r.prompt_token_ids.size());
   const std::string context = "This model's maximum context length is " + std::to_string(ctx) + " tokens (" +
                               (limits_.max_model_len_is_model_limit ? "max_position_embeddings" : "max_model_len") +

@@ -20,6 +20,7 @@
 #include "ditto/sampling_params.h"
 #include "engine/generation_defaults.h"
 #include "engine/output_parsers.h"
+#include "engine/pooling.h"
 
 namespace ditto {
 
@@ -39,6 +40,9 @@ struct EngineRequest {
   // ≥ 0: prompt positions from this one on are scored as sampled outputs (GenerateOptions::
   // rescore_from); -1: plain prompt_logprobs.
   int64_t rescore_from = -1;
+  // Set: a pooling request (process_pooling): the prompt runs to its end and the request finishes
+  // with RequestOutput::pooled instead of sampling; params then holds max_tokens 0 and seed 0.
+  std::optional<PoolingSpec> pooling;
 };
 
 // The bounds a request is checked against (one set for every front door, docs/ARCHITECTURE.md).
@@ -60,8 +64,9 @@ class InputProcessor {
   // tokenizer may be null (token-id prompts only, no stop strings); chat_template may be null
   // (chat messages are refused). Both must outlive the processor. `defaults`: the model's
   // generation_config.json values (model_files.h), which every front end starts its requests from.
+  // `pooler`: the model's pooling (engine/pooling.h), which process_pooling resolves requests against.
   InputProcessor(const InputLimits& limits, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
-                 GenerationDefaults defaults = {});
+                 GenerationDefaults defaults = {}, PoolerConfig pooler = {});
 
   // SamplingParams() with the model's defaults (generation_config) applied: what every front end
   // fills a request's own fields into, so a field a request leaves out means the same everywhere.
@@ -77,6 +82,16 @@ class InputProcessor {
   // A request without params.seed gets one here (draw_seed), the one place it is drawn.
   EngineRequest process(const PromptInput& prompt, SamplingParams params, MaxTokensRule rule,
                         const std::string& max_tokens_field = "max_tokens") const;
+
+  // A pooling request (an embedding or a score) for `prompt`: the prompt encoded and cut to
+  // params.truncate_prompt_tokens, then checked like process() does, except that it may fill the
+  // whole context (it generates nothing). Throws Error(kInvalidArgument) with param() set: "model"
+  // when the model does not pool (no --runner pooling), "task" / "dimensions" / "normalize" /
+  // "truncate_prompt_tokens" for a bad parameter, "input" for an empty prompt, a token outside the
+  // vocabulary, or a prompt longer than the context (the message says to set
+  // truncate_prompt_tokens), one the KV cache cannot hold.
+  EngineRequest process_pooling(const PromptInput& prompt, const PoolingParams& params) const;
+  const PoolerConfig& pooler() const { return pooler_; }
 
   // The prompt's token ids and text alone (what process() does before any check of length or
   // parameters; /tokenize). Throws as process() for the prompt.
@@ -107,11 +122,14 @@ class InputProcessor {
  private:
   std::string render_chat(const PromptInput& prompt) const;
   const Tokenizer& need_tokenizer() const;
+  void truncate_prompt(EngineRequest& r, std::optional<int64_t> truncate_prompt_tokens,
+                       const std::string& truncation_side) const;
 
   InputLimits limits_;
   const Tokenizer* tokenizer_;
   const ChatTemplate* chat_template_;
   GenerationDefaults defaults_;
+  PoolerConfig pooler_;
 };
 
 }  // namespace ditto

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "engine/beam_search.h"
 #include "engine/llm_engine.h"
+#include "engine/pooling.h"
 #include "model/causal_lm.h"
 #include "parallel/tensor_parallel.h"
 
@@ -25,7 +28,11 @@ ModelInfo describe(const LLMEngine& engine) {
                    .num_tensors = load.num_tensors,
                    .weight_bytes = load.weight_bytes,
                    .load_seconds = load.seconds,
-                   .system_fingerprint = engine.system_fingerprint()};
+                   .system_fingerprint = engine.system_fingerprint(),
+                   .runner = engine.pooler().pooling ? "pooling" : "generate",
+                   .pooling_task = engine.pooler().pooling ? pooling_task_name(engine.pooler().task) : "",
+                   .pooling_type = engine.pooler().pooling ? pooling_type_name(engine.pooler().pooling_type) : "",
+                   .hidden_size = engine.model().config().hidden_size};
 }
 
 // Scoring's engine steps hold at most this many tokens' logits (kScoreRowsPerStep · vocab floats)
@@ -50,6 +57,82 @@ std::vector<GenerateResult> LLM::generate(const std::vector<PromptInput>& prompt
   options.progress_bar = progress;
   options.on_result = on_result;
   return engine_->generate(prompts, params, options);
+}
+
+std::vector<PoolingResult> LLM::encode(const std::vector<PromptInput>& prompts,
+                                       const std::vector<PoolingParams>& params, bool progress) {
+  if (!engine_->pooler().pooling)
+    throw_invalid_field("model", info_.model_dir +
+                                     " runs generation: load it with runner \"pooling\" (or task \"embed\" / "
+                                     "\"score\") for encode, embed and score");
+  if (params.size() != 1 && params.size() != prompts.size())
+    throw_invalid_argument("encode: " + std::to_string(params.size()) + " PoolingParams for " +
+                           std::to_string(prompts.size()) + " prompts (give one, or one per prompt)");
+  GenerateOptions options;
+  options.pooling = params;
+  options.progress_bar = progress;
+  std::vector<PoolingResult> results;
+  results.reserve(prompts.size());
+  for (GenerateResult& g : engine_->generate(prompts, {SamplingParams{}}, options)) {
+    PoolingResult& r = results.emplace_back();
+    r.error = std::move(g.error);
+    r.output.request_id = std::move(g.output.request_id);
+    r.output.prompt = std::move(g.output.prompt);
+    r.output.prompt_token_ids = std::move(g.output.prompt_token_ids);
+    r.output.data = std::move(g.output.pooled);
+    r.output.num_cached_tokens = g.output.num_cached_tokens;
+  }
+  return results;
+}
+
+std::vector<PoolingResult> LLM::embed(const std::vector<PromptInput>& prompts, const PoolingParams& params) {
+  PoolingParams p = params;
+  if (p.task.empty()) p.task = "embed";
+  return encode(prompts, {p});
+}
+
+std::vector<PoolingResult> LLM::score(const std::vector<std::string>& text_1, const std::vector<std::string>& text_2,
+                                      const PoolingParams& params, const std::string& chat_template_kwargs) {
+  const PoolerConfig& pooler = engine_->pooler();
+  if (text_1.size() != 1 && text_1.size() != text_2.size())
+    throw_invalid_field("text_1", "score: " + std::to_string(text_1.size()) + " text_1 for " +
+                                      std::to_string(text_2.size()) + " text_2 (give one, or one per text_2)");
+  const auto first = [&](size_t i) -> const std::string& { return text_1[text_1.size() == 1 ? 0 : i]; };
+  if (pooler.pooling && pooler.task == PoolingTask::kScore) {
+    std::vector<PromptInput> pairs(text_2.size());
+    for (size_t i = 0; i < text_2.size(); ++i) {
+      pairs[i].messages = nlohmann::json::array({{{"role", "query"}, {"content", first(i)}},
+                                                 {{"role", "document"}, {"content", text_2[i]}}})
+                              .dump();
+      pairs[i].chat_template = pooler.score_template;
+      pairs[i].chat_template_kwargs = chat_template_kwargs;
+      pairs[i].add_generation_prompt = false;
+    }
+    PoolingParams p = params;
+    if (p.task.empty()) p.task = "score";
+    return encode(pairs, {p});
+  }
+  // An embedding model: every distinct text embedded once, each pair's cosine.
+  std::vector<PromptInput> texts;
+  std::map<std::string, size_t> row;
+  for (const std::vector<std::string>* side : {&text_1, &text_2})
+    for (const std::string& t : *side)
+      if (row.emplace(t, texts.size()).second) texts.push_back(PromptInput{.text = t});
+  PoolingParams p = params;
+  if (p.task == "score") p.task = "";  // the pair's score; each text is an embedding
+  const std::vector<PoolingResult> embedded = embed(texts, p);
+  std::vector<PoolingResult> results(text_2.size());
+  for (size_t i = 0; i < text_2.size(); ++i) {
+    const PoolingResult& a = embedded[row.at(first(i))];
+    const PoolingResult& b = embedded[row.at(text_2[i])];
+    results[i].output.request_id = std::to_string(i);
+    if (a.error || b.error) {
+      results[i].error = "pair " + std::to_string(i) + ": " + (a.error ? *a.error : *b.error);
+      continue;
+    }
+    results[i].output.data = {cosine_similarity(a.output.data, b.output.data)};
+  }
+  return results;
 }
 
 std::vector<RequestOutput> LLM::generate(const std::vector<std::string>& prompts, const SamplingParams& params) {

@@ -62,6 +62,7 @@ LLMEngine::LLMEngine(const EngineArgs& args) : args_(args) {
     for (int32_t id : tokenizer_->eos_token_ids())
       if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end())
         eos_token_ids_.push_back(id);
+  pooler_ = resolve_pooler_config(args, model_dir_, model_->config(), tokenizer_.get());
   set_engine_args(args);
 }
 
@@ -105,6 +106,10 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
   args_.threads = loaded.threads;
   args_.tensor_parallel_size = loaded.tensor_parallel_size;
   args_.chat_template = loaded.chat_template;
+  args_.runner = loaded.runner;  // the pooling knobs are the model's, resolved once at load
+  args_.task = loaded.task;
+  args_.hf_overrides = loaded.hf_overrides;
+  args_.pooler_config = loaded.pooler_config;
   // generate()'s engine was built for the old values (and may point at the old draft model).
   if (!(args_ == loaded)) engine_.reset();
   const ModelConfig& c = model_->config();
@@ -155,8 +160,9 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
                       ") and kv_cache_memory (" + format_gib(args_.kv_cache_memory) + ") need more than the " +
                       format_gib(*available) + " available (MemAvailable, /proc/meminfo); lower --kv-cache-memory");
   }
-  processor_ = std::make_unique<InputProcessor>(input_limits_for(c, config), tokenizer_.get(), chat_template_.get(),
-                                                model_generation_defaults(model_dir_, args_.generation_config));
+  processor_ =
+      std::make_unique<InputProcessor>(input_limits_for(c, config), tokenizer_.get(), chat_template_.get(),
+                                       model_generation_defaults(model_dir_, args_.generation_config), pooler_);
 }
 
 EngineConfig LLMEngine::engine_config() const {
@@ -196,6 +202,9 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
   if (!request_ids.empty() && request_ids.size() != prompts.size())
     throw_invalid_argument("generate: " + std::to_string(request_ids.size()) + " request_ids" + for_prompts +
                            " (give none, or one per prompt)");
+  if (options.pooling.size() > 1 && options.pooling.size() != prompts.size())
+    throw_invalid_argument("generate: " + std::to_string(options.pooling.size()) + " PoolingParams" + for_prompts +
+                           " (give none, one, or one per prompt)");
   if (!options.rescore_from.empty() && options.rescore_from.size() != prompts.size())
     throw_invalid_argument("generate: " + std::to_string(options.rescore_from.size()) + " rescore_from" + for_prompts +
                            " (give none, or one per prompt)");
@@ -241,8 +250,11 @@ std::vector<GenerateResult> LLMEngine::run(const std::vector<PromptInput>& promp
     try {
       SamplingParams p = params.size() == 1 ? params[0] : params[i];
       if (on_delta) p.output_kind = RequestOutputKind::kDelta;
+      const std::vector<PoolingParams>& pooling = options.pooling;
       EngineRequest r =
-          processor_->process(prompts[i], std::move(p), rules.empty() ? MaxTokensRule::kClipToContext : rules[i]);
+          !pooling.empty()
+              ? processor_->process_pooling(prompts[i], pooling.size() == 1 ? pooling[0] : pooling[i])
+              : processor_->process(prompts[i], std::move(p), rules.empty() ? MaxTokensRule::kClipToContext : rules[i]);
       streams[i] = r.params.output_kind == RequestOutputKind::kDelta;
       r.request_id = id;
       if (!options.rescore_from.empty()) r.rescore_from = options.rescore_from[i];

@@ -63,6 +63,9 @@ class LLMEngine {
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   const Tokenizer& tokenizer() const;
   const InputProcessor& input_processor() const { return *processor_; }
+  // The model's pooling (engine/pooling.h), resolved at load from runner, task, hf_overrides,
+  // pooler_config and the checkpoint's files; pooler().pooling is false for a generation model.
+  const PoolerConfig& pooler() const { return pooler_; }
   const std::vector<int32_t>& eos_token_ids() const { return eos_token_ids_; }
   // The context every request must fit (args().max_model_len, or the model's).
   int64_t max_model_len() const { return processor_->limits().max_model_len; }
@@ -107,6 +110,7 @@ class LLMEngine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> chat_template_;  // null when the model has none
   std::unique_ptr<InputProcessor> processor_;
+  PoolerConfig pooler_;
   std::vector<int32_t> eos_token_ids_;
   LLM::Stats stats_;
   // generate()'s engine, idle between calls; null until the first call and after set_engine_args

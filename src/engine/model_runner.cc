@@ -12,13 +12,13 @@ ModelRunner::ModelRunner(const CausalLM& model, int64_t num_blocks, int64_t bloc
 
 ModelRunner::~ModelRunner() { model_.release_kv_cache(cache_); }
 
-std::vector<float> ModelRunner::step(std::span<const SequenceStep> steps) {
+StepOutputs ModelRunner::step(std::span<const SequenceStep> steps) {
   const int64_t block_size = cache_.block_size();
   int64_t max_blocks = 1;
   for (const SequenceStep& s : steps)
     max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(s.block_table.size()));
 
-  std::vector<int32_t> token_ids, positions, token_seq, logits_indices;
+  std::vector<int32_t> token_ids, positions, token_seq, logits_indices, hidden_indices;
   std::vector<int64_t> slot_mapping;
   std::vector<int32_t> block_tables(steps.size() * static_cast<size_t>(max_blocks), 0);
   for (size_t si = 0; si < steps.size(); ++si) {
@@ -33,17 +33,24 @@ std::vector<float> ModelRunner::step(std::span<const SequenceStep> steps) {
     std::copy(s.block_table.begin(), s.block_table.end(), block_tables.begin() + si * max_blocks);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t pos = s.start_position + i;
-      if (s.all_logits || i == n - 1) logits_indices.push_back(static_cast<int32_t>(token_ids.size()));
+      const auto row = static_cast<int32_t>(token_ids.size());
+      if (s.logits && (s.all_logits || i == n - 1)) logits_indices.push_back(row);
+      if (s.hidden == HiddenRows::kAll || (s.hidden == HiddenRows::kFirst && i == 0) ||
+          (s.hidden == HiddenRows::kLast && i == n - 1))
+        hidden_indices.push_back(row);
       token_ids.push_back(s.token_ids[i]);
       positions.push_back(static_cast<int32_t>(pos));
       token_seq.push_back(static_cast<int32_t>(si));
       slot_mapping.push_back(static_cast<int64_t>(s.block_table[pos / block_size]) * block_size + pos % block_size);
     }
   }
-  ForwardBatch batch{token_ids, positions, slot_mapping, token_seq, block_tables, max_blocks, logits_indices};
-  std::vector<float> logits(logits_indices.size() * static_cast<size_t>(model_.config().vocab_size));
-  model_.forward(batch, cache_, logits.data());
-  return logits;
+  ForwardBatch batch{token_ids,    positions,  slot_mapping,   token_seq,
+                     block_tables, max_blocks, logits_indices, hidden_indices};
+  StepOutputs out;
+  out.logits.resize(logits_indices.size() * static_cast<size_t>(model_.config().vocab_size));
+  out.hidden.resize(hidden_indices.size() * static_cast<size_t>(model_.config().hidden_size));
+  model_.forward(batch, cache_, out.logits.data(), out.hidden.data());
+  return out;
 }
 
 }  // namespace ditto

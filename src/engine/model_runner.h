@@ -12,12 +12,25 @@
 
 namespace ditto {
 
+// Which of a step's tokens return their final-normed hidden state (pooling requests).
+enum class HiddenRows { kNone, kFirst, kLast, kAll };
+
 // One sequence's share of a step.
 struct SequenceStep {
   std::span<const int32_t> token_ids;    // [n] tokens to run now (a prompt chunk or one decode token)
   int32_t start_position = 0;            // absolute position of token_ids[0]
   std::span<const int32_t> block_table;  // physical blocks covering positions [0, start_position + n)
   bool all_logits = false;               // logits for every token (scoring) or only the last one
+  bool logits = true;                    // false: no logits row at all (an embedding's prefill)
+  HiddenRows hidden = HiddenRows::kNone;
+};
+
+// What a step computed: the logits rows and the hidden rows, each in step order.
+struct StepOutputs {
+  // For each step with `logits`, n rows if all_logits else 1 row (its last token): [rows, vocab_size] f32.
+  std::vector<float> logits;
+  // For each step, its hidden rows (kFirst, kLast: 1; kAll: n; kNone: 0): [rows, hidden_size] f32.
+  std::vector<float> hidden;
 };
 
 class ModelRunner {
@@ -29,10 +42,9 @@ class ModelRunner {
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
 
-  // Runs all steps as one flat batch. Returns logits [num_logits, vocab_size] f32: for each step in
-  // order, n rows if all_logits else 1 row (its last token).
-  // Throws Error(kInvalidArgument) if a block table is too short for its positions.
-  std::vector<float> step(std::span<const SequenceStep> steps);
+  // Runs all steps as one flat batch. Returns the logits and hidden rows the steps ask for
+  // (StepOutputs). Throws Error(kInvalidArgument) if a block table is too short for its positions.
+  StepOutputs step(std::span<const SequenceStep> steps);
 
   const CausalLM& model() const { return model_; }
   KvCache& kv_cache() { return cache_; }

@@ -184,6 +184,10 @@ std::optional<RequestOutput> OutputProcessor::take_delta(Request& req) const {
   return d;
 }
 
+void OutputProcessor::set_pooled(int64_t key, std::vector<float> pooled) {
+  requests_.at(key)->out.pooled = std::move(pooled);
+}
+
 std::vector<RequestOutput> OutputProcessor::report(std::span<const int64_t> keys) {
   std::vector<RequestOutput> done;
   for (int64_t key : keys) {

@@ -58,6 +58,8 @@ class OutputProcessor {
   // num_cached_tokens); the first value given stands.
   void set_num_cached_tokens(int64_t key, int64_t num_cached_tokens);
 
+  // A pooling request's result (RequestOutput::pooled), set before its one choice finishes.
+  void set_pooled(int64_t key, std::vector<float> pooled);
   // True once every choice of the request has finished.
   bool finished(int64_t key) const;
 

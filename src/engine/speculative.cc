@@ -205,7 +205,7 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests,
       in_pass.push_back(p);
       budget -= n;
     }
-    const std::vector<float> logits = runner_.step(steps);
+    const std::vector<float> logits = runner_.step(steps).logits;
     std::vector<Pending> rest;
     for (size_t s = 0; s < in_pass.size(); ++s) {
       Pending& p = pending[in_pass[s]];
@@ -237,7 +237,7 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests,
       in_pass.push_back(p.request);
     }
     if (steps.empty()) break;
-    const std::vector<float> logits = runner_.step(steps);
+    const std::vector<float> logits = runner_.step(steps).logits;
     for (size_t s = 0; s < in_pass.size(); ++s) {
       std::vector<int32_t>& guess = proposals[in_pass[s]];
       computed_[requests[in_pass[s]].seq->id].push_back(guess.back());

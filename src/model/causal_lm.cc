@@ -201,13 +201,15 @@ void CausalLM::gather_columns(const float* local, int64_t rows, int64_t width, f
   });
 }
 
-void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits) const {
+void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits, float* hidden) const {
   const ModelConfig& c = config_;
   const int64_t num_tokens = batch.num_tokens();
   DITTO_CHECK(static_cast<int64_t>(batch.positions.size()) == num_tokens &&
               static_cast<int64_t>(batch.slot_mapping.size()) == num_tokens &&
               static_cast<int64_t>(batch.token_seq.size()) == num_tokens);
   for (int32_t row : batch.logits_indices) DITTO_CHECK(row >= 0 && row < num_tokens);
+  for (int32_t row : batch.hidden_indices) DITTO_CHECK(row >= 0 && row < num_tokens);
+  DITTO_CHECK(batch.hidden_indices.empty() || hidden != nullptr);
   for (int32_t pos : batch.positions) {
     if (pos < 0 || pos >= c.max_position_embeddings)
       throw_invalid_argument("position " + std::to_string(pos) + " is outside the model's context [0, " +
@@ -219,7 +221,7 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
                              std::to_string(c.vocab_size) + ")");
   }
   if (num_tokens == 0) return;
-  if (tp_ == nullptr || tp_->rank() != 0) return forward_shard(batch, cache, logits);
+  if (tp_ == nullptr || tp_->rank() != 0) return forward_shard(batch, cache, logits, hidden);
 
   auto lock = tp_->lock();
   WireBuffer command;
@@ -234,13 +236,13 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits)
   command.put_array(batch.logits_indices);
   tp_->send_command(TensorParallelCommand::kForward, command);
   try {
-    forward_shard(batch, cache, logits);
+    forward_shard(batch, cache, logits, hidden);
   } catch (const std::exception& e) {  // the other ranks are inside the same pass: stop them all
     tp_->abort(std::string("forward pass failed: ") + e.what());
   }
 }
 
-void CausalLM::forward_shard(const ForwardBatch& batch, KvCache& cache, float* logits) const {
+void CausalLM::forward_shard(const ForwardBatch& batch, KvCache& cache, float* logits, float* hidden) const {
   const ModelConfig& c = config_;
   Activations a = activations(batch.num_tokens());
   const AttentionShape shape{shard_.num_heads, shard_.num_kv_heads, c.head_dim, cache.block_size(),
@@ -253,7 +255,7 @@ void CausalLM::forward_shard(const ForwardBatch& batch, KvCache& cache, float* l
     attention_block(l, li, cache.layer(li), batch, c.is_sliding_layer(li) ? sliding_shape : shape, a);
     feed_forward_block(l, a);
   }
-  final_norm_and_lm_head(batch, a, logits);
+  final_norm_and_lm_head(batch, a, logits, hidden);
 }
 
 // h = embed_tokens[token_ids] (Gemma: times sqrt(hidden_size) rounded to float32, one float32
@@ -407,20 +409,26 @@ void CausalLM::mlp_block(const DecoderLayerWeights& l, Activations& a) const {
 
 // logits = lm_head(norm(h)), only for the rows batch.logits_indices; a tied head is the embedding.
 // Under tensor parallelism each rank computes its vocabulary rows and rank 0 assembles them.
-void CausalLM::final_norm_and_lm_head(const ForwardBatch& batch, const Activations& a, float* logits) const {
+void CausalLM::final_norm_and_lm_head(const ForwardBatch& batch, const Activations& a, float* logits,
+                                      float* hidden) const {
   const ModelConfig& c = config_;
-  const int64_t hidden = c.hidden_size;
+  const int64_t hidden_size = c.hidden_size;
+  const auto norm = [&](int32_t row, float* out) {
+    rms_norm_row(a.h.data() + row * hidden_size, hidden_size, norm_.data(), static_cast<float>(c.rms_norm_eps), out);
+  };
+  if (hidden != nullptr)  // rank 0 (only its caller asks): every rank holds the whole residual stream
+    for (size_t i = 0; i < batch.hidden_indices.size(); ++i)
+      norm(batch.hidden_indices[i], hidden + static_cast<int64_t>(i) * hidden_size);
   const auto num_logits = static_cast<int64_t>(batch.logits_indices.size());
-  std::vector<float> final_x(static_cast<size_t>(num_logits * hidden));  // [num_logits, hidden_size] f32
-  for (int64_t i = 0; i < num_logits; ++i)
-    rms_norm_row(a.h.data() + batch.logits_indices[i] * hidden, hidden, norm_.data(),
-                 static_cast<float>(c.rms_norm_eps), final_x.data() + i * hidden);
+  if (num_logits == 0) return;  // a step of pooling requests only: no rank runs the LM head
+  std::vector<float> final_x(static_cast<size_t>(num_logits * hidden_size));  // [num_logits, hidden_size] f32
+  for (int64_t i = 0; i < num_logits; ++i) norm(batch.logits_indices[i], final_x.data() + i * hidden_size);
   const LinearWeight& head = c.tie_word_embeddings ? embed_tokens_ : lm_head_;
   if (shard_.size == 1)
-    return linear(final_x.data(), num_logits, hidden, head, logits, c.vocab_size, pool_, StepPhase::kLmHead);
+    return linear(final_x.data(), num_logits, hidden_size, head, logits, c.vocab_size, pool_, StepPhase::kLmHead);
   const int64_t width = shard_.vocab_end - shard_.vocab_begin;
   std::vector<float> local(static_cast<size_t>(num_logits * width));  // [num_logits, width] f32
-  linear(final_x.data(), num_logits, hidden, head, local.data(), width, pool_, StepPhase::kLmHead);
+  linear(final_x.data(), num_logits, hidden_size, head, local.data(), width, pool_, StepPhase::kLmHead);
   gather_logits(local.data(), num_logits, logits);
 }
 

@@ -137,12 +137,14 @@ class CausalLM {
   // Runs the model over a flat batch: writes every token's K/V into `cache` at its slot, then
   // computes attention over the sequence's cached keys 0..position. logits: [num_logits,
   // vocab_size] f32 for the rows batch.logits_indices, in that order (rank 0; null on the others
-  // of a tensor-parallel group). Under tensor parallelism a failure after the other ranks have
-  // started stops every rank (TensorParallelGroup::abort) rather than leave them waiting.
-  // Throws Error(kInvalidArgument) for token ids outside the vocabulary, positions outside
-  // [0, max_position_embeddings) or slots outside the cache; the KV of tokens before the failure
-  // may have been written.
-  void forward(const ForwardBatch& batch, KvCache& cache, float* logits) const;
+  // of a tensor-parallel group); no logits row wanted: the LM head is not run. hidden: [num_hidden,
+  // hidden_size] f32, the final norm's output (what the LM head reads: Hugging Face's
+  // last_hidden_state) for the rows batch.hidden_indices, in that order; may be null when there
+  // are none. Each row is the same bits whatever else the batch holds (the LM head's input is). Under tensor
+  // parallelism a failure after the other ranks have started stops every rank (TensorParallelGroup::abort) rather than
+  // leave them waiting. Throws Error(kInvalidArgument) for token ids outside the vocabulary, positions outside [0,
+  // max_position_embeddings) or slots outside the cache; the KV of tokens before the failure may have been written.
+  void forward(const ForwardBatch& batch, KvCache& cache, float* logits, float* hidden = nullptr) const;
 
   // Frees forward()'s activation buffers, which keep the size of the largest batch seen (up to
   // the step's token budget: 62 MiB for SmolLM2-135M at 2048 tokens); the next forward() allocates
@@ -161,7 +163,7 @@ class CausalLM {
                                               TensorParallelGroup* tensor_parallel, int64_t model_id);
   static std::unique_ptr<CausalLM> load_local(const std::string& model_path, ThreadPool* pool, int rank, int size);
   // forward() after validation, on every rank.
-  void forward_shard(const ForwardBatch& batch, KvCache& cache, float* logits) const;
+  void forward_shard(const ForwardBatch& batch, KvCache& cache, float* logits, float* hidden) const;
   // full [rows, size · width] = every rank's local [rows, width] side by side in rank order
   // (all-gather; a copy when size is 1 and full != local). When `consumer`, the linear layer full
   // feeds, rounds its input to bf16, the values travel as bf16. scratch: [(size + 1) · rows ·
@@ -184,7 +186,7 @@ class CausalLM {
                        const AttentionShape& shape, Activations& a) const;
   void feed_forward_block(const DecoderLayerWeights& l, Activations& a) const;
   void mlp_block(const DecoderLayerWeights& l, Activations& a) const;
-  void final_norm_and_lm_head(const ForwardBatch& batch, const Activations& a, float* logits) const;
+  void final_norm_and_lm_head(const ForwardBatch& batch, const Activations& a, float* logits, float* hidden) const;
   // Each rank's logits [num_logits, its vocabulary rows] into rank 0's logits [num_logits, vocab_size].
   void gather_logits(const float* local, int64_t num_logits, float* logits) const;
   void for_tokens(int64_t num_tokens, const std::function<void(int64_t t0, int64_t t1)>& fn) const;

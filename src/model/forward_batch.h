@@ -16,6 +16,9 @@ struct ForwardBatch {
   std::span<const int32_t> block_tables;  // [num_seqs, max_blocks_per_seq] physical block ids
   int64_t max_blocks_per_seq = 0;
   std::span<const int32_t> logits_indices;  // [num_logits] flat-batch rows whose logits are wanted
+  // [num_hidden] flat-batch rows whose final-normed hidden state is wanted (pooling: embeddings);
+  // read on rank 0 only (every rank holds the whole residual stream), so it is not sent to the others.
+  std::span<const int32_t> hidden_indices = {};
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
 };

@@ -99,7 +99,7 @@ class TensorParallelWorker {
     const ForwardBatch batch{token_ids,    positions,          slot_mapping,  token_seq,
                              block_tables, max_blocks_per_seq, logits_indices};
     try {
-      m.forward_shard(batch, *cache->second.cache, nullptr);
+      m.forward_shard(batch, *cache->second.cache, nullptr, nullptr);
     } catch (const std::exception& e) {
       group_.abort(std::string("forward pass failed: ") + e.what());
     }

@@ -57,7 +57,11 @@ void AsyncEngine::submit(EngineRequest request, std::shared_ptr<OutputChannel> c
 
 void AsyncEngine::submit(const std::string& request_id, std::vector<int32_t> prompt_token_ids, SamplingParams params,
                          std::string prompt_text, std::shared_ptr<OutputChannel> channel, size_t slot) {
-  EngineRequest r{request_id, std::move(prompt_token_ids), std::move(prompt_text), std::move(params), {}};
+  EngineRequest r;
+  r.request_id = request_id;
+  r.prompt_token_ids = std::move(prompt_token_ids);
+  r.prompt = std::move(prompt_text);
+  r.params = std::move(params);
   enqueue(std::move(r), /*processed=*/false, std::move(channel), slot);
 }
 
