@@ -20,6 +20,7 @@
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/gguf_vocab_export.h"
 #include "checkpoint/gguf_writer.h"
+#include "checkpoint/pooling_files.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/json_file.h"
@@ -39,6 +40,16 @@ constexpr uint32_t kFileTypeMostlyQ4_0 = 2, kFileTypeMostlyQ4_1 = 3, kFileTypeMo
                    kFileTypeMostlyQ3_K_M = 12, kFileTypeMostlyQ4_K_M = 15, kFileTypeMostlyQ5_K_M = 17,
                    kFileTypeMostlyIQ4_NL = 25, kFileTypeMostlyIQ4_XS = 30;
 constexpr uint32_t kQuantizationVersion = 2;
+
+// llama.cpp's LLAMA_POOLING_TYPE (gguf-py PoolingType) of a pooling.
+uint32_t gguf_pooling_type(PoolingType type) {
+  switch (type) {
+    case PoolingType::kMean: return 1;
+    case PoolingType::kCls: return 2;
+    case PoolingType::kLast: return 3;
+  }
+  return 0;
+}
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -454,6 +465,7 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
   } catch (const json::exception& e) {  // a field of the wrong type or missing
     throw_invalid_argument(dir + "/tokenizer.json (or tokenizer_config.json): unexpected structure: " + e.what());
   }
+  const std::optional<PoolingFiles> pooling = read_pooling_files(dir);
 
   uint32_t file_type = kFileTypeMostlyF16;  // the converter's fallback
   bool file_type_set = false;
@@ -530,6 +542,10 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
   if (c.is_moe()) {  // Qwen2MoeModel.set_gguf_parameters, after TextModel's
     w.add_u32(a + "expert_feed_forward_length", gguf_u32(c.moe_intermediate_size, "moe_intermediate_size"));
   }
+  // The sentence-transformers pooling (Qwen2Model._try_set_pooling_type, after TextModel's keys; the
+  // converter reads it for Qwen2/Qwen3 dense models only, ditto for any). GGUF has no key for the
+  // Normalize module: llama.cpp's embedding tools normalise by their own flag.
+  if (pooling) w.add_u32(a + "pooling_type", gguf_pooling_type(pooling->pooling_type));
   if (g.llama_keys) {
     w.add_u32(a + "vocab_size", gguf_u32(c.vocab_size, "vocab_size"));
     w.add_u32(a + "rope.dimension_count", gguf_u32(c.head_dim, "head_dim"));

@@ -33,7 +33,11 @@
 //    (LlamaModel.generate_extra_tensors); no rope.scaling.* keys.
 //  - tokenizer "gpt2" (byte-level BPE): tokens padded to vocab_size with "[PAD<i>]", token types,
 //    merges, the pre-tokenizer named by its split regex, special ids and add_*_token flags as
-//    gguf.SpecialVocab reads them, the chat template; sampling defaults from generation_config.json.
+//    gguf.SpecialVocab reads them (a TemplateProcessing post-processor that appends a token makes it
+//    the EOS with add_eos_token, the old EOS the EOT: Qwen3-Embedding's <|endoftext|>), the chat
+//    template; sampling defaults from generation_config.json.
+//  - a sentence-transformers directory's pooling (checkpoint/pooling_files.h) as <arch>.pooling_type
+//    (MEAN 1, CLS 2, LAST 3), as _try_set_pooling_type writes it; the Normalize module has no key.
 #pragma once
 
 #include <cstdint>

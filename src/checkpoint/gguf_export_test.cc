@@ -1,8 +1,8 @@
 // The GGUF converter (checkpoint/gguf_export.h, `ditto export-gguf`) on tiny generated models (real Qwen3 tokenizer,
 // seeded weights), the file read back with the independent reader of checkpoint/gguf_test_reader.h: the qwen3moe layout
 // that llama.cpp's convert_hf_to_gguf.py writes for Qwen3MoeForCausalLM (keys and their order, the F32 router, experts
-// stacked [num_experts, out, in] with every byte in place), the dense qwen3 layout beside it, and the MoE configs
-// llama.cpp cannot run refused or warned about.
+// stacked [num_experts, out, in] with every byte in place), the dense qwen3 layout beside it, an embedding model's
+// pooling and appended EOS, and the MoE configs llama.cpp cannot run refused or warned about.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,11 +16,16 @@
 
 #include "architecture/config.h"
 #include "checkpoint/gguf_export.h"
+#include "checkpoint/gguf_model.h"
+#include "checkpoint/gguf_reader.h"
 #include "checkpoint/gguf_test_reader.h"
+#include "checkpoint/pooling_files.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/test_model_generator.h"
 #include "core/dtype.h"
 #include "core/test_support.h"
+#include "tokenizer/gguf_vocab.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ditto {
 namespace {
@@ -200,6 +205,45 @@ TEST(ExportGguf, DenseQwen3HasNoExpertKeys) {
   EXPECT_EQ(gate->type, kBF16);
   EXPECT_EQ(g.find_tensor("blk.1.ffn_gate_inp.weight"), nullptr);
   EXPECT_EQ(as_string(g.get("general.size_label")).find('x'), std::string::npos);
+  const std::vector<std::string> keys = key_names(g);
+  for (const char* key : {"qwen3.pooling_type", "tokenizer.ggml.add_eos_token"}) {
+    EXPECT_EQ(std::find(keys.begin(), keys.end(), key), keys.end()) << key;  // no pooling, nothing appended
+  }
+}
+
+// Qwen3-Embedding (the generator's preset files on a tiny model): the Pooling module as
+// qwen3.pooling_type LAST, and the <|endoftext|> its tokenizer appends as the EOS with add_eos_token,
+// <|im_end|> moving to EOT (llama.cpp PR 14314), so that llama-embedding pools the token ditto pools.
+TEST(ExportGguf, EmbeddingModelKeepsItsPoolingAndAppendedToken) {
+  TempDir dir;
+  const std::string model = write_model(dir, tiny_dense_config());
+  TestModelOptions files;
+  files.preset = "qwen3-embedding-0.6b";
+  files.out_dir = model;
+  files.tokenizer_root = std::string(DITTO_SOURCE_DIR) + "/third_party/npm/node_modules";
+  write_test_model_files(files);
+  const std::string path = dir.file("embedding.gguf");
+  export_gguf(model, path);
+  const ParsedGguf g = parse_gguf(path);
+  EXPECT_EQ(as_uint(g.get("qwen3.pooling_type")), 3u);
+  EXPECT_EQ(g.get("qwen3.pooling_type").type, 4u);  // u32
+  const std::vector<size_t> order = positions(key_names(g), {"general.file_type", "qwen3.pooling_type"});
+  EXPECT_TRUE(std::is_sorted(order.begin(), order.end()));
+  EXPECT_EQ(std::get<bool>(g.get("tokenizer.ggml.add_eos_token").v), true);
+  EXPECT_EQ(as_uint(g.get("tokenizer.ggml.eos_token_id")), 151643u);
+  EXPECT_EQ(as_uint(g.get("tokenizer.ggml.eot_token_id")), 151645u);
+
+  // Read back: the pooling, and a tokenizer that appends <|endoftext|>.
+  const std::optional<PoolingFiles> pooling = read_pooling_files(path);
+  ASSERT_TRUE(pooling.has_value());
+  EXPECT_EQ(pooling->pooling_type, PoolingType::kLast);
+  EXPECT_FALSE(pooling->rank);
+  EXPECT_EQ(pooling->source, path + ": qwen3.pooling_type");
+  const HfTokenizerFiles tokenizer_files = hf_tokenizer_from_gguf(gguf_vocab(*GgufFile::open(path, true)), path);
+  const auto tokenizer = Tokenizer::from_json(tokenizer_files.tokenizer_json, path);
+  const std::vector<int32_t> ids = tokenizer->encode("What is the capital of China?");
+  EXPECT_EQ(ids, Tokenizer::load(model)->encode("What is the capital of China?"));
+  EXPECT_EQ(ids.back(), 151643);
 }
 
 // llama.cpp's qwen3moe has a sparse block on every layer; the converter cannot map a dense one.

@@ -17,6 +17,7 @@
 #include "architecture/model_tensors.h"
 #include "checkpoint/safetensors_writer.h"
 #include "core/error.h"
+#include "core/json_file.h"
 #include "core/philox.h"
 #include "core/thread_pool.h"
 
@@ -116,10 +117,30 @@ std::string torch_dtype_name(DType t) {
   return "";
 }
 
-void write_json(const fs::path& path, const json& j) {
+void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
-  out << j.dump(2) << "\n";
+  out << text;
   if (!out) throw_error(ErrorCode::kResourceExhausted, path.string() + ": write failed");
+}
+
+void write_json(const fs::path& path, const json& j) { write_text(path, j.dump(2) + "\n"); }
+
+// Replaces tokenizer.json's top-level post_processor in its text, so that every other byte stays the
+// package's (a parse and dump would reorder the 151k-entry vocabulary). The file is Hugging Face
+// tokenizers' pretty print: top-level keys at the start of a line after two spaces.
+void replace_post_processor(const fs::path& path, const nlohmann::ordered_json& value) {
+  std::string text = read_text_file(path.string());
+  const std::string key = "\n  \"post_processor\": ";
+  const size_t begin = text.find(key);
+  size_t end = begin == std::string::npos ? begin : text.find("\n  \"", begin + key.size());  // the next key
+  if (end != std::string::npos) end = text.rfind(',', end);
+  if (begin == std::string::npos || end == std::string::npos || end < begin) {
+    throw_invalid_argument(path.string() + ": no top-level \"post_processor\" line to replace");
+  }
+  std::string replacement;
+  for (char c : value.dump(2)) replacement += c == '\n' ? std::string("\n  ") : std::string(1, c);
+  text.replace(begin + key.size(), end - (begin + key.size()), replacement);
+  write_text(path, text);
 }
 
 void copy_tokenizer(const TestModelOptions& options, const fs::path& out_dir) {
@@ -136,6 +157,21 @@ void copy_tokenizer(const TestModelOptions& options, const fs::path& out_dir) {
                       "to the node_modules folder that holds it)");
     }
     fs::copy_file(src, out_dir / file, fs::copy_options::overwrite_existing);
+  }
+  const nlohmann::ordered_json post_processor = preset_tokenizer_post_processor(options.preset);
+  if (!post_processor.is_null()) replace_post_processor(out_dir / "tokenizer.json", post_processor);
+}
+
+// The preset's files beyond config.json, the tokenizer and generation_config.json.
+void write_extra_files(const std::string& preset, const fs::path& out_dir) {
+  for (const PresetFile& file : preset_extra_files(preset)) {
+    const fs::path path = out_dir / file.path;
+    if (!file.text) {
+      fs::create_directories(path);
+      continue;
+    }
+    fs::create_directories(path.parent_path());
+    write_text(path, *file.text);
   }
 }
 
@@ -302,8 +338,7 @@ TestModelSummary write_test_model(const TestModelOptions& options) {
     // A stale config.json would make a half-written directory look complete: it goes first and
     // comes back last, after every weight is on disk.
     fs::remove(dir / "config.json");
-    copy_tokenizer(options, dir);  // early: a missing package fails before the long part
-    write_json(dir / "generation_config.json", preset_generation_config(options.preset));
+    write_test_model_files(options);  // early: a missing package fails before the long part
     TestModelSummary summary = write_test_model_weights(config, options);
     write_json(dir / "config.json", config_json);
     return summary;
@@ -311,6 +346,15 @@ TestModelSummary write_test_model(const TestModelOptions& options) {
     throw_invalid_argument("test model: cannot write " + options.out_dir + ": " + e.code().message() + " (" +
                            e.path1().string() + ")");
   }
+}
+
+void write_test_model_files(const TestModelOptions& options) {
+  if (options.out_dir.empty()) throw_invalid_argument("test model: the output directory is empty");
+  const fs::path dir(options.out_dir);
+  fs::create_directories(dir);
+  copy_tokenizer(options, dir);
+  write_json(dir / "generation_config.json", preset_generation_config(options.preset));
+  write_extra_files(options.preset, dir);
 }
 
 uint64_t parse_size(const std::string& text) {

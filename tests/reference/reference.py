@@ -75,6 +75,10 @@ Public API:
     log_softmax(model_dir, token_ids, kv_cache_dtype="float64",
                 quantize_activations=False) -> float64 [T, vocab]
     log_softmax_variants(model_dir, token_ids, variants, routing=None) -> list of [T, vocab]
+    hidden_states(model_dir, token_ids, ...) -> float64 [T, hidden] (model.norm's output)
+    embedding(model_dir, token_ids, pooling="LAST"|"MEAN"|"CLS", normalize=True,
+              dimensions=None, ...) -> float64 [hidden or dimensions]
+    yes_no_score(model_dir, token_ids, yes_id, no_id, ...) -> float, sigmoid(yes - no) at the end
     round_to_bf16(x) -> float64 array holding bf16-representable values (RNE)
     quantize_activation_rows(x, block) -> x rounded to int8 per block, as ditto does
 
@@ -176,6 +180,64 @@ def log_softmax_variants(model_dir: str, token_ids: Sequence[int],
     out = load_model(model_dir).forward_variants(token_ids, variants, routing=routing,
                                                  rounding_log=rounding_log)
     return [_log_softmax_rows(z) for z in out]
+
+
+def hidden_states(model_dir: str, token_ids: Sequence[int], kv_cache_dtype: str = "float64",
+                  quantize_activations: bool = False, bf16_activations: bool = False,
+                  **debug) -> np.ndarray:
+    """float64 final hidden states [len(token_ids), hidden_size]: the output of the last RMSNorm
+    (model.norm), i.e. the rows the LM head multiplies. Options as log_softmax's."""
+    return load_model(model_dir).hidden_states_variants(
+        token_ids, [dict(kv_cache_dtype=kv_cache_dtype, quantize_activations=quantize_activations,
+                         bf16_activations=bf16_activations, **debug)])[0]
+
+
+POOLING_TYPES = ("LAST", "MEAN", "CLS")
+NORMALIZE_EPS = 1e-12  # torch.nn.functional.normalize's default eps
+
+
+def embedding(model_dir: str, token_ids: Sequence[int], pooling: str = "LAST",
+              normalize: bool = True, dimensions: Optional[int] = None,
+              kv_cache_dtype: str = "float64", quantize_activations: bool = False,
+              bf16_activations: bool = False, **debug) -> np.ndarray:
+    """float64 embedding [hidden_size] (or [dimensions]) of one prompt.
+
+    pooling (case-insensitive): "LAST" the last token's final hidden state (sentence-transformers
+    pooling_mode_lasttoken: Qwen3-Embedding, whose tokenizer appends <|endoftext|>, so pass the ids
+    with it), "MEAN" the mean over every token (pooling_mode_mean_tokens with every token attended),
+    "CLS" the first token's. dimensions (Matryoshka): keep the first `dimensions` values, THEN
+    normalise -- vLLM's order (its pooler truncates before F.normalize). normalize: x / max(||x||_2,
+    1e-12), as sentence-transformers' Normalize module and torch.nn.functional.normalize compute it.
+    Other options as log_softmax's."""
+    name = str(pooling).upper()
+    if name not in POOLING_TYPES:
+        raise ValueError(f"pooling {pooling!r} is not one of {', '.join(POOLING_TYPES)}")
+    h = hidden_states(model_dir, token_ids, kv_cache_dtype, quantize_activations,
+                      bf16_activations, **debug)
+    v = h[-1] if name == "LAST" else h[0] if name == "CLS" else np.mean(h, axis=0)
+    if dimensions is not None:
+        if isinstance(dimensions, bool) or not isinstance(dimensions, (int, np.integer)) \
+                or not 1 <= dimensions <= len(v):
+            raise ValueError(f"dimensions must be an integer in [1, {len(v)}], got {dimensions!r}")
+        v = v[:dimensions]
+    if normalize:
+        v = v / max(float(np.sqrt(np.sum(v * v))), NORMALIZE_EPS)
+    return np.array(v, dtype=np.float64)
+
+
+def yes_no_score(model_dir: str, token_ids: Sequence[int], yes_id: int, no_id: int,
+                 kv_cache_dtype: str = "float64", quantize_activations: bool = False,
+                 bf16_activations: bool = False, **debug) -> float:
+    """Qwen3-Reranker's relevance score of a formatted (query, document) prompt, float64:
+    sigmoid(logit[yes_id] - logit[no_id]) at the last token, which equals the official
+    softmax over [logit_no, logit_yes] taken at "yes" (and vLLM's classifier from the two lm_head
+    rows). Only those two vocabulary rows of the LM head are computed. Options as log_softmax's."""
+    z = load_model(model_dir).forward_variants(
+        token_ids, [dict(kv_cache_dtype=kv_cache_dtype, quantize_activations=quantize_activations,
+                         bf16_activations=bf16_activations, **debug)],
+        vocab_rows=[yes_id, no_id])[0][-1]
+    d = float(z[0] - z[1])
+    return 1.0 / (1.0 + np.exp(-d)) if d >= 0 else float(np.exp(d) / (1.0 + np.exp(d)))
 
 
 def main(argv=None) -> int:

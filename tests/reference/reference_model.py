@@ -289,8 +289,12 @@ class Model:
     # -- forward -------------------------------------------------------------------
     def forward_variants(self, token_ids: Sequence[int], variants: List[dict],
                          routing: Optional[list] = None,
-                         rounding_log: Optional[list] = None) -> List[np.ndarray]:
+                         rounding_log: Optional[list] = None,
+                         vocab_rows: Optional[Sequence[int]] = None) -> List[np.ndarray]:
         """Logits [T, vocab] (float64) for each variant, sharing one pass over the weights.
+
+        vocab_rows: only these vocabulary rows of the LM head, in this order: [T, len(vocab_rows)]
+        (a reranker's yes / no logits without the whole vocabulary).
 
         A variant is a dict of keyword options: kv_cache_dtype ("float64" | "bfloat16"),
         quantize_activations (bool: round every input row of a matmul on GGML-quantized
@@ -309,6 +313,39 @@ class Model:
         rounding_log: if a list is given, every int8 input rounding (quantize_activations)
         appends an `ActivationRounding` record to it (see rounding_noise).
         """
+        hn, ps = self._final_hidden(token_ids, variants, routing, rounding_log)
+        V, T = len(variants), ps.num_tokens
+        rid = np.arange(V * T)
+        vocab = self.cfg.vocab_size
+        if vocab_rows is not None:
+            rows = np.asarray(list(vocab_rows), dtype=np.int64)
+            if rows.ndim != 1 or (len(rows) and (rows.min() < 0 or rows.max() >= vocab)):
+                raise ValueError(f"vocab_rows must be ids in [0, {vocab})")
+            logits = self._linear(hn, rid, self.lm_head_name, None, False, ps, rows=rows)
+            logits = logits.astype(np.float64, copy=False)
+        else:
+            logits = np.empty((V * T, vocab), dtype=np.float64)
+            chunk = self._lm_head_chunk()
+            for r0 in range(0, vocab, chunk):
+                r1 = min(r0 + chunk, vocab)
+                logits[:, r0:r1] = self._linear(hn, rid, self.lm_head_name, None, False, ps,
+                                                rows=slice(r0, r1))
+        return [logits[i * T:(i + 1) * T] for i in range(V)]
+
+    def hidden_states_variants(self, token_ids: Sequence[int], variants: List[dict],
+                               routing: Optional[list] = None,
+                               rounding_log: Optional[list] = None) -> List[np.ndarray]:
+        """The final hidden states [T, hidden_size] (float64) for each variant: the output of the
+        last RMSNorm (model.norm), the rows the LM head multiplies -- what an embedding model pools
+        (sentence-transformers' token_embeddings, transformers' last_hidden_state). Options and
+        arguments as forward_variants'."""
+        hn, ps = self._final_hidden(token_ids, variants, routing, rounding_log)
+        T = ps.num_tokens
+        return [hn[i * T:(i + 1) * T].astype(np.float64) for i in range(len(variants))]
+
+    def _final_hidden(self, token_ids: Sequence[int], variants: List[dict],
+                      routing: Optional[list], rounding_log: Optional[list]):
+        """The pass up to model.norm: (hn [V * T, hidden] in the pass's dtype, the _Pass)."""
         cfg = self.cfg
         ids = np.asarray(list(token_ids), dtype=np.int64)
         if ids.ndim != 1 or len(ids) == 0:
@@ -451,12 +488,6 @@ class Model:
             del x
 
         hn = _rms_norm(h, self._norm_w("model.norm.weight", dt), eps).reshape(V * T, H)
-        logits = np.empty((V * T, cfg.vocab_size), dtype=np.float64)
-        chunk = self._lm_head_chunk()
-        for r0 in range(0, cfg.vocab_size, chunk):
-            r1 = min(r0 + chunk, cfg.vocab_size)
-            logits[:, r0:r1] = self._linear(hn, rid, self.lm_head_name, None, False, ps,
-                                            rows=slice(r0, r1))
         if routing is not None:
             routing.extend(per_variant)
-        return [logits[i * T:(i + 1) * T] for i in range(V)]
+        return hn, ps
