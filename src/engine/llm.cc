@@ -99,15 +99,9 @@ std::vector<PoolingResult> LLM::score(const std::vector<std::string>& text_1, co
                                       std::to_string(text_2.size()) + " text_2 (give one, or one per text_2)");
   const auto first = [&](size_t i) -> const std::string& { return text_1[text_1.size() == 1 ? 0 : i]; };
   if (pooler.pooling && pooler.task == PoolingTask::kScore) {
-    std::vector<PromptInput> pairs(text_2.size());
-    for (size_t i = 0; i < text_2.size(); ++i) {
-      pairs[i].messages = nlohmann::json::array({{{"role", "query"}, {"content", first(i)}},
-                                                 {{"role", "document"}, {"content", text_2[i]}}})
-                              .dump();
-      pairs[i].chat_template = pooler.score_template;
-      pairs[i].chat_template_kwargs = chat_template_kwargs;
-      pairs[i].add_generation_prompt = false;
-    }
+    std::vector<PromptInput> pairs;
+    for (size_t i = 0; i < text_2.size(); ++i)
+      pairs.push_back(score_pair_prompt(pooler, first(i), text_2[i], chat_template_kwargs));
     PoolingParams p = params;
     if (p.task.empty()) p.task = "score";
     return encode(pairs, {p});

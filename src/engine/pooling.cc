@@ -181,6 +181,17 @@ PoolerConfig resolve_pooler_config(const EngineArgs& args, const std::string& mo
   return p;
 }
 
+PromptInput score_pair_prompt(const PoolerConfig& config, const std::string& text_1, const std::string& text_2,
+                              const std::string& chat_template_kwargs) {
+  PromptInput p;
+  p.messages = json::array({{{"role", "query"}, {"content", text_1}}, {{"role", "document"}, {"content", text_2}}})
+                   .dump();
+  p.chat_template = config.score_template;
+  p.chat_template_kwargs = chat_template_kwargs;
+  p.add_generation_prompt = false;
+  return p;
+}
+
 PoolingSpec resolve_pooling_spec(const PoolingParams& params, const PoolerConfig& config) {
   if (!config.pooling)
     throw_invalid_field("model",

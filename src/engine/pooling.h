@@ -23,6 +23,7 @@
 #include "checkpoint/pooling_files.h"
 #include "ditto/engine_args.h"
 #include "ditto/pooling.h"
+#include "ditto/prompt_input.h"
 
 namespace ditto {
 
@@ -68,6 +69,13 @@ extern const char* const kQwen3RerankerTemplate;
 // file with llama.cpp's RANK pooling (a classifier head ditto does not run).
 PoolerConfig resolve_pooler_config(const EngineArgs& args, const std::string& model_path, const ModelConfig& config,
                                    const Tokenizer* tokenizer);
+
+// A reranker's (query, document) pair as the prompt the front door renders: messages
+// [{"role": "query", "content": text_1}, {"role": "document", "content": text_2}] with the model's
+// score template and `chat_template_kwargs` (JSON object text, "" for none), no generation prompt.
+// Every front end (LLM::score, the server's /score and /rerank) builds its pairs here.
+PromptInput score_pair_prompt(const PoolerConfig& config, const std::string& text_1, const std::string& text_2,
+                              const std::string& chat_template_kwargs = "");
 
 // What one request computes, resolved by the front door (InputProcessor::process_pooling).
 struct PoolingSpec {
