@@ -69,8 +69,9 @@ class LLM:
     seed: requests without a seed get one derived from it (the k-th request's: SplitMix64 of
     seed + k), so a script gives the same text every run; None: drawn from the OS. A negative seed
     is refused (ValueError), as vLLM's engine refuses it (numpy's seed range).
-    One LLM runs one generate() or chat() at a time; calls from other threads wait their turn. max_model_len: the context (prompt +
-    output) in tokens, default the model's. max_num_seqs, max_num_batched_tokens, block_size,
+    One LLM runs one generate(), chat(), embed(), score() or encode() at a time; calls from other
+    threads wait their turn. max_model_len: the context (prompt + output) in tokens, default the
+    model's. max_num_seqs, max_num_batched_tokens, block_size,
     enable_prefix_caching, max_logprobs: the engine's, as in vLLM. long_prefill_token_threshold (vLLM's
     EngineArgs field): the most prompt tokens one request prefills in a step shared with others, so no
     request waits behind a long prompt; 0 (the default): a quarter of max_num_batched_tokens. ditto's
@@ -359,7 +360,8 @@ class LLM:
         and scores each pair's cosine similarity, prompt_token_ids empty. Every score is the same
         bits alone or beside any other pairs. pooling_params: one PoolingParams (dimensions,
         normalize / use_activation); truncate_prompt_tokens as encode(). use_tqdm is accepted and
-        shows nothing: a score call reports no progress.
+        shows nothing: a score call reports no progress, and Ctrl-C takes effect when it returns.
+        Releases the GIL while the engine runs.
 
         Raises ValueError when the model does not pool (load it with runner="pooling" or
         task="score"), for an empty data_1 or data_2, counts that do not pair (naming data_1),
