@@ -3,6 +3,7 @@
     from ditto import LLM, SamplingParams
     llm = LLM(model="Qwen/Qwen3-8B")
     outputs = llm.generate(["The future of AI is"], SamplingParams(temperature=0.7, seed=42))
+    embeddings = LLM(model="Qwen/Qwen3-Embedding-0.6B").embed(["The future of AI is"])
 
 Every output is the same bits whatever else is in the batch, its order, the thread count and the
 CPU's instruction set (docs/INVARIANCE.md).
@@ -12,7 +13,9 @@ from ditto._ditto import __version__
 from ditto.beam_search import BeamSearchOutput, BeamSearchParams, BeamSearchSequence
 from ditto.async_llm import AsyncLLM
 from ditto.llm import LLM
-from ditto.outputs import CompletionOutput, Logprob, RequestOutput
+from ditto.outputs import (CompletionOutput, EmbeddingOutput, EmbeddingRequestOutput, Logprob, PoolingOutput,
+                           PoolingRequestOutput, RequestOutput, ScoringOutput, ScoringRequestOutput)
+from ditto.pooling_params import PoolingParams
 from ditto.sampling_params import RequestOutputKind, SamplingParams
 from ditto.tokenizer import Tokenizer
 
@@ -24,6 +27,13 @@ __all__ = [
     "RequestOutput",
     "CompletionOutput",
     "Logprob",
+    "PoolingParams",
+    "PoolingRequestOutput",
+    "PoolingOutput",
+    "EmbeddingRequestOutput",
+    "EmbeddingOutput",
+    "ScoringRequestOutput",
+    "ScoringOutput",
     "Tokenizer",
     "BeamSearchParams",
     "BeamSearchOutput",

@@ -3,6 +3,11 @@
     llm = LLM(model="Qwen/Qwen3-8B")                   # a directory or a Hugging Face cache id
     outputs = llm.generate(prompts, SamplingParams(temperature=0.7, max_tokens=100, seed=42))
 
+    embedder = LLM(model="Qwen/Qwen3-Embedding-0.6B")  # pools by its sentence-transformers files
+    vectors = [o.outputs.embedding for o in embedder.embed(texts)]
+    reranker = LLM(model="Qwen/Qwen3-Reranker-0.6B", task="score")
+    scores = [o.outputs.score for o in reranker.score(query, documents)]
+
 Each output is the same bits whatever else is in the batch (docs/INVARIANCE.md).
 """
 from __future__ import annotations
@@ -17,7 +22,9 @@ import time
 from typing import Any, Optional, Sequence, Union
 
 from ditto import _ditto
-from ditto.outputs import RequestOutput, from_engine
+from ditto.outputs import (EmbeddingRequestOutput, PoolingRequestOutput, RequestOutput, ScoringRequestOutput,
+                           from_engine, pooling_from_engine)
+from ditto.pooling_params import PoolingParams, PoolingParamsArg, params_per_prompt, truncation, with_task
 from ditto.sampling_params import RequestOutputKind, SamplingParams
 from ditto.tokenizer import Tokenizer, chat_prompt
 
@@ -28,13 +35,13 @@ _IGNORED_ARGS = frozenset({
     "disable_custom_all_reduce", "disable_async_output_proc", "compilation_config", "kv_cache_dtype",
     "enable_chunked_prefill", "disable_log_stats", "revision", "tokenizer_revision", "tokenizer_mode",
     "trust_remote_code", "download_dir", "load_format", "distributed_executor_backend", "hf_token",
-    "pipeline_parallel_size", "max_cpu_loras", "enable_lora", "mm_processor_kwargs", "override_pooler_config",
-    "async_scheduling", "worker_cls", "seed_everything", "served_model_name", "task", "runner", "enable_sleep_mode",
+    "pipeline_parallel_size", "max_cpu_loras", "enable_lora", "mm_processor_kwargs",
+    "async_scheduling", "worker_cls", "seed_everything", "served_model_name", "enable_sleep_mode",
     "data_parallel_size", "limit_mm_per_prompt", "max_loras", "num_gpu_blocks_override", "model_impl",
     "config_format", "enable_expert_parallel", "preemption_mode", "max_num_partial_prefills",
 })
 # vLLM arguments that would change the outputs, which ditto cannot honour: refused unless unset.
-_REFUSED_ARGS = frozenset({"hf_overrides", "rope_scaling", "logits_processors", "chat_template"})
+_REFUSED_ARGS = frozenset({"rope_scaling", "logits_processors"})
 
 # generation_config.json keys that become default sampling parameters (vLLM's
 # ModelConfig.get_diff_sampling_param), max_new_tokens as max_tokens.
@@ -62,8 +69,9 @@ class LLM:
     seed: requests without a seed get one derived from it (the k-th request's: SplitMix64 of
     seed + k), so a script gives the same text every run; None: drawn from the OS. A negative seed
     is refused (ValueError), as vLLM's engine refuses it (numpy's seed range).
-    One LLM runs one generate() or chat() at a time; calls from other threads wait their turn. max_model_len: the context (prompt +
-    output) in tokens, default the model's. max_num_seqs, max_num_batched_tokens, block_size,
+    One LLM runs one generate(), chat(), embed(), score() or encode() at a time; calls from other
+    threads wait their turn. max_model_len: the context (prompt + output) in tokens, default the
+    model's. max_num_seqs, max_num_batched_tokens, block_size,
     enable_prefix_caching, max_logprobs: the engine's, as in vLLM. long_prefill_token_threshold (vLLM's
     EngineArgs field): the most prompt tokens one request prefills in a step shared with others, so no
     request waits behind a long prompt; 0 (the default): a quarter of max_num_batched_tokens. ditto's
@@ -78,6 +86,17 @@ class LLM:
     "prompt_lookup_max": b} guesses by prompt lookup, {"model": DRAFT, "num_speculative_tokens": k} by a
     smaller model with the same tokenizer; disable_by_batch_size turns guessing off in steps with that
     many running sequences. Outputs are the same bits with it on or off; only the speed changes.
+
+    Pooling (vLLM's runner="pooling"): embed(), score() and encode() run on a model loaded with
+    runner="pooling" (a causal LM's final-normed hidden states as embeddings), task="embed" or
+    task="score" (a causal LM reranker such as Qwen3-Reranker: its yes/no logits), or whose files
+    say it pools (Qwen3-Embedding's sentence-transformers modules, a GGUF pooling_type).
+    pooler_config={"pooling_type": "LAST" | "MEAN" | "CLS", "normalize": bool} (vLLM's; its older
+    name override_pooler_config too) and hf_overrides={"architectures":
+    ["Qwen3ForSequenceClassification"], "classifier_from_token": ["no", "yes"],
+    "is_original_qwen3_reranker": True} (vLLM's way to load Qwen3-Reranker; also
+    "matryoshka_dimensions") are read as vLLM reads them; another hf_overrides key is a ValueError.
+    Such a model still generates.
 
     tensor_parallel_size=N splits the model over N processes, as vLLM's external launcher does: run
     the same script under `mpirun -np N python script.py`. Rank 0 loads its shard and drives; on
@@ -98,6 +117,12 @@ class LLM:
                  long_prefill_token_threshold: int = 0, speculative_config: Optional[dict] = None,
                  kv_cache_memory_bytes: Optional[int] = None, **kwargs: Any) -> None:
         kv_cache_memory = _kv_cache_memory(kv_cache_memory, kv_cache_memory_bytes)
+        if kwargs.get("override_pooler_config") is not None:  # vLLM's older name of pooler_config
+            if kwargs.get("pooler_config") not in (None, kwargs["override_pooler_config"]):
+                raise ValueError("pooler_config and override_pooler_config are the same knob with different values; "
+                                 "give one")
+            kwargs["pooler_config"] = kwargs["override_pooler_config"]
+        kwargs.pop("override_pooler_config", None)
         # Every engine knob goes through the one table (EngineArgs.set): the keywords above and any
         # other knob of the table given by name. None leaves a knob at its default.
         engine_kwargs = {"threads": threads, "block_size": block_size, "kv_cache_memory": kv_cache_memory,
@@ -150,6 +175,9 @@ class LLM:
         self._lock = threading.Lock()  # one generate at a time: calls from other threads wait
         self._seed = seed
         self._next_request = 0
+        # Pooling requests are numbered apart ("pool-K"): nothing is sampled, so they take no
+        # generation request's number and leave every later default seed as it was.
+        self._next_pooling_request = 0
         self._tokenizer = Tokenizer(self._engine)
 
     def get_default_sampling_params(self) -> SamplingParams:
@@ -204,10 +232,7 @@ class LLM:
         """
         if lora_request is not None:
             raise ValueError("lora_request is not supported")
-        if isinstance(prompts, (str, dict)):
-            prompts = [prompts]
-        if not isinstance(prompts, Sequence) or isinstance(prompts, (bytes, bytearray)):
-            raise ValueError(f"prompts must be a string, a prompt dict or a list of them, got {type(prompts).__name__}")
+        prompts = _prompt_list(prompts)
         engine_prompts = [_prompt(i, p) for i, p in enumerate(prompts)]
         return self._run(engine_prompts, sampling_params, use_tqdm, _cache_salts(prompts))
 
@@ -252,6 +277,151 @@ class LLM:
         engine_prompts = [chat_prompt(c, tools, chat_template_kwargs, add_generation_prompt, continue_final_message)
                           for c in conversations]
         return self._run(engine_prompts, sampling_params, use_tqdm)
+
+    def encode(self, prompts: Union[PromptType, Sequence[PromptType]], pooling_params: PoolingParamsArg = None, *,
+               truncate_prompt_tokens: Optional[int] = None, use_tqdm: bool = True, lora_request: None = None,
+               pooling_task: Optional[str] = None,
+               tokenization_kwargs: Optional[dict] = None) -> list[PoolingRequestOutput]:
+        """vLLM's LLM.encode: each prompt pooled by the model, one PoolingRequestOutput per prompt in
+        input order, its outputs.data a list of float32 values as floats — [dimensions or
+        hidden_size] for an embedding, [1] for a reranker's score (vLLM gives a torch tensor).
+        Each is the same bits alone or in any batch, in any order, with or without prefix-cache hits.
+
+        prompts: as generate() takes them (a string, {"prompt": ...}, {"prompt_token_ids": [...]},
+        or a list), without cache_salt. pooling_params: one PoolingParams for all (default
+        PoolingParams()) or one per prompt. pooling_task: "embed" or "score", set on every
+        PoolingParams that names none; None (unlike vLLM, which requires it) is the model's own
+        task. truncate_prompt_tokens (or tokenization_kwargs={"truncate_prompt_tokens": k}): keep the
+        last k tokens of every prompt whose PoolingParams leaves it unset (-1: the last
+        max_model_len). use_tqdm: a progress bar. Requests are numbered "pool-0", "pool-1", ...
+        apart from generation's, so pooling never moves a later generation's default seed.
+
+        Raises ValueError when the model does not pool (load it with runner="pooling"), and for a
+        bad prompt or parameter, naming the prompt and the field ("prompt 3: ... dimensions must
+        be in [1, 1024] ..."; nothing runs then); KeyboardInterrupt (Ctrl-C) aborts the batch.
+        Releases the GIL while the engine runs.
+        """
+        if not self.is_driver:
+            return []
+        self._require_pooling("encode")
+        if lora_request is not None:
+            raise ValueError("lora_request is not supported")
+        prompts = _prompt_list(prompts)
+        if any(salt is not None for salt in _cache_salts(prompts)):
+            raise ValueError("cache_salt is not supported by pooling requests")
+        engine_prompts = [_prompt(i, p) for i, p in enumerate(prompts)]
+        truncate = truncation(truncate_prompt_tokens, tokenization_kwargs)
+        engine_params = [with_task(p, pooling_task)._to_engine(truncate)
+                         for p in params_per_prompt(pooling_params, len(engine_prompts))]
+        with self._lock:
+            ids = self._pooling_request_ids(len(engine_prompts))
+            bar = _ProgressBar(len(engine_prompts), pooling=True) if use_tqdm else None
+            try:
+                outs = self._engine.generate(engine_prompts, [_ditto.SamplingParams()], ids, [],
+                                             bar.update if bar else None, pooling=engine_params)
+            finally:
+                if bar:
+                    bar.close()
+        return [pooling_from_engine(o.request_id, o.pooled, o) for o in outs]
+
+    def embed(self, prompts: Union[PromptType, Sequence[PromptType]], pooling_params: PoolingParamsArg = None, *,
+              truncate_prompt_tokens: Optional[int] = None, use_tqdm: bool = True, lora_request: None = None,
+              tokenization_kwargs: Optional[dict] = None) -> list[EmbeddingRequestOutput]:
+        """vLLM's LLM.embed: one EmbeddingRequestOutput per prompt, in input order; its
+        outputs.embedding is a list of hidden_size float32 values as floats (the first
+        PoolingParams.dimensions of them when given, Matryoshka), unit L2 norm unless
+        normalize=False. The model's pooling (LAST, MEAN or CLS) picks the token rows it comes from.
+        The same bits alone or in any batch, in any order, with or without prefix-cache hits.
+        Arguments as encode(). Raises ValueError when the model does not embed (a generation model:
+        load it with runner="pooling"; a reranker: use score()), and as encode() does.
+        """
+        if not self.is_driver:
+            return []
+        self._require_pooling("embed", task="embed")
+        outs = self.encode(prompts, pooling_params, truncate_prompt_tokens=truncate_prompt_tokens, use_tqdm=use_tqdm,
+                           lora_request=lora_request, pooling_task="embed", tokenization_kwargs=tokenization_kwargs)
+        return [EmbeddingRequestOutput.from_base(o) for o in outs]
+
+    def score(self, data_1: Union[PromptType, Sequence[PromptType]], data_2: Union[PromptType, Sequence[PromptType]],
+              *, truncate_prompt_tokens: Optional[int] = None, use_tqdm: bool = True,
+              pooling_params: Optional[PoolingParams] = None, lora_request: None = None,
+              tokenization_kwargs: Optional[dict] = None, chat_template: Optional[str] = None,
+              chat_template_kwargs: Optional[dict] = None) -> list[ScoringRequestOutput]:
+        """vLLM's LLM.score: the relevance of each (data_1, data_2) pair, one ScoringRequestOutput
+        per pair in data_2's order; outputs.score is a float32 value as a float.
+
+        data_1: one text (paired with every data_2: 1 -> N) or a list as long as data_2 (N -> N);
+        data_2: a text or a list. A text is a string, {"prompt": ...}, or {"prompt_token_ids":
+        [...]} (decoded to text first, as vLLM does). A reranker (task "score") renders each pair
+        with its score template — Qwen3-Reranker's prompt, or the LLM's chat_template;
+        chat_template_kwargs such as {"instruction": "..."} reach it — and scores
+        sigmoid(logit("yes") − logit("no")) in (0, 1) (use_activation=False: the difference);
+        prompt_token_ids are the rendered pair's. An embedding model embeds every distinct text once
+        and scores each pair's cosine similarity, prompt_token_ids empty. Every score is the same
+        bits alone or beside any other pairs. pooling_params: one PoolingParams (dimensions,
+        normalize / use_activation); truncate_prompt_tokens as encode(). use_tqdm is accepted and
+        shows nothing: a score call reports no progress, and Ctrl-C takes effect when it returns.
+        Releases the GIL while the engine runs.
+
+        Raises ValueError when the model does not pool (load it with runner="pooling" or
+        task="score"), for an empty data_1 or data_2, counts that do not pair (naming data_1),
+        chat_template given here (ditto takes it when loading: LLM(model, chat_template=...)), and
+        for a bad text or parameter, naming the pair and the field.
+        """
+        if not self.is_driver:
+            return []
+        self._require_pooling("score")
+        if lora_request is not None:
+            raise ValueError("lora_request is not supported")
+        if chat_template is not None:
+            raise ValueError("chat_template: give the score template when loading the model, "
+                             "LLM(model, task=\"score\", chat_template=...)")
+        if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, dict):
+            raise ValueError(f"chat_template_kwargs must be a dict, got {type(chat_template_kwargs).__name__}")
+        texts_1, texts_2 = self._score_texts("data_1", data_1), self._score_texts("data_2", data_2)
+        if len(texts_1) != 1 and len(texts_1) != len(texts_2):
+            raise ValueError(f"data_1 has {len(texts_1)} texts for {len(texts_2)} in data_2: give one (paired with "
+                             "each) or as many as data_2")
+        params = PoolingParams() if pooling_params is None else pooling_params
+        if not isinstance(params, PoolingParams):
+            raise ValueError(f"pooling_params must be a PoolingParams, got {type(params).__name__}")
+        engine_params = params._to_engine(truncation(truncate_prompt_tokens, tokenization_kwargs))
+        with self._lock:
+            outs = self._engine.score(texts_1, texts_2, engine_params,
+                                      json.dumps(chat_template_kwargs) if chat_template_kwargs else "")
+            ids = self._pooling_request_ids(len(outs))
+        return [ScoringRequestOutput.from_base(pooling_from_engine(i, o.data, o)) for i, o in zip(ids, outs)]
+
+    def _require_pooling(self, method: str, task: Optional[str] = None) -> None:
+        """Raises ValueError unless the model pools (for `task` when given)."""
+        engine = self._engine
+        if engine.runner != "pooling":
+            raise ValueError(f"LLM.{method}() is only supported for pooling models: {engine.model_dir} is loaded "
+                             "for generation; load it with LLM(model, runner=\"pooling\") (or task=\"embed\" / "
+                             "task=\"score\")")
+        if task is not None and engine.pooling_task != task:
+            raise ValueError(f"LLM.{method}(): this model's pooling task is {engine.pooling_task!r}, not {task!r} "
+                             "(a reranker scores pairs: use LLM.score)")
+
+    def _pooling_request_ids(self, count: int) -> list[str]:
+        first = self._next_pooling_request
+        self._next_pooling_request += count
+        return [f"pool-{first + i}" for i in range(count)]
+
+    def _score_texts(self, name: str, data: Union[PromptType, Sequence[PromptType]]) -> list[str]:
+        """data_1 or data_2 as texts (token ids decoded, special tokens kept, as vLLM's
+        tokenizer.decode). Raises ValueError naming the argument and item."""
+        items = _prompt_list(data, name)
+        if not items:
+            raise ValueError(f"{name}: at least one text must be given")
+        texts = []
+        for i, item in enumerate(items):
+            where = f"{name}[{i}]"
+            if isinstance(item, dict) and "cache_salt" in item:
+                raise ValueError(f"{where}: cache_salt is not supported by score")
+            p = _prompt(i, item, where)
+            texts.append(p.text if p.token_ids is None else self._engine.decode(p.token_ids, skip_special_tokens=False))
+        return texts
 
     def _run(self, engine_prompts: list, sampling_params, use_tqdm: bool,
              cache_salts: Optional[list[Optional[str]]] = None) -> list[RequestOutput]:
@@ -331,6 +501,15 @@ def _default_sampling(model_defaults: dict, overrides: Optional[dict]) -> dict:
 _PROMPT_KEYS = {"prompt", "prompt_token_ids", "cache_salt"}
 
 
+def _prompt_list(prompts: Union[PromptType, Sequence[PromptType]], name: str = "prompts") -> list[PromptType]:
+    """One prompt (a string or a dict) or a list of them, as a list. Raises ValueError naming `name`."""
+    if isinstance(prompts, (str, dict)):
+        return [prompts]
+    if not isinstance(prompts, Sequence) or isinstance(prompts, (bytes, bytearray)):
+        raise ValueError(f"{name} must be a string, a prompt dict or a list of them, got {type(prompts).__name__}")
+    return list(prompts)
+
+
 def _cache_salts(prompts: Sequence[PromptType]) -> list[Optional[str]]:
     """Each prompt dict's vLLM cache_salt (None when absent): a non-empty string, or ValueError
     naming the prompt. A salted prompt shares prefix-cache blocks only with the same salt."""
@@ -343,22 +522,23 @@ def _cache_salts(prompts: Sequence[PromptType]) -> list[Optional[str]]:
     return salts
 
 
-def _prompt(i: int, p: PromptType) -> "_ditto.Prompt":
-    """Prompt i as the engine's. Raises ValueError naming it."""
+def _prompt(i: int, p: PromptType, where: Optional[str] = None) -> "_ditto.Prompt":
+    """Prompt i as the engine's. Raises ValueError naming it (`where`, default "prompt I")."""
+    where = where or f"prompt {i}"
     e = _ditto.Prompt()
     if isinstance(p, dict):
         unknown = set(p) - _PROMPT_KEYS
         if unknown:
-            raise ValueError(f"prompt {i}: {', '.join(sorted(unknown))} not supported (ditto takes text models' "
+            raise ValueError(f"{where}: {', '.join(sorted(unknown))} not supported (ditto takes text models' "
                              "'prompt' or 'prompt_token_ids', and 'cache_salt')")
     if isinstance(p, str) or (isinstance(p, dict) and "prompt" in p and "prompt_token_ids" not in p):
         text = p if isinstance(p, str) else p["prompt"]
         if not isinstance(text, str):
-            raise ValueError(f"prompt {i}: 'prompt' must be a string, got {type(text).__name__}")
+            raise ValueError(f"{where}: 'prompt' must be a string, got {type(text).__name__}")
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as err:
-            raise ValueError(f"prompt {i}: not valid Unicode text ({err.reason} at {err.start})") from None
+            raise ValueError(f"{where}: not valid Unicode text ({err.reason} at {err.start})") from None
         e.text = text
     elif isinstance(p, dict) and "prompt_token_ids" in p:
         ids = p["prompt_token_ids"]
@@ -366,33 +546,37 @@ def _prompt(i: int, p: PromptType) -> "_ditto.Prompt":
             ids = ids.tolist()
         if not isinstance(ids, (list, tuple)) or not all(
                 isinstance(t, numbers.Integral) and not isinstance(t, bool) for t in ids):
-            raise ValueError(f"prompt {i}: prompt_token_ids must be a list of integers")
+            raise ValueError(f"{where}: prompt_token_ids must be a list of integers")
         ids = [int(t) for t in ids]
         for t in ids:
             if not -(1 << 31) <= t < 1 << 31:
-                raise ValueError(f"prompt {i}: prompt token {t} is out of vocabulary")
+                raise ValueError(f"{where}: prompt token {t} is out of vocabulary")
         e.token_ids = ids
     else:
-        raise ValueError(f"prompt {i}: expected a string, {{'prompt': str}} or {{'prompt_token_ids': [int, ...]}}, "
+        raise ValueError(f"{where}: expected a string, {{'prompt': str}} or {{'prompt_token_ids': [int, ...]}}, "
                          f"got {type(p).__name__}")
     return e
 
 
 class _ProgressBar:
     """vLLM's bar: requests processed, with the input and output tokens per second of the finished
-    ones."""
+    ones (input only for pooling requests, which have no output tokens)."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, pooling: bool = False) -> None:
         from tqdm.auto import tqdm
+        self._pooling = pooling
         self._bar = tqdm(total=total, desc="Processed prompts", dynamic_ncols=True,
-                         postfix="est. speed input: 0.00 toks/s, output: 0.00 toks/s")
+                         postfix=self._speed(0, 0, 1.0))
         self._start = time.perf_counter()
+
+    def _speed(self, prompt_tokens: int, output_tokens: int, elapsed: float) -> str:
+        speed = f"est. speed input: {prompt_tokens / elapsed:.2f} toks/s"
+        return speed if self._pooling else f"{speed}, output: {output_tokens / elapsed:.2f} toks/s"
 
     def update(self, done: int, total: int, prompt_tokens: int, output_tokens: int) -> None:
         if done != self._bar.n:
             elapsed = max(time.perf_counter() - self._start, 1e-9)
-            self._bar.set_postfix_str(f"est. speed input: {prompt_tokens / elapsed:.2f} toks/s, "
-                                      f"output: {output_tokens / elapsed:.2f} toks/s", refresh=False)
+            self._bar.set_postfix_str(self._speed(prompt_tokens, output_tokens, elapsed), refresh=False)
             self._bar.update(done - self._bar.n)
 
     def close(self) -> None:

@@ -1,9 +1,17 @@
 """The outputs of LLM.generate and LLM.chat, with vLLM's classes and attributes
-(vllm/outputs.py, vllm/sequence.py): RequestOutput, CompletionOutput and Logprob."""
+(vllm/outputs.py, vllm/sequence.py): RequestOutput, CompletionOutput and Logprob; and those of
+LLM.encode, LLM.embed and LLM.score: PoolingRequestOutput (PoolingOutput), EmbeddingRequestOutput
+(EmbeddingOutput) and ScoringRequestOutput (ScoringOutput).
+
+Pooled values are float32 numbers computed by the engine, given as Python floats (each exactly its
+float32 value): vLLM gives PoolingOutput.data as a torch tensor, ditto (which has no torch) as a
+list; numpy.asarray(data, dtype=numpy.float32) or torch.tensor(data) turns it into one without
+changing a bit. ditto has no classification models, so no ClassificationRequestOutput.
+"""
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 # A position's log-probabilities: the chosen (or prompt) token first, then the top ones, by id.
 PositionLogprobs = dict[int, "Logprob"]
@@ -97,3 +105,101 @@ def from_engine(out, prompt_is_text: bool, want_logprobs: bool, want_prompt_logp
         seed=out.seed,
         num_cached_tokens=out.num_cached_tokens,
     )
+
+
+@dataclasses.dataclass(repr=False)
+class PoolingOutput:
+    """One pooling request's result (vLLM's): data, [dimensions or hidden_size] float32 values for
+    an embedding, [1] for a score — a list of floats (vLLM: a torch tensor)."""
+
+    data: list[float]
+
+    def __repr__(self) -> str:
+        return f"PoolingOutput(data={self.data})"
+
+
+@dataclasses.dataclass(repr=False)
+class EmbeddingOutput:
+    """An embedding (vLLM's): [hidden_size, or the request's dimensions] float32 values as floats,
+    unit L2 norm unless normalize=False."""
+
+    embedding: list[float]
+
+    @staticmethod
+    def from_base(pooling_output: PoolingOutput) -> "EmbeddingOutput":
+        return EmbeddingOutput(list(pooling_output.data))
+
+    @property
+    def hidden_size(self) -> int:
+        """The embedding's length."""
+        return len(self.embedding)
+
+    def __repr__(self) -> str:
+        return f"EmbeddingOutput(hidden_size={self.hidden_size})"
+
+
+@dataclasses.dataclass(repr=False)
+class ScoringOutput:
+    """A pair's relevance (vLLM's): a reranker's sigmoid(logit("yes") − logit("no")) in (0, 1) (the
+    raw difference with use_activation=False), or an embedding model's cosine in [-1, 1]; a float32
+    value as a float."""
+
+    score: float
+
+    @staticmethod
+    def from_base(pooling_output: PoolingOutput) -> "ScoringOutput":
+        if len(pooling_output.data) != 1:
+            raise ValueError("pooled data should be a single score")
+        return ScoringOutput(pooling_output.data[0])
+
+    def __repr__(self) -> str:
+        return f"ScoringOutput(score={self.score})"
+
+
+@dataclasses.dataclass(repr=False)
+class PoolingRequestOutput:
+    """One pooling request's result (vLLM's): request_id, outputs (a PoolingOutput here; an
+    EmbeddingOutput or ScoringOutput in the subclasses), prompt_token_ids (the tokens that ran,
+    after truncation; a reranker's rendered pair; empty for an embedding model's score, which runs
+    two prompts), num_cached_tokens (prompt tokens the prefix cache held: work saved, not part of
+    the invariance contract) and finished (always True: offline results are whole)."""
+
+    request_id: str
+    outputs: Any
+    prompt_token_ids: list[int]
+    num_cached_tokens: int
+    finished: bool
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(request_id={self.request_id!r}, outputs={self.outputs!r}, "
+                f"prompt_token_ids={self.prompt_token_ids}, num_cached_tokens={self.num_cached_tokens}, "
+                f"finished={self.finished})")
+
+
+class EmbeddingRequestOutput(PoolingRequestOutput):
+    """LLM.embed's result: outputs is an EmbeddingOutput."""
+
+    @staticmethod
+    def from_base(request_output: PoolingRequestOutput) -> "EmbeddingRequestOutput":
+        return _retyped(EmbeddingRequestOutput, request_output, EmbeddingOutput.from_base(request_output.outputs))
+
+
+class ScoringRequestOutput(PoolingRequestOutput):
+    """LLM.score's result: outputs is a ScoringOutput."""
+
+    @staticmethod
+    def from_base(request_output: PoolingRequestOutput) -> "ScoringRequestOutput":
+        return _retyped(ScoringRequestOutput, request_output, ScoringOutput.from_base(request_output.outputs))
+
+
+def _retyped(cls: type, request_output: PoolingRequestOutput, outputs: Any) -> Any:
+    """`request_output` as a `cls` (a PoolingRequestOutput subclass) holding `outputs`."""
+    return cls(request_output.request_id, outputs, request_output.prompt_token_ids, request_output.num_cached_tokens,
+               request_output.finished)
+
+
+def pooling_from_engine(request_id: str, data: list[float], out) -> PoolingRequestOutput:
+    """A PoolingRequestOutput of `data` under the LLM's request id, the rest from the engine's
+    output (ditto._ditto.RequestOutput of a pooling request, or ditto._ditto.PoolingRequestOutput)."""
+    return PoolingRequestOutput(request_id, PoolingOutput(list(data)), list(out.prompt_token_ids),
+                                out.num_cached_tokens, out.finished)

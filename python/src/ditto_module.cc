@@ -22,6 +22,7 @@
 #include "ditto/engine_args.h"
 #include "ditto/error.h"
 #include "ditto/llm.h"
+#include "ditto/pooling.h"
 #include "ditto/prompt_input.h"
 #include "ditto/request_output.h"
 #include "ditto/sampling_params.h"
@@ -43,12 +44,16 @@ class PyLLM {
   // step and raises its error (ValueError: "prompt I: why").
   // rest_of_context[i]: prompt i's max_tokens is what the context and the KV cache leave
   // (max_tokens=None), else it is cut to the context (vLLM's offline rule).
+  // pooling not empty (one shared, or one per prompt): every prompt is a pooling request
+  // (GenerateOptions::pooling; `params` then ignored) and its result is RequestOutput::pooled.
   std::vector<RequestOutput> generate(const std::vector<PromptInput>& prompts,
                                       const std::vector<SamplingParams>& params,
                                       const std::vector<std::string>& request_ids,
-                                      const std::vector<bool>& rest_of_context, const py::object& on_step) {
+                                      const std::vector<bool>& rest_of_context, const py::object& on_step,
+                                      const std::vector<PoolingParams>& pooling) {
     GenerateOptions options;
     options.request_ids = request_ids;
+    options.pooling = pooling;
     for (bool rest : rest_of_context)
       options.max_tokens_rules.push_back(rest ? MaxTokensRule::kRestOfContext : MaxTokensRule::kClipToContext);
     std::optional<std::string> refused;
@@ -78,6 +83,26 @@ class PyLLM {
     std::vector<RequestOutput> out;
     out.reserve(results.size());
     for (GenerateResult& r : results) out.push_back(std::move(r.output));
+    return out;
+  }
+
+  // LLM::score's pooling form with the GIL released: each (text_1, text_2) pair's relevance (a
+  // reranker's yes/no score, or the cosine of an embedding model's two embeddings), in order. A
+  // refused pair raises its error (ValueError: "prompt I: why" or "pair I: ...").
+  std::vector<PoolingRequestOutput> score(const std::vector<std::string>& text_1,
+                                          const std::vector<std::string>& text_2, const PoolingParams& params,
+                                          const std::string& chat_template_kwargs) {
+    std::vector<PoolingResult> results;
+    {
+      py::gil_scoped_release release;
+      results = llm_.score(text_1, text_2, params, chat_template_kwargs);
+    }
+    std::vector<PoolingRequestOutput> out;
+    out.reserve(results.size());
+    for (PoolingResult& r : results) {
+      if (r.error) throw Error(ErrorCode::kInvalidArgument, *r.error);
+      out.push_back(std::move(r.output));
+    }
     return out;
   }
 
@@ -113,6 +138,7 @@ class PyLLM {
   const std::vector<int32_t>& eos_token_ids() const { return llm_.model_info().eos_token_ids; }
   const std::string& model_dir() const { return llm_.model_info().model_dir; }
   const std::string& system_fingerprint() const { return llm_.model_info().system_fingerprint; }
+  const ModelInfo& model_info() const { return llm_.model_info(); }
   const EngineArgs& args() const { return llm_.args(); }
   // The model's default sampling parameters (the front door's, from generation_config), by
   // SamplingParams' names: only the keys the configuration sets.
@@ -286,7 +312,24 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readonly("outputs", &RequestOutput::outputs)
       .def_readonly("seed", &RequestOutput::seed)
       .def_readonly("num_cached_tokens", &RequestOutput::num_cached_tokens)
-      .def_readonly("finished", &RequestOutput::finished);
+      .def_readonly("finished", &RequestOutput::finished)
+      .def_readonly("pooled", &RequestOutput::pooled);
+
+  // include/ditto/pooling.h; None leaves a field to the model's default.
+  py::class_<PoolingParams>(m, "PoolingParams")
+      .def(py::init<>())
+      .def_readwrite("task", &PoolingParams::task)
+      .def_readwrite("dimensions", &PoolingParams::dimensions)
+      .def_readwrite("normalize", &PoolingParams::normalize)
+      .def_readwrite("use_activation", &PoolingParams::use_activation)
+      .def_readwrite("truncate_prompt_tokens", &PoolingParams::truncate_prompt_tokens);
+  py::class_<PoolingRequestOutput>(m, "PoolingRequestOutput")
+      .def_readonly("request_id", &PoolingRequestOutput::request_id)
+      .def_readonly("prompt", &PoolingRequestOutput::prompt)
+      .def_readonly("prompt_token_ids", &PoolingRequestOutput::prompt_token_ids)
+      .def_readonly("data", &PoolingRequestOutput::data)
+      .def_readonly("num_cached_tokens", &PoolingRequestOutput::num_cached_tokens)
+      .def_readonly("finished", &PoolingRequestOutput::finished);
 
   py::class_<BeamSearchParams>(m, "BeamSearchParams")
       .def(py::init<>())
@@ -309,7 +352,10 @@ PYBIND11_MODULE(_ditto, m) {
   py::class_<PyLLM>(m, "Engine")
       .def(py::init<const EngineArgs&>(), py::arg("args"))
       .def("generate", &PyLLM::generate, py::arg("prompts"), py::arg("params"), py::arg("request_ids"),
-           py::arg("rest_of_context"), py::arg("on_step") = py::none())
+           py::arg("rest_of_context"), py::arg("on_step") = py::none(),
+           py::arg("pooling") = std::vector<PoolingParams>{})
+      .def("score", &PyLLM::score, py::arg("text_1"), py::arg("text_2"), py::arg("params"),
+           py::arg("chat_template_kwargs") = "")
       .def("beam_search", &PyLLM::beam_search, py::arg("prompts"), py::arg("params"), py::arg("seed") = 0)
       .def("reset_prefix_cache", &PyLLM::reset_prefix_cache)
       .def("encode", &PyLLM::encode, py::arg("text"), py::arg("add_special_tokens") = true)
@@ -325,6 +371,12 @@ PYBIND11_MODULE(_ditto, m) {
       .def_property_readonly("eos_token_ids", &PyLLM::eos_token_ids)
       .def_property_readonly("model_dir", &PyLLM::model_dir)
       .def_property_readonly("system_fingerprint", &PyLLM::system_fingerprint)
+      // The model's pooling (ModelInfo): runner "pooling" or "generate", pooling_task "embed" /
+      // "score" ("" when generating), pooling_type "LAST" / "MEAN" / "CLS", hidden_size.
+      .def_property_readonly("runner", [](const PyLLM& l) { return l.model_info().runner; })
+      .def_property_readonly("pooling_task", [](const PyLLM& l) { return l.model_info().pooling_task; })
+      .def_property_readonly("pooling_type", [](const PyLLM& l) { return l.model_info().pooling_type; })
+      .def_property_readonly("hidden_size", [](const PyLLM& l) { return l.model_info().hidden_size; })
       .def_property_readonly("args", &PyLLM::args)
       .def("generation_defaults", &PyLLM::generation_defaults);
 
