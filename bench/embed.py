@@ -74,7 +74,7 @@ def post(port, body):
 
 def documents(args):
     rng = random.Random(args.seed)
-    words = WORDS.split()
+    words = list(WORDS)
     docs = []
     for _ in range(args.num_requests * args.batch):
         n = max(4, int(args.doc_tokens * (0.5 + rng.random())))

@@ -2,6 +2,7 @@
 // LLM::score (include/ditto/llm.h). Every line's result is the bits it gets alone.
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -126,9 +127,17 @@ void run_embed(const EmbedCommandOptions& o) {
       text_2.push_back(l.text_2);
     }
   }
+  const auto start = std::chrono::steady_clock::now();
   const std::vector<PoolingResult> encoded =
       inputs.empty() ? std::vector<PoolingResult>{} : llm.encode(inputs, params, /*progress=*/true);
   const std::vector<PoolingResult> scored = text_2.empty() ? std::vector<PoolingResult>{} : llm.score(text_1, text_2);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int64_t tokens = 0;
+  for (const std::vector<PoolingResult>* results : {&encoded, &scored})
+    for (const PoolingResult& r : *results) tokens += static_cast<int64_t>(r.output.prompt_token_ids.size());
+  std::fprintf(stderr, "pooled %zu lines, %lld prompt tokens in %.3f s: %.1f tokens/s (model loaded in %.2f s)\n",
+               lines.size(), static_cast<long long>(tokens), seconds, seconds > 0 ? tokens / seconds : 0.0,
+               llm.model_info().load_seconds);
   std::ofstream out_file;
   if (o.output != "-") {
     out_file.open(o.output);
