@@ -95,9 +95,11 @@ void add_check_invariance_command(CLI::App& app) {
       app.add_subcommand("check-invariance",
                          "Run every contract row the engine covers (batch 1 vs N, order, co-running traffic, chunked "
                          "prefill budgets, prefix cache, preemption, speculative decoding, threads, tensor-parallel "
-                         "size, decode vs re-scored logprobs) and compare "
+                         "size, decode vs re-scored logprobs; on a pooling model, its embeddings or scores too) and "
+                         "compare "
                          "outputs bit for bit; exit 1 on any mismatch");
   add_model_options(cmd, o->model);
+  add_engine_flags(cmd, o->model.engine, {"runner", "task", "hf_overrides", "pooler_config", "chat_template"});
   cmd->add_option("--prompts", o->prompts_file,
                   "JSON lines of {\"prompt\"} or {\"prompt_token_ids\"} (default: random token ids)");
   cmd->add_option("--num-prompts", o->check.num_prompts, "Random prompts to generate")
@@ -114,6 +116,9 @@ void add_check_invariance_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "One JSON object instead of the table");
   cmd->add_option("--draft-model", o->check.draft_model,
                   "Draft model of the speculative-decoding row (same vocabulary; default: the model itself)");
+  cmd->add_flag("--pooling-only", o->check.pooling_only,
+                "On a pooling model (--runner pooling, --task embed|score): only the pooling rows (embeddings or "
+                "scores alone vs batched, beside generation, chunked, cached, preempted, threads)");
   cmd->add_option("--inject-fault", o->inject_fault,
                   "Negative control: 'batch-size' nudges logits by the step's batch size, which the "
                   "harness must report as mismatches");

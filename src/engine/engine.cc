@@ -279,6 +279,10 @@ void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const 
     if (req.pooling) {
       const HiddenRows h = steps[i].hidden;
       const size_t n = h == HiddenRows::kNone ? 0 : h == HiddenRows::kAll ? static_cast<size_t>(num_tokens) : 1;
+      if (seq.num_computed_tokens == 0) {  // the first step, or a recomputation after preemption
+        req.pooled_sum.clear();
+        req.pooled_row.clear();
+      }
       seq.num_computed_tokens += batch[i].num_tokens;
       kv_.cache_computed(seq.id, seq.token_ids, seq.num_computed_tokens);
       pool(seq, req, std::span<const float>(out.hidden).subspan(hidden_row * hidden_size, n * hidden_size),

@@ -12,6 +12,7 @@
 #include "engine/beam_search.h"
 #include "engine/llm_engine.h"
 #include "engine/output_diff.h"
+#include "engine/pooling_invariance_check.h"
 #include "engine/speculative.h"
 #include "model/causal_lm.h"
 
@@ -99,6 +100,14 @@ class Checker {
   }
 
   std::vector<InvarianceRow> run() {
+    if (o_.pooling_only) {
+      if (!llm_.pooler().pooling)
+        throw_invalid_argument(
+            "check-invariance --pooling-only: the model does not pool (give --runner pooling or "
+            "--task embed|score)");
+      make_traffic();
+      return pooling_rows();
+    }
     run_alone();
     order_rows();
     for (int64_t budget : {16, 64, 8192})
@@ -112,7 +121,21 @@ class Checker {
     rescore_row();
     logprobs_mode_rows();
     beam_search_row();
+    if (llm_.pooler().pooling)
+      for (InvarianceRow& r : pooling_rows()) rows_.push_back(std::move(r));
     return std::move(rows_);
+  }
+
+  // The pooling rows (pooling_invariance_check.h), beside this check's random generation traffic.
+  std::vector<InvarianceRow> pooling_rows() {
+    std::vector<PromptInput> traffic_prompts;
+    std::vector<SamplingParams> traffic_params;
+    for (const Case& c : traffic_) {
+      traffic_prompts.push_back(c.prompt);
+      traffic_params.push_back(c.params);
+    }
+    llm_.set_engine_args(base_);
+    return check_pooling_invariance(llm_, base_, prompts_, traffic_prompts, traffic_params, o_.seed, fault_);
   }
 
  private:
@@ -172,6 +195,14 @@ class Checker {
     std::vector<size_t> shuffled = identity_;
     std::shuffle(shuffled.begin(), shuffled.end(), rng_);
     check("shuffled order", shuffled);
+    make_traffic();
+    mixed_order_ = shuffled;
+    std::shuffle(mixed_order_.begin(), mixed_order_.end(), rng_);
+    check("with random co-running traffic", mixed_order_, traffic_);
+  }
+
+  // Random generation requests to co-run beside the compared ones (not compared themselves).
+  void make_traffic() {
     const int64_t vocab = llm_.model().config().vocab_size;
     for (size_t k = 0; k < prompts_.size(); ++k) {
       Case c;
@@ -183,9 +214,6 @@ class Checker {
       c.params.seed = rng_();
       traffic_.push_back(std::move(c));
     }
-    mixed_order_ = shuffled;
-    std::shuffle(mixed_order_.begin(), mixed_order_.end(), rng_);
-    check("with random co-running traffic", mixed_order_, traffic_);
   }
 
   // Every prompt twice, the copies admitted after the originals computed; then caching off.

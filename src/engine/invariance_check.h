@@ -33,6 +33,9 @@ struct InvarianceCheckOptions {
   // Negative control: a test double nudges every logit by the step's batch size, which the check
   // must report as mismatches.
   bool inject_batch_size_fault = false;
+  // On a model that pools (--runner pooling, --task embed|score): only the pooling rows
+  // (pooling_invariance_check.h), which otherwise follow the generation rows.
+  bool pooling_only = false;
 };
 
 // One contract row: how many requests (or, for the re-scoring row, choices) and tokens were

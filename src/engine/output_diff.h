@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "ditto/request_output.h"
@@ -34,6 +35,9 @@ inline bool same_entry(const SampledToken& a, const SampledToken& b) {
 inline std::string diff(const RequestOutput& a, const RequestOutput& b) {
   if (a.prompt != b.prompt) return "prompt";
   if (a.prompt_token_ids != b.prompt_token_ids) return "prompt_token_ids";
+  if (a.pooled.size() != b.pooled.size() ||
+      (!a.pooled.empty() && std::memcmp(a.pooled.data(), b.pooled.data(), a.pooled.size() * sizeof(float)) != 0))
+    return "pooled";
   if (a.outputs.size() != b.outputs.size()) return "number of choices";
   if (a.prompt_logprobs.size() != b.prompt_logprobs.size()) return "prompt_logprobs size";
   for (size_t i = 0; i < a.prompt_logprobs.size(); ++i)

@@ -133,7 +133,9 @@ PoolerConfig resolve_pooler_config(const EngineArgs& args, const std::string& mo
   bool normalize_given = false;
   apply_pooler_config(argument_object(args.pooler_config, "pooler_config"), p, type_given, normalize_given);
 
-  const std::optional<PoolingFiles> files = read_pooling_files(model_path);
+  // A generation model never reads its pooling files (a module ditto refuses must not stop it).
+  const bool generate_only = runner == "generate" || task == "generate";
+  const std::optional<PoolingFiles> files = generate_only ? std::nullopt : read_pooling_files(model_path);
   if (files && files->rank)
     throw_invalid_field("runner", files->source +
                                       " is 4 (RANK): a reranker with a classifier head, which ditto does not run; "
@@ -148,7 +150,7 @@ PoolerConfig resolve_pooler_config(const EngineArgs& args, const std::string& mo
       throw_invalid_field("matryoshka_dimensions", "matryoshka_dimensions holds " + std::to_string(d) +
                                                        ", above hidden_size " + std::to_string(p.hidden_size));
 
-  if (runner == "generate" || task == "generate") return p;
+  if (generate_only) return p;
   p.pooling = runner == "pooling" || task_pools || wants_score || files.has_value();
   if (!p.pooling) return p;
   p.task = wants_score ? PoolingTask::kScore : PoolingTask::kEmbed;
@@ -156,7 +158,9 @@ PoolerConfig resolve_pooler_config(const EngineArgs& args, const std::string& mo
     throw_invalid_field("task", "task embed contradicts hf_overrides, which make the model a reranker (score)");
   if (p.task == PoolingTask::kEmbed) {
     if (files && !type_given) p.pooling_type = files->pooling_type;
-    if (files && !normalize_given) p.normalize = files->normalize;
+    // A GGUF file has no key for the Normalize module: normalized, as llama.cpp's and vLLM's
+    // embeddings are by default.
+    if (files && !normalize_given && !model_path.ends_with(".gguf")) p.normalize = files->normalize;
     p.source = files ? files->source : (runner == "pooling" ? "--runner pooling" : "--task " + task);
     return p;
   }

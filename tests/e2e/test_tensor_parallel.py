@@ -76,6 +76,28 @@ def test_score_is_bit_identical_at_every_size(ditto_bin, models, tmp_path, arch)
         assert (tmp_path / f"tp{n}.bin").read_bytes() == whole, f"N={n} {env}: full log-softmax rows differ"
 
 
+EMBED_LINES = "".join(json.dumps(line) + "\n" for line in [
+    {"input": "The quick brown fox jumps over the lazy dog."},
+    {"input": [(i * 7919) % 151000 for i in range(1, 70)], "dimensions": 96},
+    {"input": "Hello", "normalize": False},
+    {"text_1": "What is the capital of China?", "text_2": "The capital of China is Beijing."},
+])
+
+
+@pytest.mark.parametrize("flags", [["--runner", "pooling"], ["--runner", "pooling", "--pooler-config",
+                                                             '{"pooling_type": "MEAN"}'], ["--task", "score"]])
+def test_embeddings_and_scores_are_bit_identical_at_every_size(ditto_bin, models, tmp_path, flags):
+    lines = EMBED_LINES if "score" not in flags else EMBED_LINES.replace(', "dimensions": 96', "")
+    (tmp_path / "in.jsonl").write_text(lines)
+    args = ["embed", "--model", models["dense"], "--input", tmp_path / "in.jsonl", *flags]
+    one = run_ditto(ditto_bin, *args, "--threads", "2").stdout
+    assert one.count("\n") == 4 and "error" not in one, one
+    for n in (2, 4):
+        got = mpirun(ditto_bin, n, *args, "--threads", "1", "--tensor-parallel-size", n)
+        assert got.returncode == 0, got.stderr
+        assert got.stdout == one, f"N={n}: embeddings differ"
+
+
 REQUESTS = [
     {"prompt": "Hello there", "n": 3, "temperature": 0.8, "seed": 7, "max_tokens": 12, "logprobs": 3},
     {"prompt": "The capital of France is", "n": 2, "temperature": 1.0, "top_p": 0.9, "seed": 9, "max_tokens": 10,
