@@ -218,8 +218,8 @@ struct HttpServer::Impl {
   void handle_pooling(PoolingEndpoint endpoint, const httplib::Request& req, httplib::Response& res);
   // Throws Error(kInvalidArgument, "model") when this model cannot answer `endpoint`.
   void check_pooling_model(PoolingEndpoint endpoint) const;
-  // Runs `requests` (from process_pooling) as job `id`'s slots, at most kPoolingWindow in the engine
-  // at once; returns each one's pooled result, in order.
+  // Runs `requests` (from process_pooling) as job `id`'s slots, a window of them in the engine at
+  // once; returns each one's output (RequestOutput::pooled), in order.
   std::vector<RequestOutput> run_pooling(std::vector<EngineRequest> requests, const std::string& id, int connection_fd);
   void respond_stream(const std::shared_ptr<Job>& job, const std::shared_ptr<ApiFormatter>& formatter,
                       const std::shared_ptr<OpenResponse>& open, httplib::Response& res);
