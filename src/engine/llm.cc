@@ -93,38 +93,24 @@ std::vector<PoolingResult> LLM::embed(const std::vector<PromptInput>& prompts, c
 
 std::vector<PoolingResult> LLM::score(const std::vector<std::string>& text_1, const std::vector<std::string>& text_2,
                                       const PoolingParams& params, const std::string& chat_template_kwargs) {
-  const PoolerConfig& pooler = engine_->pooler();
   if (text_1.size() != 1 && text_1.size() != text_2.size())
     throw_invalid_field("text_1", "score: " + std::to_string(text_1.size()) + " text_1 for " +
                                       std::to_string(text_2.size()) + " text_2 (give one, or one per text_2)");
-  const auto first = [&](size_t i) -> const std::string& { return text_1[text_1.size() == 1 ? 0 : i]; };
-  if (pooler.pooling && pooler.task == PoolingTask::kScore) {
-    std::vector<PromptInput> pairs;
-    for (size_t i = 0; i < text_2.size(); ++i)
-      pairs.push_back(score_pair_prompt(pooler, first(i), text_2[i], chat_template_kwargs));
-    PoolingParams p = params;
-    if (p.task.empty()) p.task = "score";
-    return encode(pairs, {p});
-  }
-  // An embedding model: every distinct text embedded once, each pair's cosine.
-  std::vector<PromptInput> texts;
-  std::map<std::string, size_t> row;
-  for (const std::vector<std::string>* side : {&text_1, &text_2})
-    for (const std::string& t : *side)
-      if (row.emplace(t, texts.size()).second) texts.push_back(PromptInput{.text = t});
+  const ScorePlan plan = plan_scores(engine_->pooler(), text_1, text_2, chat_template_kwargs);
   PoolingParams p = params;
-  if (p.task == "score") p.task = "";  // the pair's score; each text is an embedding
-  const std::vector<PoolingResult> embedded = embed(texts, p);
+  if (p.task.empty() || p.task == "score") p.task = plan.task;  // an embedding model's pair: two embeddings
+  std::vector<PoolingResult> pooled = encode(plan.prompts, {p});
+  if (plan.task == "score") return pooled;  // one per pair
   std::vector<PoolingResult> results(text_2.size());
   for (size_t i = 0; i < text_2.size(); ++i) {
-    const PoolingResult& a = embedded[row.at(first(i))];
-    const PoolingResult& b = embedded[row.at(text_2[i])];
+    const PoolingResult& a = pooled[plan.pairs[i].first];
+    const PoolingResult& b = pooled[plan.pairs[i].second];
     results[i].output.request_id = std::to_string(i);
     if (a.error || b.error) {
       results[i].error = "pair " + std::to_string(i) + ": " + (a.error ? *a.error : *b.error);
       continue;
     }
-    results[i].output.data = {cosine_similarity(a.output.data, b.output.data)};
+    results[i].output.data = {plan.score(a.output.data, b.output.data)};
   }
   return results;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -194,6 +195,42 @@ PromptInput score_pair_prompt(const PoolerConfig& config, const std::string& tex
   p.chat_template_kwargs = chat_template_kwargs;
   p.add_generation_prompt = false;
   return p;
+}
+
+ScorePlan plan_scores(const PoolerConfig& config, const std::vector<std::string>& text_1,
+                      const std::vector<std::string>& text_2, const std::string& chat_template_kwargs) {
+  DITTO_CHECK(text_1.size() == 1 || text_1.size() == text_2.size()) << "score: text_1 is one text or one per text_2";
+  const auto first = [&](size_t i) -> const std::string& { return text_1[text_1.size() == 1 ? 0 : i]; };
+  ScorePlan plan;
+  if (config.pooling && config.task == PoolingTask::kScore) {
+    plan.task = "score";
+    for (size_t i = 0; i < text_2.size(); ++i) {
+      plan.prompts.push_back(score_pair_prompt(config, first(i), text_2[i], chat_template_kwargs));
+      plan.pairs.emplace_back(i, i);
+    }
+    return plan;
+  }
+  plan.task = "embed";
+  std::map<std::string, size_t> row;  // text → its prompt
+  const auto prompt_of = [&](const std::string& text) {
+    const auto [it, added] = row.emplace(text, plan.prompts.size());
+    if (added) plan.prompts.push_back(PromptInput{.text = text});
+    return it->second;
+  };
+  for (const std::string& t : text_1) prompt_of(t);
+  for (size_t i = 0; i < text_2.size(); ++i) {
+    const size_t b = prompt_of(text_2[i]);
+    plan.pairs.emplace_back(row.at(first(i)), b);
+  }
+  return plan;
+}
+
+float ScorePlan::score(std::span<const float> first, std::span<const float> second) const {
+  if (task == "score") {
+    DITTO_CHECK(!first.empty()) << "a reranker's pooled result is [score]";
+    return first[0];
+  }
+  return cosine_similarity(first, second);
 }
 
 PoolingSpec resolve_pooling_spec(const PoolingParams& params, const PoolerConfig& config) {

@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "architecture/config.h"
@@ -76,6 +77,24 @@ PoolerConfig resolve_pooler_config(const EngineArgs& args, const std::string& mo
 // Every front end (LLM::score, the server's /score and /rerank) builds its pairs here.
 PromptInput score_pair_prompt(const PoolerConfig& config, const std::string& text_1, const std::string& text_2,
                               const std::string& chat_template_kwargs = "");
+
+// How pairs (text_1[i], or text_1[0] for every i, against text_2[i]) are scored, as every front end
+// (LLM::score, the server's /score and /rerank) scores them. On a reranker (task score) each pair
+// is one prompt (score_pair_prompt) whose pooled [score] is the pair's; on any other model each
+// distinct text is one embedding prompt, and a pair's score is the cosine of its two embeddings.
+struct ScorePlan {
+  std::string task;                  // what each prompt runs as: "score" or "embed"
+  std::vector<PromptInput> prompts;  // what to pool
+  // Per pair, the prompts whose pooled results make its score (a reranker's pair i: {i, i}).
+  std::vector<std::pair<size_t, size_t>> pairs;
+  // The score of a pair from its two prompts' pooled results (score: [1] f32; embed: two embeddings).
+  float score(std::span<const float> first, std::span<const float> second) const;
+};
+
+// text_1 must hold one text or text_2.size() texts (checked, as an internal invariant: the front
+// ends name their own fields when it does not).
+ScorePlan plan_scores(const PoolerConfig& config, const std::vector<std::string>& text_1,
+                      const std::vector<std::string>& text_2, const std::string& chat_template_kwargs = "");
 
 // What one request computes, resolved by the front door (InputProcessor::process_pooling).
 struct PoolingSpec {

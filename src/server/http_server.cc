@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -29,6 +30,7 @@
 #include "server/metrics.h"
 #include "server/metrics_http.h"
 #include "server/openai_api.h"
+#include "server/pooling_api.h"
 #include "server/sockets.h"
 
 namespace ditto {
@@ -193,6 +195,13 @@ struct HttpServer::Impl {
                     "request with untrusted chat template.");
   }
 
+  void warn_ignored(const std::vector<std::string>& fields) const {
+    if (fields.empty()) return;
+    std::string names;
+    for (const std::string& f : fields) names += (names.empty() ? "" : ", ") + f;
+    log_event(options.log_format, "warning", "ignoring unsupported fields: " + names);
+  }
+
   void routes();
   // use_beam_search: each prompt's beams by run_beam_search, every step's beams submitted to the
   // engine as one-token requests beside whatever else runs; the answer is whole (a stream gets it
@@ -201,6 +210,17 @@ struct HttpServer::Impl {
                            httplib::Response& res, int connection_fd);
   void handle_generate(ApiEndpoint endpoint, const httplib::Request& req, httplib::Response& res);
   void respond_whole(Job& job, const ApiFormatter& formatter, httplib::Response& res);
+  // Waits for every slot's final output (job.outputs), calling `submit_more` before each wait; aborts
+  // the job and throws Error(kCancelled) when the client leaves first.
+  void await_outputs(Job& job, const std::function<void()>& submit_more = {});
+  // /v1/embeddings, /pooling, /score, /rerank: every input (or pair) through process_pooling, run as
+  // an engine request of its own beside whatever else runs; the response once all are pooled.
+  void handle_pooling(PoolingEndpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  // Throws Error(kInvalidArgument, "model") when this model cannot answer `endpoint`.
+  void check_pooling_model(PoolingEndpoint endpoint) const;
+  // Runs `requests` (from process_pooling) as job `id`'s slots, a window of them in the engine at
+  // once; returns each one's output (RequestOutput::pooled), in order.
+  std::vector<RequestOutput> run_pooling(std::vector<EngineRequest> requests, const std::string& id, int connection_fd);
   void respond_stream(const std::shared_ptr<Job>& job, const std::shared_ptr<ApiFormatter>& formatter,
                       const std::shared_ptr<OpenResponse>& open, httplib::Response& res);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
@@ -297,11 +317,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
   ApiRequest request =
       parse_api_request(endpoint, body, llm.args().max_logprobs, llm.input_processor().default_sampling_params());
   check_model(request.model);
-  if (!request.ignored_fields.empty()) {
-    std::string names;
-    for (const std::string& f : request.ignored_fields) names += (names.empty() ? "" : ", ") + f;
-    log_event(options.log_format, "warning", "ignoring unsupported fields: " + names);
-  }
+  warn_ignored(request.ignored_fields);
   const bool chat = endpoint == ApiEndpoint::kChatCompletions;
   if (chat) check_request_chat_template(request.prompts[0]);
   request.system_fingerprint = llm.system_fingerprint();
@@ -467,22 +483,25 @@ void HttpServer::Impl::respond_beam_search(ApiRequest&& request, const char* id_
   res.set_content(body, "text/event-stream");
 }
 
-// A non-streamed response: waits for every slot's final output, aborting if the client leaves.
-void HttpServer::Impl::respond_whole(Job& job, const ApiFormatter& formatter, httplib::Response& res) {
+void HttpServer::Impl::await_outputs(Job& job, const std::function<void()>& submit_more) {
   for (auto& [slot, output] : std::exchange(job.early_reports, {})) job.outputs[slot] = std::move(output);
   try {
     while (job.num_finished < job.outputs.size()) {
+      if (submit_more) submit_more();
       std::vector<OutputChannel::Item> items = job.channel->pop(std::chrono::milliseconds(200));
       for (auto& [slot, output] : apply(job, items, nullptr)) job.outputs[slot] = std::move(output);
-      if (job.num_finished < job.outputs.size() && peer_closed(job.connection_fd)) {
-        abort_job(job);  // nobody will read the answer: free the engine for others
+      if (job.num_finished < job.outputs.size() && peer_closed(job.connection_fd))
         throw Error(ErrorCode::kCancelled, "the client disconnected before the response was ready");
-      }
     }
   } catch (...) {
-    abort_job(job);
+    abort_job(job);  // nobody will read the answer: free the engine for others
     throw;
   }
+}
+
+// A non-streamed response: waits for every slot's final output, aborting if the client leaves.
+void HttpServer::Impl::respond_whole(Job& job, const ApiFormatter& formatter, httplib::Response& res) {
+  await_outputs(job);
   job.complete = true;
   access_record().prompt_tokens = access_record().completion_tokens = 0;
   for (const RequestOutput& out : job.outputs) {
@@ -547,6 +566,120 @@ void HttpServer::Impl::respond_stream(const std::shared_ptr<Job>& job, const std
       [this, job, open](bool) {
         if (!job->complete) abort_job(*job);
       });
+}
+
+void HttpServer::Impl::check_pooling_model(PoolingEndpoint endpoint) const {
+  const PoolerConfig& pooler = llm.pooler();
+  const char* route = endpoint == PoolingEndpoint::kEmbeddings ? "/v1/embeddings"
+                      : endpoint == PoolingEndpoint::kPooling  ? "/pooling"
+                      : endpoint == PoolingEndpoint::kScore    ? "/score"
+                                                               : "/rerank";
+  if (!pooler.pooling)
+    throw_bad_param("model", "The model `" + options.served_model_name + "` runs generation and does not answer " +
+                                 route +
+                                 ": start the server with --runner pooling (an embedding model) or --task score (a "
+                                 "reranker)");
+  if (endpoint == PoolingEndpoint::kEmbeddings && pooler.task == PoolingTask::kScore)
+    throw_bad_param("model", "The model `" + options.served_model_name +
+                                 "` is a reranker (task score): it answers /score, /rerank and /pooling, not "
+                                 "/v1/embeddings");
+}
+
+std::vector<RequestOutput> HttpServer::Impl::run_pooling(std::vector<EngineRequest> requests, const std::string& id,
+                                                         int connection_fd) {
+  // A request of many inputs enters the engine a window at a time, so it never fills the queue
+  // (--max-queued-requests) by itself; which requests share a step changes no bit.
+  const auto window = static_cast<size_t>(std::clamp<int64_t>(options.max_queued_requests / 2, 1, 256));
+  Job job;
+  job.id = id;
+  job.connection_fd = connection_fd;
+  job.finished.assign(requests.size(), false);
+  job.outputs.resize(requests.size());
+  size_t next = 0;
+  await_outputs(job, [&] {
+    for (; next < requests.size() && next - job.num_finished < window; ++next) {
+      const std::string engine_id = requests.size() > 1 ? id + "-" + std::to_string(next) : id;
+      requests[next].request_id = engine_id;
+      requests[next].params.output_kind = RequestOutputKind::kFinalOnly;
+      engine.submit(std::move(requests[next]), job.channel, next);  // kResourceExhausted → 503
+      job.engine_ids.push_back(engine_id);
+    }
+  });
+  for (size_t i = 0; i < job.outputs.size(); ++i)
+    if (job.outputs[i].pooled.empty())  // aborted: the server is shutting down
+      throw Error(ErrorCode::kResourceExhausted, "input " + std::to_string(i) + " was aborted before it was pooled");
+  return std::move(job.outputs);
+}
+
+void HttpServer::Impl::handle_pooling(PoolingEndpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  OpenResponse open(open_responses);
+  const Json body = parse_body(req);
+  const std::string client_id = client_request_id(req, body);
+  PoolingApiRequest r = parse_pooling_request(endpoint, body);
+  check_model(r.model);
+  warn_ignored(r.ignored_fields);
+  check_pooling_model(endpoint);
+  const bool pairs = endpoint == PoolingEndpoint::kScore || endpoint == PoolingEndpoint::kRerank;
+  for (PromptInput& p : r.inputs) {  // a client's chats (a score pair's template is the server's own)
+    if (!p.messages) continue;
+    check_request_chat_template(p);
+    p.chat_template_content_format = options.chat_template_content_format;
+  }
+  ScorePlan plan;
+  std::vector<PromptInput> prompts = std::move(r.inputs);
+  if (pairs) {
+    plan = plan_scores(llm.pooler(), r.text_1, r.text_2);
+    prompts = plan.prompts;
+    r.params.task = plan.task;
+  }
+  // Where a prompt came from, for its errors: "input 3", or the score field holding its text.
+  const auto origin = [&](size_t i) -> std::pair<std::string, std::string> {
+    const std::string input_field = r.chat ? "messages" : "input";
+    if (!pairs) return {input_field, "input " + std::to_string(i)};
+    if (plan.task == "score") return {r.text_2_field, "pair " + std::to_string(i)};
+    const bool first = std::find(r.text_1.begin(), r.text_1.end(), *prompts[i].text) != r.text_1.end();
+    return {first ? r.text_1_field : r.text_2_field, "text '" + prompts[i].text->substr(0, 40) + "'"};
+  };
+  std::vector<EngineRequest> requests;
+  int64_t prompt_tokens = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    try {
+      requests.push_back(llm.input_processor().process_pooling(prompts[i], r.params));
+    } catch (const Error& e) {
+      // The front door names "input"; on /score and /rerank that is one of the request's texts.
+      const auto [field, where] = origin(i);
+      const std::string param = e.param() == "input" ? field : e.param();
+      if (prompts.size() == 1) throw Error(e.code(), e.what(), param);
+      throw Error(e.code(), where + ": " + e.what(), param);
+    }
+    prompt_tokens += static_cast<int64_t>(requests.back().prompt_token_ids.size());
+  }
+  if (prompt_tokens > max_tokens_per_request())
+    throw_bad_param(origin(0).first, "the request has " + std::to_string(prompt_tokens) +
+                                         " prompt tokens, more than this server allows per request "
+                                         "(--max-tokens-per-request " +
+                                         std::to_string(max_tokens_per_request()) + ")");
+  const char* prefix = endpoint == PoolingEndpoint::kEmbeddings ? "embd-"
+                       : endpoint == PoolingEndpoint::kPooling  ? "pool-"
+                       : endpoint == PoolingEndpoint::kScore    ? "score-"
+                                                                : "rerank-";
+  const std::string id = new_id(prefix);  // the engine's; the client's own names the response
+  const std::string response_id = client_id.empty() ? id : prefix + client_id;
+  access_record().request_id = response_id;
+  const std::vector<RequestOutput> outputs =
+      run_pooling(std::move(requests), id, connection_fd(req.remote_addr, req.remote_port, req.local_port));
+  std::vector<std::vector<float>> data;
+  if (pairs) {
+    for (const auto& [a, b] : plan.pairs) data.push_back({plan.score(outputs[a].pooled, outputs[b].pooled)});
+  } else {
+    for (const RequestOutput& o : outputs) data.push_back(o.pooled);
+  }
+  access_record().prompt_tokens = prompt_tokens;
+  access_record().completion_tokens = 0;
+  access_record().finished("stop");
+  send_json(res, 200,
+            pooling_response(r, response_id, static_cast<int64_t>(std::time(nullptr)), options.served_model_name, data,
+                             prompt_tokens));
 }
 
 void HttpServer::Impl::routes() {
@@ -657,6 +790,17 @@ void HttpServer::Impl::routes() {
                     "Cannot find suitable handler for request. Expected one of: ['ChatCompletionRequest' (with "
                     "messages), 'CompletionRequest' (with prompt)]");
               }));
+  const std::pair<const char*, PoolingEndpoint> pooling_routes[] = {{"/v1/embeddings", PoolingEndpoint::kEmbeddings},
+                                                                    {"/pooling", PoolingEndpoint::kPooling},
+                                                                    {"/score", PoolingEndpoint::kScore},
+                                                                    {"/v1/score", PoolingEndpoint::kScore},
+                                                                    {"/rerank", PoolingEndpoint::kRerank},
+                                                                    {"/v1/rerank", PoolingEndpoint::kRerank},
+                                                                    {"/v2/rerank", PoolingEndpoint::kRerank}};
+  for (const auto& [path, endpoint] : pooling_routes)
+    server.Post(at(path), with_body([this, e = endpoint](const httplib::Request& req, httplib::Response& res) {
+                  handle_pooling(e, req, res);
+                }));
   server.Get(at("/v1/models"), guarded([this](const httplib::Request&, httplib::Response& res) {
                Json data = Json::array();
                for (const std::string& name : served_names()) data.push_back(model_card(name));
@@ -673,6 +817,13 @@ void HttpServer::Impl::routes() {
                        {{"/v1/completions", "POST"},
                         {"/v1/chat/completions", "POST"},
                         {"/invocations", "POST"},
+                        {"/v1/embeddings", "POST"},
+                        {"/pooling", "POST"},
+                        {"/score", "POST"},
+                        {"/v1/score", "POST"},
+                        {"/rerank", "POST"},
+                        {"/v1/rerank", "POST"},
+                        {"/v2/rerank", "POST"},
                         {"/tokenize", "POST"},
                         {"/detokenize", "POST"},
                         {"/v1/models", "GET"},

@@ -4,7 +4,9 @@
 //
 // Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /v1/models/{model},
 // POST /invocations, GET /health, GET|POST /ping, GET /version, GET /load, POST /tokenize,
-// POST /detokenize, GET /metrics (all also under --root-path). Errors are vLLM's error objects
+// POST /detokenize, GET /metrics; on a pooling model (--runner pooling, --task embed|score) also
+// POST /v1/embeddings, /pooling, /score (/v1/score), /rerank (/v1/rerank, /v2/rerank)
+// (server/pooling_api.h), beside generation (all also under --root-path). Errors are vLLM's error objects
 // (type the error's name, code the HTTP status): 400 invalid parameter (named in `param`) or a body
 // that is not application/json, 401 missing or wrong API key, 404 unknown model or route, 413 body
 // too large, 503 queue full, 500 internal.

@@ -103,6 +103,38 @@ Json ApiError::body() const {
   return {{"error", e}};
 }
 
+std::vector<PromptInput> read_prompts(const Json& v, const std::string& name) {
+  if (v.is_string()) return {PromptInput{.text = v.get<std::string>()}};
+  if (v.is_array() && !v.empty() && v[0].is_number())
+    return {PromptInput{.token_ids = field(name, [&] { return json_token_ids(v, name); })}};
+  if (!v.is_array() || v.empty())
+    throw_bad_param(name, "field '" + name +
+                              "' must be a string, an array of strings, an array of token ids or an array of "
+                              "token-id arrays (non-empty), got " +
+                              json_excerpt(v));
+  std::vector<PromptInput> prompts;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string item = name + "[" + std::to_string(i) + "]";
+    if (v[i].is_string())
+      prompts.push_back(PromptInput{.text = v[i].get<std::string>()});
+    else if (v[i].is_array())
+      prompts.push_back(PromptInput{.token_ids = field(name, [&] { return json_token_ids(v[i], item); })});
+    else
+      throw_bad_param(name,
+                      "field '" + item + "' must be a string or an array of token ids, got " + json_excerpt(v[i]));
+  }
+  return prompts;
+}
+
+void check_priority(const Json& body) {
+  if (!present(body, "priority")) return;
+  const int64_t priority = field("priority", [&] { return json_int(body["priority"], "priority"); });
+  if (priority != 0)
+    throw_bad_param("priority", "Got priority " + std::to_string(priority) +
+                                    " but Priority scheduling is not enabled (ditto schedules first come, first "
+                                    "served).");
+}
+
 MaxTokensRule max_tokens_rule(const ApiRequest& request) {
   if (request.max_tokens_given) return MaxTokensRule::kAsGiven;
   return request.endpoint == ApiEndpoint::kChatCompletions ? MaxTokensRule::kRestOfContext
@@ -186,41 +218,13 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
   }
 
   if (present(body, "model")) r.model = field("model", [&] { return json_string(body["model"], "model"); });
-  if (present(body, "priority")) {  // vLLM's: any priority but 0 needs its priority scheduling, which ditto has not
-    const int64_t priority = field("priority", [&] { return json_int(body["priority"], "priority"); });
-    if (priority != 0)
-      throw_bad_param("priority", "Got priority " + std::to_string(priority) +
-                                      " but Priority scheduling is not enabled (ditto schedules first come, first "
-                                      "served).");
-  }
+  check_priority(body);
   r.max_tokens_given = parse_sampling(body, r);
   SamplingParams& p = r.params;
 
   if (endpoint == ApiEndpoint::kCompletions) {
     if (!present(body, "prompt")) throw_bad_param("prompt", "field 'prompt' is required");
-    const Json& prompt = body["prompt"];
-    if (prompt.is_string()) {
-      r.prompts.push_back(PromptInput{.text = prompt.get<std::string>()});
-    } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
-      r.prompts.push_back(PromptInput{.token_ids = field("prompt", [&] { return json_token_ids(prompt, "prompt"); })});
-    } else if (prompt.is_array() && !prompt.empty()) {
-      for (size_t i = 0; i < prompt.size(); ++i) {
-        const std::string name = "prompt[" + std::to_string(i) + "]";
-        if (prompt[i].is_string())
-          r.prompts.push_back(PromptInput{.text = prompt[i].get<std::string>()});
-        else if (prompt[i].is_array())
-          r.prompts.push_back(
-              PromptInput{.token_ids = field("prompt", [&] { return json_token_ids(prompt[i], name); })});
-        else
-          throw_bad_param("prompt", "field '" + name + "' must be a string or an array of token ids, got " +
-                                        json_excerpt(prompt[i]));
-      }
-    } else {
-      throw_bad_param("prompt",
-                      "field 'prompt' must be a string, an array of strings, an array of token ids or "
-                      "an array of token-id arrays (non-empty), got " +
-                          json_excerpt(prompt));
-    }
+    r.prompts = read_prompts(body["prompt"], "prompt");
     if (r.prompts.size() > 1024) throw_bad_param("prompt", "at most 1024 prompts per request");
     if (present(body, "add_special_tokens")) {
       const bool add =

@@ -61,6 +61,15 @@ ApiError to_api_error(const Error& e);
   throw_invalid_field(param, message);
 }
 
+// A completion's `prompt` or an embedding's `input` (OpenAI's shapes): a string, token ids, or a
+// non-empty array of strings and token-id arrays; one PromptInput each. Throws
+// Error(kInvalidArgument, param = `name`) for anything else.
+std::vector<PromptInput> read_prompts(const nlohmann::ordered_json& v, const std::string& name);
+
+// vLLM's `priority`: any but 0 needs its priority scheduling, which ditto has not (ditto serves
+// first come, first served). Throws Error(kInvalidArgument, "priority") for one.
+void check_priority(const nlohmann::ordered_json& body);
+
 enum class ApiEndpoint { kCompletions, kChatCompletions };
 
 // A request body, checked field by field (types and ranges; unknown fields are listed in
