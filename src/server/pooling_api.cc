@@ -183,6 +183,13 @@ PoolingApiRequest parse_pooling_request(PoolingEndpoint endpoint, const Json& bo
   const std::set<std::string>& known = known_fields(endpoint);
   for (const auto& [key, value] : body.items())
     if (!known.contains(key)) r.ignored_fields.push_back(key);
+  // Fields of the embedding routes that would change a score: refused by name there, not ignored.
+  if (endpoint == PoolingEndpoint::kScore || endpoint == PoolingEndpoint::kRerank)
+    for (const char* key : {"dimensions", "encoding_format", "chat_template_kwargs", "normalize"})
+      if (present(body, key))
+        throw_bad_param(key, "field '" + std::string(key) + "' is not supported on /score and /rerank (" +
+                                 (std::string(key) == "normalize" ? "use use_activation" : "an embeddings field") +
+                                 ")");
   if (present(body, "model")) r.model = read_string(body, "model");
   if (present(body, "user")) read_string(body, "user");  // accepted and ignored, as OpenAI's
   if (present(body, "request_id")) read_string(body, "request_id");

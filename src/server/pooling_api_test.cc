@@ -134,6 +134,10 @@ TEST(PoolingApiTest, RerankFields) {
   EXPECT_EQ(param_of(kRerank, R"({"query": "q", "documents": []})"), "documents");
   EXPECT_EQ(param_of(kRerank, R"({"query": "q", "documents": [{"content": []}]})"), "documents");
   EXPECT_EQ(param_of(kRerank, R"({"query": "q", "documents": ["a"], "top_n": 1.5})"), "top_n");
+  // The embedding routes' fields would change a score: refused by name, not ignored.
+  EXPECT_EQ(param_of(kRerank, R"({"query": "q", "documents": ["a"], "dimensions": 8})"), "dimensions");
+  EXPECT_EQ(param_of(kScore, R"({"text_1": "q", "text_2": "a", "normalize": false})"), "normalize");
+  EXPECT_EQ(param_of(kScore, R"({"text_1": "q", "text_2": "a", "encoding_format": "base64"})"), "encoding_format");
 }
 
 // RFC 4648's test vectors through the float path (bytes reinterpreted), and the padding.
