@@ -18,6 +18,9 @@
 #   tp2          bench/tensor_parallel.sh: mpirun -np 2 ÷ one process (no peer)
 #   serve        bench/serve.sh --json: 16 clients, ditto serve ÷ llama-server
 #   startup      bench/startup.py: launch to first answered request, ditto serve ÷ llama-server
+#   embed        bench/embed.py: /v1/embeddings throughput of the qwen3-embedding-0.6b preset (28
+#                layers, its sentence-transformers files) exported to Q8_0, ditto serve ÷
+#                llama-server --embeddings, 128 documents of 64-192 tokens
 #
 # Environment: OUT (folder for the JSON; default $DITTO_BENCH_CACHE/results/<UTC time>), THREADS
 # (default 2), BUILD_DIR (default build; built by llama_cpp.sh when stale), DITTO_BENCH_CACHE
@@ -32,7 +35,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 THREADS=${THREADS:-2}
 DITTO=$REPO/$BUILD_DIR/tools/ditto
 DEMO_MODEL=${DEMO_MODEL:-$REPO/models/SmolLM2-135M-Instruct.Q4_1.gguf}
-ALL_ROWS=prefill512,prefill8192,q8_0,q4_k_m,q5_k_m,iq4_xs,batched,speculative,tp2,serve,startup
+ALL_ROWS=prefill512,prefill8192,q8_0,q4_k_m,q5_k_m,iq4_xs,batched,speculative,tp2,serve,startup,embed
 ROWS=${ROWS:-$ALL_ROWS}
 OUT=${OUT:-$CACHE/results/$(date -u +%Y%m%dT%H%M%SZ)}
 PYTHON=/usr/bin/python3
@@ -101,6 +104,16 @@ if [[ ,$ROWS, == *,startup,* ]]; then
     --llama-server "$LLAMA_BIN/llama-server -m $gguf --host 127.0.0.1 --port 0 -t $THREADS -tb $THREADS --no-webui"
 fi
 
+if [[ ,$ROWS, == *,embed,* ]]; then
+  EMBED_MODEL=$CACHE/models/qwen3-embedding-0.6b-28
+  [[ -f $EMBED_MODEL/config.json ]] || "$DITTO" make-test-model --preset qwen3-embedding-0.6b --seed 0 \
+    --out "$EMBED_MODEL" >/dev/null
+  EMBED_GGUF=$CACHE/gguf/qwen3-embedding-0.6b-q8_0.gguf
+  mkdir -p "$CACHE/gguf"
+  [[ -f $EMBED_GGUF ]] || "$DITTO" export-gguf --model "$EMBED_MODEL" --outtype q8_0 --output "$EMBED_GGUF" >/dev/null
+  run embed "$PYTHON" bench/embed.py --gguf "$EMBED_GGUF" --threads "$THREADS" --json
+fi
+
 CPU=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 "$PYTHON" - "$OUT" "$MODEL" "$CPU" "$THREADS" "$(git rev-parse --short HEAD)" "$ROWS" <<'EOF'
 import json, os, sys
@@ -116,7 +129,7 @@ def mean(v):
 
 r = {row: load(row) for row in
      ["prefill512", "prefill8192", "q8_0", "q4_k_m", "q5_k_m", "iq4_xs", "batched", "speculative", "tp2", "serve",
-      "startup"]}
+      "startup", "embed"]}
 table = []  # (row, measured, target, met, why it has no figure)
 
 def add(name, value, target, higher_is_better=True, what=""):
@@ -156,6 +169,8 @@ add("serve 16 clients, output tokens/s ÷ llama-server", o and o.get("output_tok
 add("serve 16 clients, TTFT p50 ÷ llama-server", o and o.get("ttft_ms_p50"), 0.5, higher_is_better=False, what="serve")
 p = r["startup"]
 add("time to first answer ÷ llama-server", p and p.get("ratio"), 1.0, higher_is_better=False, what="startup")
+p = r["embed"]
+add("embeddings tokens/s (Q8_0), ÷ llama-server", p and p.get("ratio"), 1.5, what="embed")
 
 limits = r["prefill512"] or r["prefill8192"] or {}
 summary = {

@@ -138,12 +138,14 @@ def main():
     p.add_argument("--clients", type=int, default=2)
     p.add_argument("--doc-tokens", type=int, default=128)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--llama-parallel", type=int, default=0,
+                   help="llama-server -np (default: clients x batch, every document of a burst in a slot)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
 
     batches = documents(args)
-    slots = args.clients * args.batch
+    slots = args.llama_parallel or args.clients * args.batch
     longest = max(len(d.split()) for b in batches for d in b) + 8
     rows = {"ditto": [], "llama.cpp": []}
     vectors = {}
