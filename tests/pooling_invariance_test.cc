@@ -75,7 +75,7 @@ class PoolingTest : public ::testing::Test {
 testing::TempDir* PoolingTest::dir_ = nullptr;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Each prompt alone on a fresh LLM (no neighbour, no cache), the baseline.
