@@ -136,6 +136,16 @@ void print_engine_summary(const LLMEngine& llm, const std::string& log_format) {
                 (a.kv_cache_memory >= (int64_t{1} << 30) ? format_gib(a.kv_cache_memory) : size) + " = " + n(tokens) +
                 " tokens (" + n(blocks) + " blocks of " + n(a.block_size) + "), at most " + n(a.max_num_seqs) +
                 " sequences and " + n(a.max_num_batched_tokens) + " tokens per step");
+  if (const PoolerConfig& p = llm.pooler(); p.pooling) {
+    const std::string how = p.task == PoolingTask::kEmbed
+                                ? std::string(pooling_type_name(p.pooling_type)) + " pooling, " +
+                                      (p.normalize ? "normalized" : "not normalized") +
+                                      ", routes /v1/embeddings, /pooling, /score, /rerank"
+                                : "a reranker's yes/no score, routes /score, /rerank, /pooling";
+    log_event(log_format, "info",
+              std::string("pooling: ") + pooling_task_name(p.task) + " (" + how + "; from " + p.source +
+                  "); generation runs beside it");
+  }
   if (tokens < llm.max_model_len())
     log_event(log_format, "warning",
               "the KV cache holds " + n(tokens) + " tokens, less than one full-length request (context " +
