@@ -32,6 +32,8 @@ struct EmbedCommandOptions {
 
 // One line of the input file: an input to embed (or, on a reranker, to pool), or a pair to score.
 struct EmbedLine {
+  size_t number = 0;                 // 1-based line of the file
+  std::optional<std::string> error;  // the line could not be read: reported on its output line
   std::string request_id;
   std::optional<PromptInput> input;  // "input": text or token ids
   PoolingParams params;
@@ -43,6 +45,7 @@ EmbedLine parse_line(const std::string& text, size_t number) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) throw_invalid_argument(where + ": not a JSON object");
   EmbedLine line;
+  line.number = number;
   line.request_id = std::to_string(number - 1);
   auto integer = [&](const std::string& key) {
     if (!j[key].is_number_integer()) throw_invalid_field(key, where + ": " + key + " must be an integer");
@@ -94,12 +97,30 @@ EmbedLine parse_line(const std::string& text, size_t number) {
   return line;
 }
 
+// Every non-blank line; one that cannot be read carries its error (the others still run).
 std::vector<EmbedLine> read_lines(std::istream& in) {
   std::vector<EmbedLine> lines;
   std::string text;
-  for (size_t number = 1; std::getline(in, text); ++number)
-    if (text.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(parse_line(text, number));
+  for (size_t number = 1; std::getline(in, text); ++number) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      lines.push_back(parse_line(text, number));
+    } catch (const Error& e) {
+      EmbedLine& bad = lines.emplace_back();
+      bad.number = number;
+      bad.request_id = std::to_string(number - 1);
+      bad.error = e.what();
+    }
+  }
   return lines;
+}
+
+// An engine error ("prompt 3: why", "pair 0: why") as its line's: "line 7: why".
+std::string line_error(const EmbedLine& line, const std::string& error) {
+  std::string why = error;
+  for (const char* prefix : {"prompt ", "pair "})
+    if (why.rfind(prefix, 0) == 0 && why.find(": ") != std::string::npos) why.erase(0, why.find(": ") + 2);
+  return "line " + std::to_string(line.number) + ": " + why;
 }
 
 // Inputs go through LLM::encode together and pairs through LLM::score together (one batch each);
@@ -119,6 +140,7 @@ void run_embed(const EmbedCommandOptions& o) {
   std::vector<PoolingParams> params;
   std::vector<std::string> text_1, text_2;
   for (const EmbedLine& l : lines) {
+    if (l.error) continue;
     if (l.input) {
       inputs.push_back(*l.input);
       params.push_back(l.params);
@@ -145,12 +167,19 @@ void run_embed(const EmbedCommandOptions& o) {
   }
   std::ostream& out = o.output == "-" ? std::cout : out_file;
   const bool embeds = llm.model_info().pooling_task == "embed";
-  size_t next_input = 0, next_pair = 0;
+  size_t next_input = 0, next_pair = 0, failed = 0;
   for (const EmbedLine& l : lines) {
-    const PoolingResult& r = l.input ? encoded[next_input++] : scored[next_pair++];
     json j = {{"request_id", l.request_id}};
+    if (l.error) {
+      j["error"] = *l.error;
+      out << j.dump() << "\n";
+      ++failed;
+      continue;
+    }
+    const PoolingResult& r = l.input ? encoded[next_input++] : scored[next_pair++];
     if (r.error) {
-      j["error"] = *r.error;
+      ++failed;
+      j["error"] = line_error(l, *r.error);
     } else if (l.input && embeds) {
       j["embedding"] = r.output.data;
       j["prompt_tokens"] = r.output.prompt_token_ids.size();
@@ -162,6 +191,9 @@ void run_embed(const EmbedCommandOptions& o) {
   }
   out.flush();
   if (!out) throw_invalid_argument("--output: cannot write '" + o.output + "': " + std::strerror(errno));
+  if (failed > 0)
+    throw_invalid_argument(std::to_string(failed) + " of " + std::to_string(lines.size()) +
+                           " lines failed (their output lines say why)");
 }
 
 }  // namespace
@@ -175,7 +207,8 @@ void add_embed_command(CLI::App& app) {
       "\"request_id\"} (an embedding; on a reranker, its score), or {\"text_1\": QUERY, \"text_2\": DOCUMENT} (a "
       "pair's relevance: a reranker's yes/no score, or an embedding model's cosine). The model must pool: "
       "sentence-transformers files, --runner pooling, or --task embed|score. Each result is bit-identical to "
-      "that line run alone.");
+      "that line run alone. A line that fails gets {\"request_id\", \"error\"} and the others still run; the exit "
+      "status is then 1.");
   add_model_options(cmd, o->model);
   add_engine_flags(
       cmd, o->model.engine,

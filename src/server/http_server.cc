@@ -628,7 +628,11 @@ void HttpServer::Impl::handle_pooling(PoolingEndpoint endpoint, const httplib::R
   ScorePlan plan;
   std::vector<PromptInput> prompts = std::move(r.inputs);
   if (pairs) {
-    plan = plan_scores(llm.pooler(), r.text_1, r.text_2);
+    plan = plan_scores(llm.pooler(), r.text_1, r.text_2, r.chat_template_kwargs);
+    if (plan.task != "score" && !r.chat_template_kwargs.empty())
+      throw Error(ErrorCode::kInvalidArgument,
+                  "chat_template_kwargs apply to a reranker's score template; this model scores by embeddings",
+                  "chat_template_kwargs");
     prompts = plan.prompts;
     r.params.task = plan.task;
   }

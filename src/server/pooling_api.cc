@@ -137,10 +137,10 @@ const std::set<std::string>& known_fields(PoolingEndpoint endpoint) {
                                               "truncation_side", "request_id", "priority",
                                               "use_activation",  "text_1",     "text_2",
                                               "queries",         "documents",  "items",
-                                              "data_1",          "data_2"};
+                                              "data_1",          "data_2",     "chat_template_kwargs"};
   static const std::set<std::string> rerank = {
-      "model",     "user",  "truncate_prompt_tokens", "truncation_side", "request_id", "priority", "query",
-      "documents", "top_n", "use_activation",         "return_documents"};
+      "model",     "user",  "truncate_prompt_tokens", "truncation_side",  "request_id",          "priority", "query",
+      "documents", "top_n", "use_activation",         "return_documents", "chat_template_kwargs"};
   switch (endpoint) {
     case PoolingEndpoint::kEmbeddings: return embeddings;
     case PoolingEndpoint::kPooling: return pooling;
@@ -154,6 +154,12 @@ const std::set<std::string>& known_fields(PoolingEndpoint endpoint) {
 void read_score_pairs(const Json& body, PoolingApiRequest& r) {
   static const std::pair<const char*, const char*> kNames[] = {
       {"text_1", "text_2"}, {"queries", "documents"}, {"queries", "items"}, {"data_1", "data_2"}};
+  int given = 0;
+  for (const auto& [first, second] : kNames) given += present(body, first) && present(body, second) ? 1 : 0;
+  if (given > 1)
+    throw_bad_param("text_1",
+                    "give one pair of fields (text_1 and text_2, queries and documents, queries and "
+                    "items, or data_1 and data_2), not several");
   for (const auto& [first, second] : kNames) {
     if (!present(body, first) || !present(body, second)) continue;
     r.text_1_field = first;
@@ -181,15 +187,19 @@ PoolingApiRequest parse_pooling_request(PoolingEndpoint endpoint, const Json& bo
   PoolingApiRequest r;
   r.endpoint = endpoint;
   const std::set<std::string>& known = known_fields(endpoint);
-  for (const auto& [key, value] : body.items())
-    if (!known.contains(key)) r.ignored_fields.push_back(key);
-  // Fields of the embedding routes that would change a score: refused by name there, not ignored.
-  if (endpoint == PoolingEndpoint::kScore || endpoint == PoolingEndpoint::kRerank)
-    for (const char* key : {"dimensions", "encoding_format", "chat_template_kwargs", "normalize"})
-      if (present(body, key))
-        throw_bad_param(key, "field '" + std::string(key) + "' is not supported on /score and /rerank (" +
-                                 (std::string(key) == "normalize" ? "use use_activation" : "an embeddings field") +
-                                 ")");
+  for (const auto& [key, value] : body.items()) {
+    if (known.contains(key)) continue;
+    std::string list;
+    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw_bad_param(key, "unknown field '" + key + "' (this route takes " + list + ")");
+  }
+  // Fields of the embedding routes that would change a score are not in the score routes' lists.
+  if ((endpoint == PoolingEndpoint::kScore || endpoint == PoolingEndpoint::kRerank) &&
+      present(body, "chat_template_kwargs")) {
+    if (!body["chat_template_kwargs"].is_object())
+      throw_bad_param("chat_template_kwargs", "field 'chat_template_kwargs' must be an object");
+    r.chat_template_kwargs = body["chat_template_kwargs"].dump();
+  }
   if (present(body, "model")) r.model = read_string(body, "model");
   if (present(body, "user")) read_string(body, "user");  // accepted and ignored, as OpenAI's
   if (present(body, "request_id")) read_string(body, "request_id");

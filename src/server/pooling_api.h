@@ -39,16 +39,20 @@ struct PoolingApiRequest {
   bool base64 = false;                      // encoding_format "base64": each vector as little-endian float32 bytes
   int64_t top_n = 0;                        // rerank: the best top_n results (0 or less: all)
   bool return_documents = true;             // rerank: each result carries its document's text
-  std::vector<std::string> ignored_fields;  // unknown fields (vLLM ignores them too)
+  std::vector<std::string> ignored_fields;  // unknown fields: always empty (they are refused, below)
+  // score, rerank on a reranker: the score template's chat_template_kwargs (JSON object text, "":
+  // none), e.g. {"instruction": "..."} for Qwen3-Reranker's prompt.
+  std::string chat_template_kwargs;
 };
 
 // Reads a body (already JSON). Throws Error(kInvalidArgument) whose param() is the field at fault:
 // a missing or mistyped input, an empty list ("input", "text_2", "documents", ...), more than
 // kMaxPoolingInputs inputs or pairs, text_1 neither one text nor one per text_2, an encoding_format
 // other than float or base64, embed_dtype other than float32, endianness other than native or
-// little, truncation_side other than left, a priority other than 0. A top_n of 0 or less is all
-// (vLLM's). The model's own checks (dimensions, lengths, task) come at the front door
-// (InputProcessor::process_pooling).
+// little, truncation_side other than left, a priority other than 0, a field the route does not take
+// (named: never ignored, as a misspelled `dimensions` would silently change the result), two of
+// /score's name pairs at once. A top_n of 0 or less is all (vLLM's). The model's own checks (dimensions, lengths, task)
+// come at the front door (InputProcessor::process_pooling).
 PoolingApiRequest parse_pooling_request(PoolingEndpoint endpoint, const nlohmann::ordered_json& body);
 
 // The response body from the results in request order: `data` holds one pooled vector per input

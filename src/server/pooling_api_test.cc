@@ -52,14 +52,16 @@ TEST(PoolingApiTest, EmbeddingInputs) {
 TEST(PoolingApiTest, EmbeddingFields) {
   const PoolingApiRequest r = parse(kEmbeddings, R"({"input": "x", "model": "m", "encoding_format": "base64",
       "dimensions": 64, "user": "u", "truncate_prompt_tokens": 10, "normalize": false, "use_activation": false,
-      "request_id": "abc", "embed_dtype": "float32", "endianness": "little", "other": 1})");
+      "request_id": "abc", "embed_dtype": "float32", "endianness": "little"})");
   EXPECT_EQ(*r.model, "m");
   EXPECT_TRUE(r.base64);
   EXPECT_EQ(*r.params.dimensions, 64);
   EXPECT_EQ(*r.params.truncate_prompt_tokens, 10);
   EXPECT_FALSE(*r.params.normalize);
   EXPECT_FALSE(*r.params.use_activation);
-  EXPECT_EQ(r.ignored_fields, std::vector<std::string>{"other"});
+  // A field the route does not take is refused by name: a misspelled "dimension" would otherwise
+  // silently give a full-width embedding.
+  EXPECT_EQ(param_of(kEmbeddings, R"({"input": "x", "dimension": 2})"), "dimension");
   EXPECT_EQ(parse(kPooling, R"({"input": "x", "task": "score"})").params.task, "score");
   EXPECT_EQ(parse(kPooling, R"({"input": "x"})").params.task, "");
 }
@@ -138,6 +140,11 @@ TEST(PoolingApiTest, RerankFields) {
   EXPECT_EQ(param_of(kRerank, R"({"query": "q", "documents": ["a"], "dimensions": 8})"), "dimensions");
   EXPECT_EQ(param_of(kScore, R"({"text_1": "q", "text_2": "a", "normalize": false})"), "normalize");
   EXPECT_EQ(param_of(kScore, R"({"text_1": "q", "text_2": "a", "encoding_format": "base64"})"), "encoding_format");
+  EXPECT_EQ(param_of(kRerank, R"({"query": "q", "documents": ["a"], "rank_fields": ["x"]})"), "rank_fields");
+  EXPECT_EQ(param_of(kScore, R"({"text_1": "q", "text_2": "a", "queries": "z", "documents": ["b"]})"), "text_1");
+  EXPECT_EQ(parse(kRerank, R"({"query": "q", "documents": ["a"], "chat_template_kwargs": {"instruction": "x"}})")
+                .chat_template_kwargs,
+            R"({"instruction":"x"})");
 }
 
 // RFC 4648's test vectors through the float path (bytes reinterpreted), and the padding.

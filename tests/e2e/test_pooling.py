@@ -29,11 +29,14 @@ def models(ditto_bin, tmp_path_factory):
     return {"embedding": str(emb), "reranker": str(rr)}
 
 
-def embed(ditto_bin, model, lines, *flags, isa=None):
+def embed(ditto_bin, model, lines, *flags, isa=None, failing=False):
+    """`ditto embed`'s result lines; `failing`: some lines fail, so the exit status is 1."""
     text = "".join(json.dumps(line) + "\n" for line in lines)
     args = ["embed", "--model", model, "--input", "-", *flags]
     if isa is None:
-        out = run_ditto(ditto_bin, *args, input_text=text).stdout
+        proc = run_ditto(ditto_bin, *args, input_text=text, check=False)
+        assert proc.returncode == (1 if failing else 0), proc.stderr
+        out = proc.stdout
     else:
         import subprocess, os
         env = dict(os.environ, DITTO_ISA=isa)
@@ -89,18 +92,25 @@ def test_check_invariance_negative_control_fails(ditto_bin, models):
 def test_bad_input_is_refused_naming_the_field(ditto_bin, models):
     model = models["embedding"]
     got = embed(ditto_bin, model, [{"input": []}, {"input": "x", "dimensions": 4096}, {"input": "ok"},
-                                   {"input": list(range(50))}], "--max-model-len", "32")
+                                   {"input": list(range(50))}, {"input": "x", "bogus": 1}], "--max-model-len", "32",
+                failing=True)
     assert "input" in got[0]["error"] and "empty" in got[0]["error"]
     assert "dimensions" in got[1]["error"]
     assert "embedding" in got[2]  # the others of the batch still run
     assert "truncate_prompt_tokens" in got[3]["error"]
+    assert got[1]["error"].startswith("line 2: ") and got[4]["error"].startswith("line 5: ")  # the file's lines
+    assert "unknown field 'bogus'" in got[4]["error"]
     cut = embed(ditto_bin, model, [{"input": list(range(50)), "truncate_prompt_tokens": 32}], "--max-model-len", "32")
     assert len(cut[0]["embedding"]) == 1024
     proc = run_ditto(ditto_bin, "embed", "--model", model, "--runner", "generate", "--input", "-",
                      input_text='{"input": "x"}\n', check=False)
     assert proc.returncode != 0 and "pooling" in proc.stderr
-    proc = run_ditto(ditto_bin, "embed", "--model", model, "--input", "-", input_text='{"prompt": "x"}\n', check=False)
-    assert proc.returncode != 0 and "prompt" in proc.stderr
+    proc = run_ditto(ditto_bin, "embed", "--model", model, "--input", "-",
+                     input_text='{"prompt": "x"}\nnot json\n{"input": "ok"}\n', check=False)
+    assert proc.returncode == 1 and "2 of 3 lines failed" in proc.stderr, proc.stderr
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert "unknown field 'prompt'" in out[0]["error"] and "not a JSON object" in out[1]["error"]
+    assert "embedding" in out[2]
     proc = run_ditto(ditto_bin, "embed", "--model", model, "--hf-overrides", '{"rope_theta": 5}', "--input", "-",
                      input_text='{"input": "x"}\n', check=False)
     assert proc.returncode != 0 and "hf_overrides.rope_theta" in proc.stderr
