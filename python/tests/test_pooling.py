@@ -190,12 +190,13 @@ def test_bad_input_raises_value_error_naming_the_field_and_disturbs_nothing(mode
 def test_the_embed_command_gives_the_bits_python_gives(tmp_path, model_dir, embedder, reranker_dir, reranker):
     lines = [{"input": QUERY}, {"input": [9707, 11, 1879]}, {"input": DOCS[0], "dimensions": 32},
              {"input": DOCS[1], "normalize": False}, {"text_1": QUERY, "text_2": DOCS[0]}]
-    (tmp_path / "in.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
-    def run(model, *flags):
-        subprocess.run([ditto_command(), "embed", "--model", model, *flags, "--kv-cache-memory", "256MiB",
-                        "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out.jsonl")],
-                       check=True, capture_output=True, text=True, timeout=120)
+    def run(model, *flags, expect_rc=0):
+        (tmp_path / "in.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        done = subprocess.run([ditto_command(), "embed", "--model", model, *flags, "--kv-cache-memory", "256MiB",
+                               "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out.jsonl")],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == expect_rc, done.stderr
         return [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
 
     got = run(model_dir, "--runner", "pooling")
@@ -204,5 +205,10 @@ def test_the_embed_command_gives_the_bits_python_gives(tmp_path, model_dir, embe
     want = [o.outputs.embedding for o in embedder.embed(prompts, params, use_tqdm=False)]
     assert [bits(g["embedding"]) for g in got[:4]] == [bits(w) for w in want]
     assert bits([got[4]["score"]]) == bits([embedder.score(QUERY, DOCS[0], use_tqdm=False)[0].outputs.score])
-    pair = run(reranker_dir, "--task", "score")[4]
+    # On a reranker an input line is scored; `dimensions` (embeddings only) fails on its own line, which makes
+    # the command exit 1, and every other line is still answered.
+    on_reranker = run(reranker_dir, "--task", "score", expect_rc=1)
+    assert len(on_reranker) == 5 and [("error" in line) for line in on_reranker] == [False, False, True, False, False]
+    assert "dimensions" in on_reranker[2]["error"] and on_reranker[2]["error"].startswith("line 3: ")
+    pair = on_reranker[4]
     assert bits([pair["score"]]) == bits([reranker.score(QUERY, DOCS[0], use_tqdm=False)[0].outputs.score])
