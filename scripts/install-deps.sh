@@ -45,6 +45,29 @@ if [ ! -f "$stamp" ] || [ "$npm_dir/package.json" -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+# Rust, for llguidance (structured outputs' grammar engine, built from crates.io by CMake; its
+# crates pinned by third_party/llguidance/Cargo.lock): any cargo/rustc 1.87 or newer on PATH or in
+# ~/.cargo/bin, else Debian 12's rustc-web and cargo-web (1.8x+, from bookworm-security/updates).
+export PATH="$PATH:$HOME/.cargo/bin"
+rust_ok() {
+  command -v cargo >/dev/null 2>&1 && command -v rustc >/dev/null 2>&1 &&
+    rustc --version | awk '{split($2, v, "."); exit !(v[1] > 1 || (v[1] == 1 && v[2] >= 87))}'
+}
+if ! rust_ok; then
+  echo "install-deps: installing Rust (Debian's rustc-web, cargo-web) for llguidance"
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rustc-web cargo-web >/dev/null
+  rust_ok || { echo "install-deps: need cargo and rustc 1.87 or newer for llguidance" >&2; exit 1; }
+fi
+llg_stamp="$root/build/.llguidance-fetched"
+if [ ! -f "$llg_stamp" ] || [ "$root/third_party/llguidance/Cargo.lock" -nt "$llg_stamp" ]; then
+  echo "install-deps: fetching llguidance's crates (third_party/llguidance/Cargo.lock)"
+  cargo fetch --locked --quiet --manifest-path "$root/third_party/llguidance/Cargo.toml"
+  mkdir -p "$root/build" && touch "$llg_stamp"
+fi
+
 # gguf-py, llama.cpp's own Python package (PyPI gguf 0.19.0, MIT): the independent decoder the GGML
 # block-format test (tests/quant) compares ditto with. The wheel is fetched without its dependencies
 # (numpy and PyYAML come from apt; nothing else is imported), checked against its sha256 and

@@ -16,6 +16,35 @@ namespace ditto {
 // or after every step that produced something, what is new since the last report.
 enum class RequestOutputKind { kFinalOnly, kDelta };
 
+// Structured outputs (vLLM's StructuredOutputsParams, vllm/sampling_params.py): the output is
+// constrained to a JSON Schema, a regular expression, one of a list of strings, a grammar, any JSON
+// object, or a structural tag — exactly one of them. The grammar engine is llguidance
+// (docs/STRUCTURED_OUTPUTS.md): `regex` is Rust regex syntax, `grammar` llguidance's Lark dialect
+// (a GBNF grammar, written with "::=", is refused by name). The front door compiles it before any
+// work is scheduled and refuses what does not compile with the engine's reason.
+struct StructuredOutputsParams {
+  std::optional<std::string> json;                 // a JSON Schema, as JSON text
+  std::optional<std::string> regex;                // the whole output matches it
+  std::optional<std::vector<std::string>> choice;  // the output is one of these strings
+  std::optional<std::string> grammar;              // a Lark grammar (llguidance's dialect)
+  bool json_object = false;                        // any JSON object (OpenAI's response_format json_object)
+  std::optional<std::string> structural_tag;       // vLLM's structural tag, as JSON text
+  // JSON only: no white space between tokens (vLLM's disable_any_whitespace), and objects without
+  // "additionalProperties" take no others (vLLM's disable_additional_properties).
+  bool disable_any_whitespace = false;
+  bool disable_additional_properties = false;
+  // JSON only: the white space allowed between tokens, a regex (vLLM's whitespace_pattern; unset:
+  // llguidance's default, any JSON white space).
+  std::optional<std::string> whitespace_pattern;
+
+  // How many of the constraint kinds are set (json, regex, choice, grammar, json_object,
+  // structural_tag); a request must set exactly one.
+  int num_kinds() const;
+  // The kind's field name: "json", "regex", "choice", "grammar", "json_object", "structural_tag"
+  // ("" when none is set).
+  std::string kind() const;
+};
+
 struct SamplingParams {
   // Limits every front door shares (server, CLI, C++ and Python API): OpenAI's bound on n, and
   // its bound on stop strings (vLLM has none; 16 keeps the per-token stop check cheap).
@@ -66,6 +95,10 @@ struct SamplingParams {
   // it (a hit or a miss gives the same bits). vLLM carries it on the prompt; here it travels with
   // the request's parameters.
   std::optional<std::string> cache_salt;
+  // Set: the output is constrained (StructuredOutputsParams above; vLLM's structured_outputs, and
+  // its older name guided_decoding). The mask it gives a token is a function of the constraint and
+  // this choice's own output so far, applied before logit_bias, the penalties and the temperature.
+  std::optional<StructuredOutputsParams> structured_outputs;
 
   // Throws Error(kInvalidArgument) whose param() is the first field out of range and whose message
   // says the rule, e.g. "top_p must be in (0, 1], got 1.5". vocab_size bounds stop_token_ids;

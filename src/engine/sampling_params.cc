@@ -101,6 +101,38 @@ void SamplingParams::validate(int64_t vocab_size, int64_t max_logprobs) const {
     throw_invalid_field("cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided.");
   if (truncate_prompt_tokens && *truncate_prompt_tokens < 1 && *truncate_prompt_tokens != -1)
     bad("truncate_prompt_tokens", "-1 (the context) or at least 1", *truncate_prompt_tokens);
+  if (structured_outputs) {
+    const StructuredOutputsParams& so = *structured_outputs;
+    if (so.num_kinds() != 1)
+      throw_invalid_field("structured_outputs",
+                          "structured_outputs must set exactly one of json, regex, choice, grammar, json_object and "
+                          "structural_tag, got " +
+                              std::to_string(so.num_kinds()));
+    if (so.choice && so.choice->empty())
+      throw_invalid_field("structured_outputs.choice", "structured_outputs.choice must hold at least one string");
+    const bool json = so.json || so.json_object;
+    if (!json && (so.disable_any_whitespace || so.disable_additional_properties || so.whitespace_pattern))
+      throw_invalid_field("structured_outputs",
+                          "disable_any_whitespace, disable_additional_properties and whitespace_pattern apply to "
+                          "json and json_object only, not to " +
+                              so.kind());
+  }
+}
+
+int StructuredOutputsParams::num_kinds() const {
+  return static_cast<int>(json.has_value()) + static_cast<int>(regex.has_value()) +
+         static_cast<int>(choice.has_value()) + static_cast<int>(grammar.has_value()) + static_cast<int>(json_object) +
+         static_cast<int>(structural_tag.has_value());
+}
+
+std::string StructuredOutputsParams::kind() const {
+  return json             ? "json"
+         : regex          ? "regex"
+         : choice         ? "choice"
+         : grammar        ? "grammar"
+         : json_object    ? "json_object"
+         : structural_tag ? "structural_tag"
+                          : "";
 }
 
 }  // namespace ditto
