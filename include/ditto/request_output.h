@@ -49,12 +49,14 @@ struct ChatMessageParts {
 };
 
 struct CompletionOutput {
-  int64_t index = 0;                        // choice i of n
-  std::string text;                         // detokenized output (stop string cut per the params)
-  std::vector<int32_t> token_ids;           // generated ids (an EOS or stop token id included)
-  std::vector<SampledToken> logprobs;       // per generated token, when params.logprobs is set
-  double cumulative_logprob = 0.0;          // Σ of the generated tokens' float32 logprobs, in order
-  std::string finish_reason;                // "stop", "length" or "abort"
+  int64_t index = 0;                   // choice i of n
+  std::string text;                    // detokenized output (stop string cut per the params)
+  std::vector<int32_t> token_ids;      // generated ids (an EOS or stop token id included)
+  std::vector<SampledToken> logprobs;  // per generated token, when params.logprobs is set
+  double cumulative_logprob = 0.0;     // Σ of the generated tokens' float32 logprobs, in order
+  // "stop", "length", "abort", or "error": a structured output whose constraint allows no token
+  // the request's other masks leave (e.g. only EOS before min_tokens); the output ends before it.
+  std::string finish_reason;
   std::optional<int32_t> stop_token_id;     // the stop_token_ids entry that ended it
   std::optional<std::string> stop_string;   // the stop string that ended it
   std::optional<ChatMessageParts> message;  // set only when the request's output parsers are on

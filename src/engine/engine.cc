@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <future>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -20,6 +21,10 @@ struct Engine::Request {
   std::optional<PoolingSpec> pooling;
   std::vector<double> pooled_sum;  // [hidden_size] f64
   std::vector<float> pooled_row;   // [hidden_size] f32
+  // Structured outputs: the compiled constraint and each choice's matcher (by choice), whose state
+  // is the choice's output tokens so far.
+  std::shared_ptr<const StructuredOutputGrammar> grammar;
+  std::vector<std::unique_ptr<GrammarMatcher>> matchers;
 };
 
 int64_t kv_blocks_for_memory(const ModelConfig& c, int64_t block_size, int64_t bytes) {
@@ -43,7 +48,8 @@ Engine::Engine(const CausalLM& model, const Tokenizer* tokenizer, std::vector<in
     : model_(model),
       eos_token_ids_(std::move(eos_token_ids)),
       config_(config),
-      processor_(input_limits_for(model.config(), config), tokenizer, /*chat_template=*/nullptr),
+      processor_(input_limits_for(model.config(), config), tokenizer, /*chat_template=*/nullptr, {}, {},
+                 eos_token_ids_),
       output_(tokenizer),
       kv_(config.num_kv_blocks, config.block_size, config.enable_prefix_caching),
       runner_(model, config.num_kv_blocks, config.block_size),
@@ -90,6 +96,10 @@ void Engine::add(EngineRequest r) {
   req->params = params;
   req->rescore_from = r.rescore_from;
   req->pooling = r.pooling;
+  DITTO_CHECK(!params.structured_outputs || r.grammar) << "structured outputs not compiled at the front door";
+  req->grammar = r.grammar;
+  if (req->grammar)
+    for (int64_t i = 0; i < params.n; ++i) req->matchers.push_back(req->grammar->new_matcher());
   DITTO_CHECK(!r.pooling || params.n == 1) << "a pooling request has one sequence";
   const int64_t index = next_request_++;
   output_.add(index, r);
@@ -136,8 +146,8 @@ void Engine::finish_sequence(Sequence& seq, FinishReason reason, std::optional<i
   output_.finish(seq.request, seq.choice, reason, stop_token_id);
 }
 
-void Engine::process_row(Sequence& seq, const float* logits) {
-  const Request& req = *requests_.at(seq.request);
+void Engine::process_row(Sequence& seq, const float* logits, std::span<const uint32_t> grammar_mask) {
+  Request& req = *requests_.at(seq.request);
   const SamplingParams& p = req.params;
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   SamplerInput in;
@@ -149,8 +159,13 @@ void Engine::process_row(Sequence& seq, const float* logits) {
   in.seed = *p.seed;
   in.choice = seq.choice;
   in.logprobs_mode = config_.logprobs_mode;
+  in.grammar_mask = grammar_mask;
   SampledToken s = sampler_.sample(in, p);
   const int32_t token = s.token.token_id;
+  GrammarMatcher* matcher = req.grammar ? req.matchers[static_cast<size_t>(seq.choice)].get() : nullptr;
+  DITTO_CHECK(matcher == nullptr || !grammar_mask.empty()) << "a constrained row sampled without its mask";
+  // A token the constraint refuses was drawn only because the other masks left none it allows.
+  if (matcher != nullptr && !matcher->accept(token)) return finish_sequence(seq, FinishReason::kError);
   const int64_t position = seq.num_output_tokens();
   seq.token_ids.push_back(token);
   if (output_.append_token(seq.request, seq.choice, position, std::move(s)))
@@ -159,9 +174,38 @@ void Engine::process_row(Sequence& seq, const float* logits) {
     return finish_sequence(seq, FinishReason::kStop, token);
   if (!p.ignore_eos && std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end())
     return finish_sequence(seq, FinishReason::kStop);
+  if (matcher != nullptr && matcher->is_stopped()) return finish_sequence(seq, FinishReason::kStop);
   if (seq.num_output_tokens() >= p.max_tokens ||
       static_cast<int64_t>(seq.token_ids.size()) >= processor_.limits().max_model_len)
     return finish_sequence(seq, FinishReason::kLength);
+}
+
+// For each scheduled sequence that samples in this step and has a constraint: the mask of each row
+// it samples. Row 0's is the matcher's as the previous step left it; with guesses, row j's is
+// computed after consuming guesses 0..j-1, which are then rolled back — so every row's mask is the
+// one plain decoding would see had the guesses been its tokens.
+void Engine::compute_grammar_masks(const std::vector<ScheduledSequence>& batch) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Sequence& seq = *batch[i].seq;
+    const Request& req = *requests_.at(seq.request);
+    std::vector<uint32_t>& masks = grammar_masks_[i];
+    masks.clear();
+    const bool samples = seq.num_computed_tokens + batch[i].num_tokens == static_cast<int64_t>(seq.token_ids.size());
+    if (!req.grammar || seq.finished() || !samples) continue;
+    GrammarMatcher& m = *req.matchers[static_cast<size_t>(seq.choice)];
+    const size_t words = req.grammar->vocabulary().mask_words();
+    const int64_t rows = 1 + batch[i].num_proposals;
+    masks.assign(static_cast<size_t>(rows) * words, 0u);
+    int64_t consumed = 0;
+    for (int64_t j = 0; j < rows; ++j) {
+      if (!m.fill_mask(std::span<uint32_t>(masks).subspan(static_cast<size_t>(j) * words, words))) break;
+      if (j + 1 < rows) {
+        if (!m.accept(seq.proposal[static_cast<size_t>(j)])) break;
+        ++consumed;
+      }
+    }
+    DITTO_CHECK(m.rollback(consumed)) << "the grammar engine could not roll back " << consumed << " guesses";
+  }
 }
 
 std::vector<RequestOutput> Engine::step() {
@@ -179,7 +223,16 @@ std::vector<RequestOutput> Engine::step() {
   if (!batch.empty()) {
     const std::vector<SequenceStep> steps = prepare_inputs(batch);
     schedule_timer.reset();
+    // Structured-output masks depend only on state the previous step fixed, so they are computed on
+    // another thread while the forward pass runs.
+    grammar_masks_.assign(batch.size(), {});
+    const bool constrained = std::any_of(batch.begin(), batch.end(), [&](const ScheduledSequence& s) {
+      return requests_.at(s.seq->request)->grammar != nullptr;
+    });
+    std::future<void> masks;
+    if (constrained) masks = std::async(std::launch::async, [&] { compute_grammar_masks(batch); });
     StepOutputs out = runner_.step(steps);
+    if (masks.valid()) masks.get();
     ++num_steps_;
     const PhaseTimer sampler_timer(StepPhase::kSampler);
     apply_logits_hook(out.logits, batch.size());
@@ -215,6 +268,11 @@ void Engine::propose() {
                 std::all_of(guess.begin(), guess.end(), [&](int32_t t) { return t >= 0 && t < vocab; }))
         << "the proposer returned " << guess.size() << " guesses (at most " << wanted[i].max_tokens
         << " asked), or one outside the vocabulary";
+    // A constrained sequence keeps only the guesses its constraint allows (no row is spent on one
+    // that could never be sampled).
+    const Request& req = *requests_.at(wanted[i].seq->request);
+    if (req.grammar)
+      guess.resize(static_cast<size_t>(req.matchers[static_cast<size_t>(wanted[i].seq->choice)]->valid_prefix(guess)));
     const_cast<Sequence*>(wanted[i].seq)->proposal = std::move(guess);
   }
 }
@@ -298,9 +356,9 @@ void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const 
     kv_.cache_computed(seq.id, seq.token_ids, seq.num_computed_tokens);
     int64_t sampled = 0;
     if (batch[i].num_proposals > 0 && !seq.finished()) {
-      sampled = verify(seq, logits.data() + row * vocab, batch[i].num_proposals);
+      sampled = verify(seq, logits.data() + row * vocab, batch[i].num_proposals, grammar_masks_[i]);
     } else if (seq.num_uncomputed_tokens() == 0 && !seq.finished()) {
-      process_row(seq, logits.data() + (row + static_cast<size_t>(rows - 1)) * vocab);
+      process_row(seq, logits.data() + (row + static_cast<size_t>(rows - 1)) * vocab, grammar_masks_[i]);
       sampled = 1;
     }
     if (sampled > 0) {
@@ -322,14 +380,18 @@ void Engine::process_outputs(const std::vector<ScheduledSequence>& batch, const 
 // the first guess that differs is dropped with the rest, and the sampled token stands in for it.
 // The K/V of dropped guesses stay in blocks past num_computed_tokens, where the next step
 // overwrites them; no prefix-cache block holds them (cache_computed stops at num_computed_tokens).
-int64_t Engine::verify(Sequence& seq, const float* logits, int64_t num_proposals) {
+int64_t Engine::verify(Sequence& seq, const float* logits, int64_t num_proposals,
+                       std::span<const uint32_t> grammar_masks) {
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  const size_t words = grammar_masks.size() / static_cast<size_t>(1 + num_proposals);
   const std::vector<int32_t> guesses(seq.proposal.begin(), seq.proposal.begin() + num_proposals);
   int64_t sampled = 0;
   int64_t accepted = 0;
   for (int64_t j = 0; j <= num_proposals; ++j) {
-    process_row(seq, logits + static_cast<size_t>(j) * vocab);
+    process_row(seq, logits + static_cast<size_t>(j) * vocab,
+                grammar_masks.empty() ? grammar_masks : grammar_masks.subspan(static_cast<size_t>(j) * words, words));
     ++sampled;
+    if (seq.finish == FinishReason::kError) break;  // nothing was appended
     if (j == num_proposals || seq.token_ids.back() != guesses[static_cast<size_t>(j)]) break;
     ++accepted;
     if (seq.finished()) break;

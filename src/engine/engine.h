@@ -122,10 +122,13 @@ class Engine {
 
   void record_prompt_logprobs(const Sequence& seq, const Request& req, const float* logits, int64_t rows);
   void finish_sequence(Sequence& seq, FinishReason reason, std::optional<int32_t> stop_token_id = std::nullopt);
-  void process_row(Sequence& seq, const float* logits);
+  // Samples `seq`'s next token from `logits` [vocab_size] f32, under `grammar_mask` (empty: none).
+  void process_row(Sequence& seq, const float* logits, std::span<const uint32_t> grammar_mask = {});
+  // The structured-output masks of the step's rows (grammar_masks_), from the matchers' state.
+  void compute_grammar_masks(const std::vector<ScheduledSequence>& batch);
   // Samples `rows` rows for a decode that ran with `num_proposals` guesses (rows = 1 + guesses),
   // keeping guesses while they equal the sampled token. Returns the tokens sampled.
-  int64_t verify(Sequence& seq, const float* logits, int64_t num_proposals);
+  int64_t verify(Sequence& seq, const float* logits, int64_t num_proposals, std::span<const uint32_t> grammar_masks);
 
   const CausalLM& model_;
   std::vector<int32_t> eos_token_ids_;
@@ -139,6 +142,10 @@ class Engine {
   std::shared_ptr<Proposer> proposer_;  // null: no speculation
   SpeculationStats speculation_stats_;
   std::vector<std::vector<int32_t>> verify_tokens_;  // the step's decode-and-guesses token runs
+  // Per scheduled sequence of the step: the grammar masks of the rows it samples ([rows,
+  // mask_words] uint32, row j after its guesses 0..j-1), empty when it samples none or has no
+  // constraint. Computed beside the forward pass (step()).
+  std::vector<std::vector<uint32_t>> grammar_masks_;
   // Live requests and sequences by engine index (finished ones are erased, so a long-running
   // server's engine stays the size of its current load).
   std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;

@@ -1,6 +1,7 @@
 #include "engine/input_processor.h"
 
 #include <algorithm>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <utility>
@@ -12,14 +13,39 @@
 
 namespace ditto {
 
+struct InputProcessor::LazyGrammarVocabulary {
+  std::once_flag once;
+  std::shared_ptr<const GrammarVocabulary> vocab;
+  std::string error;  // why it could not be built
+};
+
 InputProcessor::InputProcessor(const InputLimits& limits, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
-                               GenerationDefaults defaults, PoolerConfig pooler)
+                               GenerationDefaults defaults, PoolerConfig pooler, std::vector<int32_t> eos_token_ids)
     : limits_(limits),
       tokenizer_(tokenizer),
       chat_template_(chat_template),
       defaults_(std::move(defaults)),
-      pooler_(std::move(pooler)) {
+      pooler_(std::move(pooler)),
+      eos_token_ids_(std::move(eos_token_ids)),
+      grammar_vocab_(std::make_shared<LazyGrammarVocabulary>()) {
   DITTO_CHECK(limits.vocab_size > 0 && limits.max_model_len > 0 && limits.block_size > 0) << "bad input limits";
+}
+
+std::shared_ptr<const GrammarVocabulary> InputProcessor::grammar_vocabulary() const {
+  LazyGrammarVocabulary& lazy = *grammar_vocab_;
+  std::call_once(lazy.once, [&] {
+    if (tokenizer_ == nullptr) {
+      lazy.error = "structured outputs need the model's tokenizer (tokenizer.json or a GGUF vocabulary)";
+      return;
+    }
+    try {
+      lazy.vocab = std::make_shared<const GrammarVocabulary>(*tokenizer_, limits_.vocab_size, eos_token_ids_);
+    } catch (const Error& e) {
+      lazy.error = e.what();
+    }
+  });
+  if (!lazy.vocab) throw_invalid_field("structured_outputs", lazy.error);
+  return lazy.vocab;
 }
 
 namespace {
@@ -287,6 +313,8 @@ EngineRequest InputProcessor::process(const PromptInput& prompt, SamplingParams 
                                               std::to_string(params.max_tokens) + ") but the cache has " +
                                               std::to_string(limits_.num_kv_blocks) +
                                               "; raise --kv-cache-memory or lower max_tokens");
+  if (params.structured_outputs)
+    r.grammar = StructuredOutputGrammar::compile(*params.structured_outputs, grammar_vocabulary());
   if (!params.seed) params.seed = draw_seed();
   r.params = std::move(params);
   return r;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -21,6 +22,7 @@
 #include "engine/generation_defaults.h"
 #include "engine/output_parsers.h"
 #include "engine/pooling.h"
+#include "engine/structured_output.h"
 
 namespace ditto {
 
@@ -43,6 +45,9 @@ struct EngineRequest {
   // Set: a pooling request (process_pooling): the prompt runs to its end and the request finishes
   // with RequestOutput::pooled instead of sampling; params then holds max_tokens 0 and seed 0.
   std::optional<PoolingSpec> pooling;
+  // Set when params.structured_outputs is: the constraint compiled (engine/structured_output.h),
+  // from which the engine clones one matcher per choice.
+  std::shared_ptr<const StructuredOutputGrammar> grammar;
 };
 
 // The bounds a request is checked against (one set for every front door, docs/ARCHITECTURE.md).
@@ -65,8 +70,10 @@ class InputProcessor {
   // (chat messages are refused). Both must outlive the processor. `defaults`: the model's
   // generation_config.json values (model_files.h), which every front end starts its requests from.
   // `pooler`: the model's pooling (engine/pooling.h), which process_pooling resolves requests against.
+  // `eos_token_ids`: the ids that end generation, which a complete structured output allows (none:
+  // structured outputs are refused).
   InputProcessor(const InputLimits& limits, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
-                 GenerationDefaults defaults = {}, PoolerConfig pooler = {});
+                 GenerationDefaults defaults = {}, PoolerConfig pooler = {}, std::vector<int32_t> eos_token_ids = {});
 
   // SamplingParams() with the model's defaults (generation_config) applied: what every front end
   // fills a request's own fields into, so a field a request leaves out means the same everywhere.
@@ -80,6 +87,8 @@ class InputProcessor {
   // the KV cache cannot hold alone; the sampling field at fault otherwise.
   // `max_tokens_field` is the name the caller read max_tokens under (chat: "max_completion_tokens").
   // A request without params.seed gets one here (draw_seed), the one place it is drawn.
+  // params.structured_outputs is compiled here (r.grammar); one that does not compile is refused
+  // with param() "structured_outputs.<kind>" and the grammar engine's reason.
   EngineRequest process(const PromptInput& prompt, SamplingParams params, MaxTokensRule rule,
                         const std::string& max_tokens_field = "max_tokens") const;
 
@@ -116,6 +125,10 @@ class InputProcessor {
   std::optional<int32_t> bos_token_id() const;
   const nlohmann::json& tokenizer_config() const;
 
+  // The vocabulary as the grammar engine sees it, built on first use (thread-safe). Throws
+  // Error(kInvalidArgument, param "structured_outputs") without a tokenizer or EOS ids.
+  std::shared_ptr<const GrammarVocabulary> grammar_vocabulary() const;
+
   const InputLimits& limits() const { return limits_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
 
@@ -130,6 +143,9 @@ class InputProcessor {
   const ChatTemplate* chat_template_;
   GenerationDefaults defaults_;
   PoolerConfig pooler_;
+  std::vector<int32_t> eos_token_ids_;
+  struct LazyGrammarVocabulary;
+  std::shared_ptr<LazyGrammarVocabulary> grammar_vocab_;  // shared by copies of this processor
 };
 
 }  // namespace ditto

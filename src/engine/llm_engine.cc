@@ -160,9 +160,9 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
                       ") and kv_cache_memory (" + format_gib(args_.kv_cache_memory) + ") need more than the " +
                       format_gib(*available) + " available (MemAvailable, /proc/meminfo); lower --kv-cache-memory");
   }
-  processor_ =
-      std::make_unique<InputProcessor>(input_limits_for(c, config), tokenizer_.get(), chat_template_.get(),
-                                       model_generation_defaults(model_dir_, args_.generation_config), pooler_);
+  processor_ = std::make_unique<InputProcessor>(input_limits_for(c, config), tokenizer_.get(), chat_template_.get(),
+                                                model_generation_defaults(model_dir_, args_.generation_config), pooler_,
+                                                eos_token_ids_);
 }
 
 EngineConfig LLMEngine::engine_config() const {

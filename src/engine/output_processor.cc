@@ -101,7 +101,10 @@ void OutputProcessor::finish(int64_t key, int64_t choice, FinishReason reason, s
   Request& req = *requests_.at(key);
   CompletionOutput& out = req.out.outputs[static_cast<size_t>(choice)];
   DITTO_CHECK(out.finish_reason.empty()) << "choice " << choice << " of '" << req.out.request_id << "' finished twice";
-  out.finish_reason = reason == FinishReason::kLength ? "length" : reason == FinishReason::kAbort ? "abort" : "stop";
+  out.finish_reason = reason == FinishReason::kLength  ? "length"
+                      : reason == FinishReason::kAbort ? "abort"
+                      : reason == FinishReason::kError ? "error"
+                                                       : "stop";
   out.stop_token_id = stop_token_id;
   if (auto& d = req.detok[static_cast<size_t>(choice)]; d && !out.stop_string) out.text += d->finish();
   --req.unfinished;

@@ -30,11 +30,16 @@ std::vector<std::pair<int32_t, int64_t>> counts(std::span<const int32_t> ids) {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Step 2: the masks — allowed_token_ids, bad words, and before min_tokens outputs no token that
-// may stop the choice. `keep` is scratch.
+// Step 2: the masks — the structured-output constraint's, allowed_token_ids, bad words, and before min_tokens outputs
+// no token that may stop the choice. `keep` is scratch.
 void apply_masks(const SamplerInput& in, const SamplingParams& p, std::vector<float>& logits,
                  std::vector<uint8_t>& keep) {
   const auto vocab = static_cast<int64_t>(logits.size());
+  if (!in.grammar_mask.empty()) {
+    DITTO_CHECK(in.grammar_mask.size() * 32 >= logits.size()) << "a grammar mask shorter than the vocabulary";
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (((in.grammar_mask[i / 32] >> (i % 32)) & 1u) == 0) logits[i] = kNegInf;
+  }
   if (p.allowed_token_ids) {
     keep.assign(logits.size(), 0);
     for (int32_t id : *p.allowed_token_ids)

@@ -5,7 +5,8 @@
 // Order of operations (vLLM's, vllm/v1/sample/sampler.py):
 //   1. raw_logprobs: the canonical log_softmax of the raw logits; raw_logits: the logits as they
 //      are — what `logprobs` reports in the raw modes;
-//   2. masks to −inf: every token outside allowed_token_ids; the last token of each bad word whose
+//   2. masks to −inf: every token the structured-output constraint does not allow; every token
+//      outside allowed_token_ids; the last token of each bad word whose
 //      other tokens end the output so far; before min_tokens outputs, EOS (unless ignore_eos) and
 //      stop_token_ids;
 //   3. logit_bias added, in ascending token id order;
@@ -40,6 +41,9 @@ struct SamplerInput {
   uint64_t seed = 0;
   int64_t choice = 0;                                       // i in [0, n)
   LogprobsMode logprobs_mode = LogprobsMode::kRawLogprobs;  // what the returned logprobs are
+  // Structured outputs: the tokens the choice's constraint allows next (GrammarMatcher::fill_mask's
+  // bits, ceil(vocab_size / 32) words); empty: no constraint.
+  std::span<const uint32_t> grammar_mask;
 };
 
 // The uniform number in [0, 1) for (seed, choice, t): 53 bits of Philox4x32-10.

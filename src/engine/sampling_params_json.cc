@@ -37,14 +37,6 @@ const std::vector<UnimplementedField>& unimplemented_fields() {
       {"length_penalty", is_one, "beam search's length penalty"},
       {"logits_processors", is_empty, "custom logits processors"},
       {"vllm_xargs", is_empty, "custom logits processors' arguments"},
-      {"structured_outputs", is_null, "structured outputs"},
-      {"guided_json", is_null, "structured outputs"},
-      {"guided_regex", is_null, "structured outputs"},
-      {"guided_choice", is_null, "structured outputs"},
-      {"guided_grammar", is_null, "structured outputs"},
-      {"structural_tag", is_null, "structured outputs"},
-      {"guided_decoding_backend", is_null, "structured outputs"},
-      {"guided_whitespace_pattern", is_null, "structured outputs"},
       {"thinking_token_budget", is_null_or_minus_one, "a thinking budget"},
       {"prompt_embeds", is_null, "prompt embeddings"},
       {"mm_processor_kwargs", is_empty, "multimodal inputs"},
@@ -93,6 +85,118 @@ std::map<int32_t, float> read_logit_bias(const Json& v) {
   return out;
 }
 
+// A JSON Schema given as an object (or a boolean schema) or as its JSON text, as text.
+std::string schema_text(const Json& v, const std::string& field) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() || v.is_boolean()) return v.dump();
+  throw_invalid_field(
+      field, "field '" + field + "' must be a JSON Schema (an object, or its JSON text), got " + json_excerpt(v));
+}
+
+std::string string_field(const Json& v, const std::string& field) {
+  return read_field(field, [&] { return json_string(v, field); });
+}
+
+// The grammar engine a request may name (vLLM's backend / guided_decoding_backend): ditto has one.
+void check_backend(const Json& v, const std::string& field) {
+  const std::string b = string_field(v, field);
+  if (b != "auto" && b != "guidance" && b != "llguidance")
+    throw_invalid_field(field, "field '" + field + "' is \"" + b +
+                                   "\"; ditto's structured outputs use llguidance (\"guidance\" or \"auto\")");
+}
+
+// vLLM's structured_outputs object (StructuredOutputsParams' fields).
+StructuredOutputsParams read_structured_outputs_object(const Json& v) {
+  const std::string f = "structured_outputs";
+  if (!v.is_object()) throw_invalid_field(f, "field 'structured_outputs' must be an object, got " + json_excerpt(v));
+  StructuredOutputsParams so;
+  for (const auto& item : v.items()) {
+    const std::string& key = item.key();
+    const Json& x = item.value();
+    const std::string name = f + "." + key;
+    if (x.is_null()) continue;
+    if (key == "json") {
+      so.json = schema_text(x, name);
+    } else if (key == "regex") {
+      so.regex = string_field(x, name);
+    } else if (key == "choice") {
+      so.choice = read_field(name, [&] { return json_strings(x, name); });
+    } else if (key == "grammar") {
+      so.grammar = string_field(x, name);
+    } else if (key == "json_object") {
+      so.json_object = read_field(name, [&] { return json_bool(x, name); });
+    } else if (key == "structural_tag") {
+      so.structural_tag = x.is_string() ? x.get<std::string>() : x.dump();
+    } else if (key == "disable_any_whitespace") {
+      so.disable_any_whitespace = read_field(name, [&] { return json_bool(x, name); });
+    } else if (key == "disable_additional_properties") {
+      so.disable_additional_properties = read_field(name, [&] { return json_bool(x, name); });
+    } else if (key == "whitespace_pattern") {
+      so.whitespace_pattern = string_field(x, name);
+    } else if (key == "disable_fallback") {
+      read_field(name, [&] { return json_bool(x, name); });  // one engine, no fallback: either value holds
+    } else if (key == "backend" || key == "_backend") {
+      check_backend(x, name);
+    } else {
+      throw_invalid_field(name, "unknown field '" + name +
+                                    "' (structured_outputs takes json, regex, choice, grammar, json_object, "
+                                    "structural_tag, disable_any_whitespace, disable_additional_properties, "
+                                    "whitespace_pattern, disable_fallback)");
+    }
+  }
+  return so;
+}
+
+// structured_outputs, or vLLM's older guided_* fields (and structural_tag), into params; at most
+// one way per request.
+void read_structured_outputs(const Json& body, SamplingParams& p) {
+  if (present(body, "structured_outputs"))
+    p.structured_outputs = read_structured_outputs_object(body["structured_outputs"]);
+  StructuredOutputsParams guided;
+  std::string first;
+  auto note = [&](const char* key) {
+    if (first.empty()) first = key;
+  };
+  if (present(body, "guided_json")) {
+    guided.json = schema_text(body["guided_json"], "guided_json");
+    note("guided_json");
+  }
+  if (present(body, "guided_regex")) {
+    guided.regex = string_field(body["guided_regex"], "guided_regex");
+    note("guided_regex");
+  }
+  if (present(body, "guided_choice")) {
+    guided.choice = read_field("guided_choice", [&] { return json_strings(body["guided_choice"], "guided_choice"); });
+    note("guided_choice");
+  }
+  if (present(body, "guided_grammar")) {
+    guided.grammar = string_field(body["guided_grammar"], "guided_grammar");
+    note("guided_grammar");
+  }
+  if (present(body, "structural_tag")) {
+    const Json& t = body["structural_tag"];
+    guided.structural_tag = t.is_string() ? t.get<std::string>() : t.dump();
+    note("structural_tag");
+  }
+  if (present(body, "guided_whitespace_pattern"))
+    guided.whitespace_pattern = string_field(body["guided_whitespace_pattern"], "guided_whitespace_pattern");
+  if (present(body, "guided_decoding_backend"))
+    check_backend(body["guided_decoding_backend"], "guided_decoding_backend");
+  if (first.empty()) {
+    if (guided.whitespace_pattern && !p.structured_outputs)
+      throw_invalid_field("guided_whitespace_pattern", "guided_whitespace_pattern needs guided_json");
+    if (guided.whitespace_pattern) p.structured_outputs->whitespace_pattern = guided.whitespace_pattern;
+    return;
+  }
+  if (p.structured_outputs) throw_invalid_field(first, "give structured_outputs or " + first + ", not both");
+  if (guided.num_kinds() > 1)
+    throw_invalid_field(first,
+                        "give one of guided_json, guided_regex, guided_choice, guided_grammar and "
+                        "structural_tag, got " +
+                            std::to_string(guided.num_kinds()));
+  p.structured_outputs = std::move(guided);
+}
+
 }  // namespace
 
 void refuse_unimplemented_fields(const Json& body, const std::set<std::string>& honoured) {
@@ -136,6 +240,14 @@ const std::set<std::string>& sampling_params_keys() {
                                              "truncate_prompt_tokens",
                                              "truncation_side",
                                              "cache_salt",
+                                             "structured_outputs",
+                                             "guided_json",
+                                             "guided_regex",
+                                             "guided_choice",
+                                             "guided_grammar",
+                                             "structural_tag",
+                                             "guided_decoding_backend",
+                                             "guided_whitespace_pattern",
                                              "logprob_token_ids"};
   return keys;
 }
@@ -180,6 +292,7 @@ bool read_sampling_params(const Json& body, SamplingParams& p) {
   if (present(body, "logprob_token_ids"))
     p.logprob_token_ids =
         read_field("logprob_token_ids", [&] { return json_token_ids(body["logprob_token_ids"], "logprob_token_ids"); });
+  read_structured_outputs(body, p);
   const bool max_tokens_given = present(body, "max_tokens");
   if (max_tokens_given) p.max_tokens = count(body, "max_tokens");
   return max_tokens_given;

@@ -7,7 +7,9 @@
 
 namespace ditto {
 
-enum class FinishReason { kNone, kStop, kLength, kAbort };
+// kError: the request cannot go on (a structured output whose constraint allows no token that the
+// other masks leave: finish_reason "error", vLLM's FinishReason.ERROR).
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
 
 struct Sequence {
   int64_t id = 0;                  // engine-unique; the KV cache manager's RequestId

@@ -139,9 +139,6 @@ TEST(OpenAiApiTest, ErrorsNameTheParameter) {
 TEST(OpenAiApiTest, ResultChangingFieldsAreHonouredOrRefusedByName) {
   const std::string chat = R"("messages": [{"role": "user", "content": "hi"}])";
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {R"("guided_json": {"type": "object"})", "guided_json"},
-      {R"("guided_choice": ["a", "b"])", "guided_choice"},
-      {R"("structured_outputs": {"regex": "a+"})", "structured_outputs"},
       {R"("thinking_token_budget": 10)", "thinking_token_budget"},
       {R"("prompt_embeds": "AAAA")", "prompt_embeds"},
       {R"("spaces_between_special_tokens": false)", "spaces_between_special_tokens"},

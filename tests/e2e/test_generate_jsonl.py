@@ -127,12 +127,12 @@ def test_result_changing_fields_ditto_lacks_fail_their_line(ditto_bin, model, tm
     dropped; at its no-op value it passes (issue 30)."""
     lines = [
         {"prompt": "x", "max_tokens": 2, "use_beam_search": True},
-        {"prompt": "x", "max_tokens": 2, "guided_choice": ["a", "b"]},
+        {"prompt": "x", "max_tokens": 2, "thinking_token_budget": 10},
         {"prompt": "x", "max_tokens": 2, "use_beam_search": False, "bad_words": [], "temperature": 0},
     ]
     out = generate(ditto_bin, model, tmp_path, lines, failing=2)
     assert out[0]["error"].startswith("line 1: field 'use_beam_search' (beam search) is not supported by ditto yet")
-    assert out[1]["error"].startswith("line 2: field 'guided_choice' (structured outputs) is not supported")
+    assert out[1]["error"].startswith("line 2: field 'thinking_token_budget' (a thinking budget) is not supported")
     assert "error" not in out[2] and len(out[2]["outputs"][0]["token_ids"]) == 2
 
 
