@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <string_view>
 #include <utility>
 
@@ -52,6 +53,29 @@ int json_depth(const nlohmann::ordered_json& j, int limit) {
   return 1 + deepest;
 }
 
+// Refuses an object schema with more than kMaxOptionalProperties properties that are not
+// "required": llguidance's grammar for an object lets each optional property be followed by any
+// later one, so its compile time grows with their square (10,000 took 13 s on 2 cores) and past
+// about 450 no mask fits its per-token limits. Counted before compiling, so the refusal is at
+// once. `j` is within kMaxJsonDepth (checked before).
+void check_optional_properties(const nlohmann::ordered_json& j, const std::string& kind) {
+  if (!j.is_structured()) return;
+  if (j.is_object() && j.contains("properties") && j["properties"].is_object()) {
+    const auto& properties = j["properties"];
+    std::set<std::string> required;
+    if (j.contains("required") && j["required"].is_array())
+      for (const auto& name : j["required"])
+        if (name.is_string() && properties.contains(name.get<std::string>())) required.insert(name.get<std::string>());
+    const size_t optional = properties.size() - required.size();
+    if (optional > StructuredOutputGrammar::kMaxOptionalProperties)
+      refuse(kind, "an object of the schema has " + std::to_string(optional) +
+                       " optional properties (not in \"required\"); the grammar engine takes at most " +
+                       std::to_string(StructuredOutputGrammar::kMaxOptionalProperties) +
+                       " per object (its cost grows with their square)");
+  }
+  for (const auto& child : j) check_optional_properties(child, kind);
+}
+
 // vLLM's disable_additional_properties: every schema object that lists properties and says nothing
 // of others takes none. `j` is within kMaxJsonDepth (checked before).
 void close_objects(nlohmann::ordered_json& j) {
@@ -80,6 +104,7 @@ std::string json_schema_text(const StructuredOutputsParams& p) {
              "the schema is nested deeper than " + std::to_string(StructuredOutputGrammar::kMaxJsonDepth) + " levels");
     if (!schema.is_object() && !schema.is_boolean())
       refuse(kind, std::string("a JSON Schema is an object or a boolean, got ") + schema.type_name());
+    check_optional_properties(schema, kind);
     if (schema.is_object() && schema.contains("x-guidance"))
       refuse(kind, "the schema sets \"x-guidance\", which is the grammar engine's own key");
   }
@@ -195,6 +220,17 @@ std::shared_ptr<const StructuredOutputGrammar> StructuredOutputGrammar::compile(
   if (llg_matcher_is_error(m)) {
     const char* e = llg_matcher_get_error(m);
     std::string why = e != nullptr ? e : "the grammar engine could not compile it";
+    llg_free_matcher(m);
+    refuse(kind, why);
+  }
+  // The first mask, here: a constraint the grammar engine cannot start within its per-token limits
+  // (a very wide object or alternative) is refused with its reason before any work is scheduled,
+  // rather than ending the request with finish_reason "error" and no token.
+  std::vector<uint32_t> mask(vocab->mask_words());
+  if (llg_matcher_compute_mask_into(m, mask.data(), mask.size() * sizeof(uint32_t)) != 0 || llg_matcher_is_error(m)) {
+    const char* e = llg_matcher_get_error(m);
+    std::string why = std::string("the grammar engine cannot compute its first mask within its limits: ") +
+                      (e != nullptr ? e : "unknown error");
     llg_free_matcher(m);
     refuse(kind, why);
   }

@@ -59,7 +59,9 @@ class StructuredOutputGrammar {
   // Compiles `params` (validated: exactly one kind) for `vocab`. Throws Error(kInvalidArgument)
   // whose param() is "structured_outputs.<kind>" and whose message is the grammar engine's reason
   // (an invalid or unsupported JSON Schema, a regex that does not compile, a grammar with a syntax
-  // error or in GBNF, a schema nested deeper than kMaxJsonDepth), before any work is scheduled.
+  // error or in GBNF, a schema nested deeper than kMaxJsonDepth or with an object of more than
+  // kMaxOptionalProperties optional properties, one whose first mask exceeds the grammar engine's
+  // limits), before any work is scheduled.
   static std::shared_ptr<const StructuredOutputGrammar> compile(const StructuredOutputsParams& params,
                                                                 std::shared_ptr<const GrammarVocabulary> vocab);
   ~StructuredOutputGrammar();
@@ -71,6 +73,9 @@ class StructuredOutputGrammar {
 
   // JSON Schemas nested deeper than this are refused (serde_json's own recursion limit is 128).
   static constexpr int kMaxJsonDepth = 100;
+  // An object of a JSON Schema with more optional properties (not "required") is refused: the
+  // grammar engine's cost grows with their square (structured_output.cc).
+  static constexpr size_t kMaxOptionalProperties = 400;
 
  private:
   StructuredOutputGrammar() = default;

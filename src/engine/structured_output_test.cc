@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
@@ -197,6 +199,14 @@ TEST_F(StructuredOutputTest, RefusalsNameTheFieldAndTheReason) {
   StructuredOutputsParams deep;
   deep.json = std::string(10000, '[') + std::string(10000, ']');
   EXPECT_NE(refusal(deep, &param).find("nested deeper than"), std::string::npos);
+  // 20,000 optional properties (a 1 MB schema) are refused at once, by count, before llguidance's
+  // compile time (quadratic in them) could matter; as many required ones are not limited.
+  nlohmann::ordered_json wide = {{"type", "object"}, {"properties", nlohmann::ordered_json::object()}};
+  for (int i = 0; i < 20000; ++i) wide["properties"]["property_" + std::to_string(i)] = {{"type", "integer"}};
+  StructuredOutputsParams too_wide;
+  too_wide.json = wide.dump();
+  EXPECT_NE(refusal(too_wide, &param).find("20000 optional properties"), std::string::npos);
+  EXPECT_EQ(param, "structured_outputs.json");
   StructuredOutputsParams not_schema;
   not_schema.json = "42";
   EXPECT_NE(refusal(not_schema).find("object or a boolean"), std::string::npos);
