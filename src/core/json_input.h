@@ -18,14 +18,21 @@ inline constexpr int kMaxJsonDepth = 512;
 
 // Parses `text` as Json (nlohmann::json or nlohmann::ordered_json). Throws Error(kInvalidArgument)
 // starting with `where` for invalid JSON (with the byte offset), a number out of range, or nesting
-// deeper than kMaxJsonDepth. Every JSON written by others (request bodies, config.json,
+// deeper than kMaxJsonDepth (naming, as the error's param, the top-level object's field that is
+// too deep: a request body's field). Every JSON written by others (request bodies, config.json,
 // tokenizer.json, safetensors headers) is parsed here, so none can throw another exception.
 template <typename Json>
 Json parse_json_input(std::string_view text, const std::string& where) {
   try {
-    return Json::parse(text.begin(), text.end(), [&](int depth, nlohmann::json::parse_event_t, Json&) {
-      if (depth > kMaxJsonDepth)
-        throw_invalid_argument(where + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    std::string field;  // the top-level object's key being read
+    return Json::parse(text.begin(), text.end(), [&](int depth, nlohmann::json::parse_event_t event, Json& parsed) {
+      if (event == nlohmann::json::parse_event_t::key && depth == 1 && parsed.is_string())
+        field = parsed.template get<std::string>();
+      if (depth > kMaxJsonDepth) {
+        const std::string why = "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+        if (field.empty()) throw_invalid_argument(where + ": " + why);
+        throw_invalid_field(field, where + ": field '" + field + "' is " + why);
+      }
       return true;
     });
   } catch (const nlohmann::json::parse_error& e) {
