@@ -274,7 +274,11 @@ std::shared_ptr<Job> HttpServer::Impl::start_job(ApiRequest&& request, const cha
   std::vector<EngineRequest> engine_requests;
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     try {
-      engine_requests.push_back(llm.input_processor().process(r.prompts[i], r.params, rule, r.max_tokens_field));
+      try {
+        engine_requests.push_back(llm.input_processor().process(r.prompts[i], r.params, rule, r.max_tokens_field));
+      } catch (const Error& e) {
+        rethrow_naming_constraint_field(e, r.constraint_field);
+      }
     } catch (const Error& e) {
       if (r.prompts.size() == 1) throw;
       throw Error(e.code(), "prompt " + std::to_string(i) + ": " + e.what(), e.param());
@@ -333,12 +337,18 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
     // vLLM's qwen3 parser: a request that turns thinking off has no reasoning (output_parsers.h).
     request.parsers.thinking_disabled =
         options.reasoning_parser == "qwen3" && thinking_disabled(request.prompts[0].chat_template_kwargs);
-    // vLLM's rule: tools without tool_choice mean "auto", which needs the server's tool-call parser.
-    if (!options.enable_auto_tool_choice && !request.prompts[0].tools.empty() && !request.tool_choice_none)
+    // vLLM's rule: tools without tool_choice mean "auto", which needs the server's tool-call parser;
+    // "required" and a named function need none (the output is constrained to the calls).
+    const bool auto_tools = !request.prompts[0].tools.empty() && !request.tool_choice_none &&
+                            request.forced_tool_choice == ForcedToolChoice::kNone;
+    if (!options.enable_auto_tool_choice && auto_tools)
       throw Error(ErrorCode::kInvalidArgument,
                   "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
                   "tool_choice");
-    if (options.enable_auto_tool_choice && !request.prompts[0].tools.empty() && !request.tool_choice_none) {
+    // A constrained output starts at its first token (the grammar admits no <think> block), so it is
+    // never reasoning: the reasoning parser would take an output without </think> as all reasoning.
+    if (request.params.structured_outputs) request.parsers.reasoning = false;
+    if (options.enable_auto_tool_choice && auto_tools) {
       request.parsers.tool_call_parser = *tool_call_parser_named(options.tool_call_parser);
       request.parsers.tools = request.prompts[0].tools;
     }

@@ -38,6 +38,71 @@ auto field(const std::string& name, F&& read) {
 
 bool present(const Json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
 
+// The body's field that set params.structured_outputs in read_sampling_params: structured_outputs
+// or one of vLLM's older names ("" for none).
+std::string constraint_source(const Json& body) {
+  for (const char* key :
+       {"structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structural_tag"})
+    if (present(body, key)) return key;
+  return "";
+}
+
+// response_format on top of what read_sampling_params read. As vLLM's, a structured_outputs
+// object that sets only options (disable_any_whitespace, ...) takes response_format's kind; one
+// that sets a kind of its own, or a guided_* field, cannot be given with it.
+void read_constraint(const Json& body, ApiRequest& r) {
+  SamplingParams& p = r.params;
+  const std::string source = constraint_source(body);
+  if (source != "structured_outputs") r.constraint_field = source;
+  if (!present(body, "response_format")) return;
+  std::optional<StructuredOutputsParams> format = read_response_format(body["response_format"]);
+  if (!format) return;
+  if (p.structured_outputs && p.structured_outputs->num_kinds() > 0)
+    throw_bad_param("response_format",
+                    "give response_format or " + source + ", not both (each sets the output's structure)");
+  r.constraint_field = response_format_field(*format);
+  if (p.structured_outputs) {  // its options, response_format's kind
+    StructuredOutputsParams& so = *p.structured_outputs;
+    so.json = std::move(format->json);
+    so.json_object = format->json_object;
+    so.structural_tag = std::move(format->structural_tag);
+  } else {
+    p.structured_outputs = std::move(format);
+  }
+}
+
+// chat's tool_choice "required" or a named function: the output constrained to tool calls of the
+// request's tools (vLLM's rules: the named function must be among them; "required" with no tools
+// is "none", as OpenAI's).
+void read_forced_tool_choice(const Json& tc, const Json& tools, ApiRequest& r) {
+  if (tc.is_object()) {
+    const std::string usage =
+        "tool_choice must be {\"type\": \"function\", \"function\": {\"name\": ...}}, got " + json_excerpt(tc);
+    if (present(tc, "type") && tc["type"] != "function") throw_bad_param("tool_choice", usage);
+    if (!present(tc, "function") || !tc["function"].is_object() || !present(tc["function"], "name") ||
+        !tc["function"]["name"].is_string() || tc["function"]["name"].get<std::string>().empty())
+      throw_bad_param("tool_choice", usage);
+    r.forced_tool_choice = ForcedToolChoice::kNamed;
+    r.tool_choice_name = tc["function"]["name"].get<std::string>();
+  } else {
+    r.forced_tool_choice = ForcedToolChoice::kRequired;
+  }
+  if (tools.is_null()) throw_bad_param("tool_choice", "When using `tool_choice`, `tools` must be set.");
+  if (r.forced_tool_choice == ForcedToolChoice::kRequired && tools.empty()) {
+    r.forced_tool_choice = ForcedToolChoice::kNone;
+    r.tool_choice_none = true;
+    return;
+  }
+  SamplingParams& p = r.params;
+  if (p.structured_outputs && p.structured_outputs->num_kinds() > 0)
+    throw_bad_param("tool_choice", "tool_choice " + json_excerpt(tc) +
+                                       " constrains the output to tool calls; it cannot be given with " +
+                                       (r.constraint_field.empty() ? "structured_outputs" : r.constraint_field));
+  if (!p.structured_outputs) p.structured_outputs = StructuredOutputsParams();
+  p.structured_outputs->json = tool_choice_schema(r.forced_tool_choice, tools, r.tool_choice_name);
+  r.constraint_field = "tools";
+}
+
 // The fields both endpoints share: vLLM's SamplingParams (engine/sampling_params_json.h) and the
 // OpenAI extras. Returns true when max_tokens was given.
 bool parse_sampling(const Json& body, ApiRequest& r) {
@@ -70,11 +135,7 @@ bool parse_sampling(const Json& body, ApiRequest& r) {
   if (r.stream && p.prompt_logprobs)  // vLLM's rule: they come whole, with the response
     throw_bad_param("prompt_logprobs", "prompt_logprobs are not available when stream is true");
   if (present(body, "user")) field("user", [&] { return json_string(body["user"], "user"); });
-  if (present(body, "response_format")) {
-    const Json& rf = body["response_format"];
-    if (!rf.is_object() || !rf.contains("type") || rf["type"] != "text")
-      throw_bad_param("response_format", "only response_format {\"type\": \"text\"} is supported");
-  }
+  read_constraint(body, r);
   return max_tokens_given;
 }
 
@@ -271,7 +332,8 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
       if (!body["tools"].is_array()) throw_bad_param("tools", "field 'tools' must be an array");
       for (size_t i = 0; i < body["tools"].size(); ++i) {
         const Json& t = body["tools"][i];
-        if (!t.is_object() || !t.contains("function") || !t["function"].is_object() || !t["function"].contains("name"))
+        if (!t.is_object() || !t.contains("function") || !t["function"].is_object() ||
+            !t["function"].contains("name") || !t["function"]["name"].is_string())
           throw_bad_param("tools", "field 'tools[" + std::to_string(i) +
                                        "]' must be {\"type\": \"function\", "
                                        "\"function\": {\"name\": ...}}");
@@ -280,13 +342,20 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
     }
     if (present(body, "tool_choice")) {
       const Json& tc = body["tool_choice"];
-      if (!(tc == "none" || tc == "auto"))
-        throw_bad_param("tool_choice", "tool_choice \"none\" and \"auto\" are supported, got " + json_excerpt(tc));
-      if (tc == "auto" && in.tools.empty())  // vLLM's rule ("none" needs no tools)
-        throw_bad_param("tool_choice", "When using `tool_choice`, `tools` must be set.");
-      // vLLM's default keeps the tools in the prompt (the same prompt tokens as with "auto") and
-      // returns no tool calls; --exclude-tools-when-tool-choice-none leaves them out.
-      r.tool_choice_none = tc == "none";
+      if (tc == "required" || tc.is_object()) {
+        read_forced_tool_choice(tc, present(body, "tools") ? body["tools"] : Json(nullptr), r);
+      } else {
+        if (!(tc == "none" || tc == "auto"))
+          throw_bad_param("tool_choice",
+                          "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": "
+                          "\"function\", \"function\": {\"name\": ...}}, got " +
+                              json_excerpt(tc));
+        if (tc == "auto" && in.tools.empty())  // vLLM's rule ("none" needs no tools)
+          throw_bad_param("tool_choice", "When using `tool_choice`, `tools` must be set.");
+        // vLLM's default keeps the tools in the prompt (the same prompt tokens as with "auto") and
+        // returns no tool calls; --exclude-tools-when-tool-choice-none leaves them out.
+        r.tool_choice_none = tc == "none";
+      }
     }
     Json kwargs = Json::object();
     if (present(body, "chat_template_kwargs")) {
@@ -349,6 +418,15 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
   if (p.logprob_token_ids && !r.logprobs)
     throw_bad_param("logprob_token_ids", "logprobs must be set when using `logprob_token_ids`");
   if (r.logprobs) p.logprobs = *r.logprobs;
+  if (r.use_beam_search && p.structured_outputs) {
+    std::string field = r.forced_tool_choice != ForcedToolChoice::kNone
+                            ? "tool_choice"
+                            : r.constraint_field.substr(0, r.constraint_field.find('.'));  // the body's own
+    if (field.empty()) field = "structured_outputs";
+    throw_bad_param(field, "field '" + field +
+                               "' does not apply to beam search (use_beam_search); the request is refused rather "
+                               "than answered without it");
+  }
   // The ranges that need no model (the vocabulary and the context are checked at the front door),
   // now, so a bad body is refused before it is rendered or tokenized. A max_tokens not given is
   // settled later (the chat default is the rest of the context), so min_tokens is not held to it.
@@ -501,24 +579,29 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       Json choice = {{"index", static_cast<int64_t>(slot) * request_.params.n + c.index}};
       std::string finish_reason = c.finish_reason;
       if (chat) {
-        ChatMessageParts view = message_parts(c);
+        ChatMessageParts view =
+            request_.forced_tool_choice == ForcedToolChoice::kNone ? message_parts(c) : forced_tool_calls(c.text);
         if (!request_.separate_reasoning) {
           view.content = view.reasoning + view.content;
           view.reasoning.clear();
         }
         if (!request_.parallel_tool_calls && view.tool_calls.size() > 1) view.tool_calls.resize(1);
         Json message = {{"role", request_.response_role}};
-        // Empty content is null beside tool calls or a reasoning parser (vLLM's `content or None`);
-        // echo makes it a string (vLLM's: echo + (content or "")).
-        const bool null_content =
-            view.content.empty() && !request_.echo && (!view.tool_calls.empty() || request_.parsers.reasoning);
+        // Empty content is null beside tool calls or a reasoning parser (vLLM's `content or None`),
+        // but "" beside the calls of tool_choice "required" or a named function (vLLM's
+        // `content or ""`); echo makes it a string (vLLM's: echo + (content or "")).
+        const bool null_content = view.content.empty() && !request_.echo &&
+                                  request_.forced_tool_choice == ForcedToolChoice::kNone &&
+                                  (!view.tool_calls.empty() || request_.parsers.reasoning);
         message["content"] = null_content ? Json(nullptr) : Json(request_.echoed_message + view.content);
         if (request_.parsers.reasoning)
           // `reasoning` is current vLLM's name; `reasoning_content` stays while clients migrate.
           for (const char* key : {"reasoning", "reasoning_content"})
             message[key] = view.reasoning.empty() || !request_.include_reasoning ? Json(nullptr) : Json(view.reasoning);
         message["tool_calls"] = tool_calls_json(view.tool_calls, 0, slot, c.index, /*streaming=*/false);
-        if (!view.tool_calls.empty() && finish_reason == "stop") finish_reason = "tool_calls";
+        if (!view.tool_calls.empty() && finish_reason == "stop" &&
+            request_.forced_tool_choice != ForcedToolChoice::kNamed)
+          finish_reason = "tool_calls";  // vLLM's (and OpenAI's): a named function's call finishes with "stop"
         choice["message"] = std::move(message);
         choice["logprobs"] = request_.logprobs ? chat_logprobs(c) : Json(nullptr);
       } else {
@@ -642,6 +725,25 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
     if (chat) {
       // What the report adds to the message (split by the engine's output parsers when on).
       ChatMessageParts piece = message_parts(c);
+      // A named function's arguments are the output, streamed as they come (vLLM's deltas); the
+      // calls of "required" are parsed when the output is whole and sent in the last chunk.
+      Json named_call;
+      if (request_.forced_tool_choice == ForcedToolChoice::kNamed) {
+        piece = ChatMessageParts();
+        if (!c.text.empty() || (finishing && e.tool_calls == 0)) {
+          named_call = {{"index", 0}};
+          if (e.tool_calls == 0) {
+            named_call["id"] = tool_call_id(slot, c.index, 0);
+            named_call["type"] = "function";
+            named_call["function"] = {{"name", request_.tool_choice_name}, {"arguments", c.text}};
+          } else {
+            named_call["function"] = {{"arguments", c.text}};
+          }
+        }
+      } else if (request_.forced_tool_choice == ForcedToolChoice::kRequired) {
+        e.forced_text += c.text;
+        piece = finishing ? forced_tool_calls(e.forced_text) : ChatMessageParts();
+      }
       if (!request_.separate_reasoning) {
         piece.content = piece.reasoning + piece.content;
         piece.reasoning.clear();
@@ -649,7 +751,7 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
       if (!request_.include_reasoning) piece.reasoning.clear();
       // parallel_tool_calls false: only the first tool call (index 0) is sent, as vLLM's; the
       // later ones still count, so the finish reason stays "tool_calls".
-      const size_t num_calls = piece.tool_calls.size();
+      const size_t num_calls = piece.tool_calls.size() + (!named_call.is_null() && e.tool_calls == 0 ? 1 : 0);
       if (!request_.parallel_tool_calls)
         piece.tool_calls.resize(e.tool_calls == 0 ? std::min<size_t>(num_calls, 1) : 0);
       Json delta = Json::object();
@@ -658,13 +760,17 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
       if (!piece.content.empty() || !started) delta["content"] = piece.content;
       if (!piece.tool_calls.empty())
         delta["tool_calls"] = tool_calls_json(piece.tool_calls, e.tool_calls, slot, c.index, /*streaming=*/true);
+      if (!named_call.is_null()) delta["tool_calls"] = Json::array({named_call});
       // vLLM sends no chunk for tokens that add nothing visible (a reasoning parser's </think>),
       // unless the client asked for what they carry (their ids or logprobs).
-      const bool visible = !piece.reasoning.empty() || !piece.content.empty() || !piece.tool_calls.empty();
+      const bool visible =
+          !piece.reasoning.empty() || !piece.content.empty() || !piece.tool_calls.empty() || !named_call.is_null();
       has_new = visible || (has_new && (request_.return_token_ids || request_.logprobs.has_value()));
       if (started && !has_new && !finishing) continue;
       e.tool_calls += num_calls;
-      if (finishing && e.tool_calls > 0 && finish_reason == "stop") finish_reason = "tool_calls";
+      if (finishing && e.tool_calls > 0 && finish_reason == "stop" &&
+          request_.forced_tool_choice != ForcedToolChoice::kNamed)
+        finish_reason = "tool_calls";
       choice["delta"] = std::move(delta);
       choice["logprobs"] = request_.logprobs ? chat_logprobs(c) : Json(nullptr);
     } else {
@@ -697,15 +803,31 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
   return out;
 }
 
+ChatMessageParts ApiFormatter::forced_tool_calls(const std::string& text) const {
+  ChatMessageParts parts;
+  if (request_.forced_tool_choice == ForcedToolChoice::kNamed) {
+    parts.tool_calls.push_back(ToolCall{.name = request_.tool_choice_name, .arguments = text});
+  } else if (std::optional<std::vector<ToolCall>> calls = parse_required_tool_calls(text)) {
+    parts.tool_calls = std::move(*calls);
+  } else {  // not the array the constraint asks for (cut by max_tokens, or ended in error)
+    parts.content = text;
+  }
+  return parts;
+}
+
+std::string ApiFormatter::tool_call_id(size_t slot, int64_t choice, size_t k) const {
+  const std::string base = id_.substr(id_.find('-') + 1);
+  return "call_" + base + "_" + std::to_string(slot) + "_" + std::to_string(choice) + "_" + std::to_string(k);
+}
+
 Json ApiFormatter::tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, size_t slot, int64_t choice,
                                    bool streaming) const {
   Json out = Json::array();
-  const std::string base = id_.substr(id_.find('-') + 1);
   for (size_t i = 0; i < calls.size(); ++i) {
     const size_t k = first_index + i;
     Json call = Json::object();
     if (streaming) call["index"] = k;
-    call["id"] = "call_" + base + "_" + std::to_string(slot) + "_" + std::to_string(choice) + "_" + std::to_string(k);
+    call["id"] = tool_call_id(slot, choice, k);
     call["type"] = "function";
     call["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
     out.push_back(std::move(call));

@@ -19,6 +19,7 @@
 #include "engine/chat_messages.h"
 #include "engine/input_processor.h"
 #include "engine/output_parsers.h"
+#include "server/structured_output_api.h"
 
 namespace ditto {
 
@@ -123,6 +124,17 @@ struct ApiRequest {
   // CompletionOutput::message).
   ChatOutputParsers parsers;
   bool tool_choice_none = false;  // chat: tool_choice "none" (the tools stay in the prompt)
+  // chat: tool_choice "required" or {"type": "function", "function": {"name": ...}} (vLLM's): the
+  // output is constrained (params.structured_outputs, tool_choice_schema()) and returned as
+  // message.tool_calls, whatever the server's tool-call parser. Named: one call of
+  // `tool_choice_name` whose arguments are the output, finish_reason as the engine's ("stop");
+  // required: the calls of the JSON array (parse_required_tool_calls), finish_reason "tool_calls".
+  ForcedToolChoice forced_tool_choice = ForcedToolChoice::kNone;
+  std::string tool_choice_name;
+  // The request field a constraint that does not compile is reported under, when it came from
+  // another field than structured_outputs (whose own names the engine gives): "response_format…",
+  // "tool_choice", "tools", "guided_json", ...
+  std::string constraint_field;
   // usage.prompt_tokens_details.cached_tokens in responses (set by the server from vLLM's
   // --enable-prompt-tokens-details).
   bool prompt_tokens_details = false;
@@ -187,6 +199,7 @@ class ApiFormatter {
     int64_t completion_tokens = 0;  // streamed so far (continuous_usage_stats)
     size_t text_offset = 0;         // completions logprobs: characters of text before the next token
     size_t tool_calls = 0;          // chat: tool calls sent (the next one's index)
+    std::string forced_text;        // chat, tool_choice "required": the output so far (parsed at the end)
     ReasoningCount reasoning;
   };
   struct SlotStream {
@@ -197,6 +210,11 @@ class ApiFormatter {
     std::vector<int32_t> prompt_token_ids;  // from the first report (return_token_ids)
     bool prompt_token_ids_sent = false;     // chat: in the slot's first chunk
   };
+  // The message of a choice whose tool_choice is "required" or a named function, from its whole
+  // output text: the named call with the text as its arguments; the parsed calls; or, when the
+  // text is not the array "required" asks for, the text as content.
+  ChatMessageParts forced_tool_calls(const std::string& text) const;
+  std::string tool_call_id(size_t slot, int64_t choice, size_t k) const;
   nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, size_t slot,
                                          int64_t choice, bool streaming) const;
   // The completions `logprobs` object for the tokens of `c` (after the prompt's, when

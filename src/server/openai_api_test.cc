@@ -119,8 +119,9 @@ TEST(OpenAiApiTest, ErrorsNameTheParameter) {
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tools": {}})", "tools"},
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"})", "tool_choice"},
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "auto"})", "tool_choice"},
-      {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})",
-       "response_format"},
+      {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "xml"}})",
+       "response_format.type"},
+      {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "any"})", "tool_choice"},
       {kChat, R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": -1})",
        "max_completion_tokens"},
   };
