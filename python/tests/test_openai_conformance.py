@@ -163,7 +163,7 @@ def test_errors_are_openai_errors_naming_the_field(served):
     assert e.value.body["param"] == "temperature"
     with pytest.raises(openai.BadRequestError) as e:
         served.client.completions.create(model=served.model, prompt="x", max_tokens=2,
-                                         extra_body={"guided_choice": ["a", "b"]})
-    assert e.value.body["param"] == "guided_choice" and "not supported" in e.value.body["message"]
+                                         extra_body={"thinking_token_budget": 8})
+    assert e.value.body["param"] == "thinking_token_budget" and "not supported" in e.value.body["message"]
     with pytest.raises(openai.NotFoundError):
         served.client.completions.create(model="no-such-model", prompt="x", max_tokens=2)

@@ -297,6 +297,8 @@ def api_request_seeds():
          "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1, "stop_token_ids": [13],
          "ignore_eos": True, "min_tokens": 2, "skip_special_tokens": False, "include_stop_str_in_output": True},
         {"prompt": [1, 2, 3], "max_tokens": 1, "return_tokens_as_token_ids": True, "unknown_field": {"x": [1]}},
+        {"prompt": "JSON:", "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": True,
+         "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}},
     ]
     chats = [
         {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 8,
@@ -311,6 +313,13 @@ def api_request_seeds():
          "tool_choice": "auto", "stream": True, "chat_template_kwargs": {"enable_thinking": False}},
         {"messages": [{"role": "user", "content": "Go on"}, {"role": "assistant", "content": "Once"}],
          "add_generation_prompt": False, "continue_final_message": True, "n": 3, "seed": 7, "temperature": 1.0},
+        {"messages": [{"role": "user", "content": "Add 2 and 2"}],
+         "tools": [{"type": "function", "function": {"name": "add", "parameters": {
+             "type": "object", "properties": {"a": {"$ref": "#/$defs/N"}}, "$defs": {"N": {"type": "integer"}}}}},
+                   {"type": "function", "function": {"name": "now"}}],
+         "tool_choice": "required", "structured_outputs": {"disable_any_whitespace": True}},
+        {"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function", "function": {"name": "f"}}],
+         "tool_choice": {"type": "function", "function": {"name": "f"}}, "stream": True},
     ]
     for i, body in enumerate(completions):
         write("api_request", "completions-%d.json" % i, b"\x00" + json.dumps(body, ensure_ascii=False).encode())
