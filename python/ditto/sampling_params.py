@@ -349,6 +349,8 @@ def _json_text(name: str, value: Any, what: str) -> str:
         return _json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{name} is not JSON: {err}") from None
+    except RecursionError:  # the engine refuses deeper than 100 levels anyway
+        raise ValueError(f"{name} is nested too deeply to write as JSON") from None
 
 
 def _bool(name: str, value: Any) -> bool:

@@ -255,6 +255,26 @@ def test_parameter_errors():
     SamplingParams(structured_outputs=StructuredOutputsParams(regex="a", disable_fallback=True))
 
 
+def test_huge_and_deep_schemas_are_refused_by_name(llm):
+    deep = {}
+    cur = deep
+    for _ in range(10_000):
+        cur["items"] = {}
+        cur = cur["items"]
+    with pytest.raises(ValueError, match="structured_outputs.json is nested too deeply"):
+        StructuredOutputsParams(json=deep)
+    text = '{"items":' * 10_000 + "{}" + "}" * 10_000  # as text it reaches the engine, which refuses it
+    with pytest.raises(ValueError, match=r"structured_outputs\.json: the schema is nested deeper than 100 levels"):
+        llm.generate("x", SamplingParams(max_tokens=4, structured_outputs=StructuredOutputsParams(json=text)),
+                     use_tqdm=False)
+    fields = [f"field_{i}" for i in range(2700)]
+    big = {"type": "object", "properties": {f: {"enum": [f"v{j}" for j in range(50)]} for f in fields},
+           "required": fields}  # about 1 MB
+    with pytest.raises(ValueError, match=r"structured_outputs\.json: .*too big"):
+        llm.generate("x", SamplingParams(max_tokens=4, structured_outputs=StructuredOutputsParams(json=big)),
+                     use_tqdm=False)
+
+
 def test_pydantic_style_model_class():
     class Model:  # anything with pydantic's model_json_schema(), as vLLM takes a BaseModel class
         @staticmethod

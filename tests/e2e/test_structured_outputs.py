@@ -307,6 +307,21 @@ def test_choice_output_is_a_choice(cli_outputs, name, choices):
     assert out["finish_reason"] == "stop" and out["text"] in choices, out
 
 
+def test_cli_refuses_a_bad_constraint_by_name_and_runs_the_other_lines(ditto_bin, model, tmp_path):
+    lines = [{"request_id": "bad_keyword", "prompt": chat("Hi"), "structured_outputs": {"json": {"uniqueItems": True}}},
+             {"request_id": "bad_regex", "prompt": chat("Hi"), "guided_regex": "(unclosed"},
+             {"request_id": "good", "prompt": chat("Is water wet? Answer yes or no."), "temperature": 0,
+              "structured_outputs": {"choice": ["yes", "no"]}}]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(l) + "\n" for l in lines))
+    proc = run_ditto(ditto_bin, "generate", "--model", model, "--prompts", src, check=False)
+    assert proc.returncode == 1 and "2 request(s) failed" in proc.stderr, proc.stderr
+    out = {j["request_id"]: j for j in map(json.loads, proc.stdout.splitlines())}
+    assert "structured_outputs.json" in out["bad_keyword"]["error"] and "uniqueItems" in out["bad_keyword"]["error"]
+    assert "guided_regex" in out["bad_regex"]["error"] or "structured_outputs.regex" in out["bad_regex"]["error"]
+    assert only_choice(out["good"])["text"] in ("yes", "no")
+
+
 def f32(x):
     return struct.pack("<f", x)
 
