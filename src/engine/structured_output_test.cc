@@ -192,8 +192,11 @@ TEST_F(StructuredOutputTest, RefusalsNameTheFieldAndTheReason) {
   EXPECT_FALSE(refusal(bad_type, &param).empty());
   EXPECT_EQ(param, "structured_outputs.json");
   StructuredOutputsParams unsupported;
+  unsupported.json = R"({"type": "array", "uniqueItems": true})";
+  EXPECT_NE(refusal(unsupported, &param).find("uniqueItems"), std::string::npos);
+  EXPECT_EQ(param, "structured_outputs.json");
   unsupported.json = R"({"type": "string", "format": "no-such-format-xyz"})";
-  const std::string u = refusal(unsupported);
+  EXPECT_NE(refusal(unsupported).find("no-such-format-xyz"), std::string::npos);
   StructuredOutputsParams deep;
   deep.json = std::string(10000, '[') + std::string(10000, ']');
   EXPECT_NE(refusal(deep, &param).find("nested deeper than"), std::string::npos);
