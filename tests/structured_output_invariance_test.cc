@@ -211,6 +211,10 @@ TEST_F(StructuredOutputInvarianceTest, AConstraintNoTokenCanSatisfyEndsWithFinis
   ASSERT_FALSE(r.error);
   EXPECT_EQ(r.output.outputs[0].finish_reason, "error");
   EXPECT_TRUE(r.output.outputs[0].token_ids.empty());
+  ASSERT_TRUE(r.output.outputs[0].finish_message);
+  EXPECT_EQ(r.output.outputs[0].finish_message->rfind("structured output: ", 0), 0u)
+      << *r.output.outputs[0].finish_message;
+  EXPECT_EQ(r.output.outputs[0].finish_message->find('\n'), std::string::npos);
   // The choice complete: nothing may follow, even before min_tokens (the constraint ends it).
   p.allowed_token_ids.reset();
   p.min_tokens = 5;

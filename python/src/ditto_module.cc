@@ -318,7 +318,8 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readonly("cumulative_logprob", &CompletionOutput::cumulative_logprob)
       .def_readonly("finish_reason", &CompletionOutput::finish_reason)
       .def_readonly("stop_token_id", &CompletionOutput::stop_token_id)
-      .def_readonly("stop_string", &CompletionOutput::stop_string);
+      .def_readonly("stop_string", &CompletionOutput::stop_string)
+      .def_readonly("finish_message", &CompletionOutput::finish_message);
   py::class_<RequestOutput>(m, "RequestOutput")
       .def_readonly("request_id", &RequestOutput::request_id)
       .def_readonly("prompt", &RequestOutput::prompt)

@@ -149,12 +149,13 @@ void Engine::abort(const std::string& request_id) {
   aborted_.push_back(found->second);
 }
 
-void Engine::finish_sequence(Sequence& seq, FinishReason reason, std::optional<int32_t> stop_token_id) {
+void Engine::finish_sequence(Sequence& seq, FinishReason reason, std::optional<int32_t> stop_token_id,
+                             std::optional<std::string> message) {
   seq.finish = reason;
   seq.proposal.clear();
   scheduler_.remove(&seq);
   if (proposer_) proposer_->release(seq.id);
-  output_.finish(seq.request, seq.choice, reason, stop_token_id);
+  output_.finish(seq.request, seq.choice, reason, stop_token_id, std::move(message));
 }
 
 void Engine::process_row(Sequence& seq, const float* logits, std::span<const uint32_t> grammar_mask) {
@@ -176,7 +177,8 @@ void Engine::process_row(Sequence& seq, const float* logits, std::span<const uin
   GrammarMatcher* matcher = req.grammar ? req.matchers[static_cast<size_t>(seq.choice)].get() : nullptr;
   DITTO_CHECK(matcher == nullptr || !grammar_mask.empty()) << "a constrained row sampled without its mask";
   // A token the constraint refuses was drawn only because the other masks left none it allows.
-  if (matcher != nullptr && !matcher->accept(token)) return finish_sequence(seq, FinishReason::kError);
+  if (matcher != nullptr && !matcher->accept(token))
+    return finish_sequence(seq, FinishReason::kError, std::nullopt, "structured output: " + grammar_failure(*matcher));
   const int64_t position = seq.num_output_tokens();
   seq.token_ids.push_back(token);
   if (output_.append_token(seq.request, seq.choice, position, std::move(s)))
@@ -189,6 +191,15 @@ void Engine::process_row(Sequence& seq, const float* logits, std::span<const uin
   if (seq.num_output_tokens() >= p.max_tokens ||
       static_cast<int64_t>(seq.token_ids.size()) >= processor_.limits().max_model_len)
     return finish_sequence(seq, FinishReason::kLength);
+}
+
+// The grammar engine's reason in a few lines (llguidance appends its parser state to the first).
+std::string Engine::grammar_failure(const GrammarMatcher& m) {
+  std::string e = m.error();
+  if (const size_t cut = e.find('\n'); cut != std::string::npos) e.resize(cut);
+  return e.empty() ? "no token the constraint allows is left by the request's other masks (allowed_token_ids, "
+                     "bad_words, min_tokens, logit_bias)"
+                   : e;
 }
 
 // For each scheduled sequence that samples in this step and has a constraint: the mask of each row

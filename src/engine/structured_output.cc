@@ -186,6 +186,9 @@ std::shared_ptr<const StructuredOutputGrammar> StructuredOutputGrammar::compile(
            "(docs/STRUCTURED_OUTPUTS.md)");
   }
   if (data.find('\0') != std::string::npos) refuse(kind, "holds a NUL character");
+  if (data.size() > kMaxConstraintBytes)
+    refuse(kind, "is too big: " + std::to_string(data.size()) + " bytes, at most " +
+                     std::to_string(kMaxConstraintBytes) + " (a constraint this large takes seconds to compile)");
   LlgConstraintInit init;
   llg_constraint_init_set_defaults(&init, vocab->handle());
   init.log_buffer_level = 0;
@@ -195,6 +198,15 @@ std::shared_ptr<const StructuredOutputGrammar> StructuredOutputGrammar::compile(
   if (llg_matcher_is_error(m)) {
     const char* e = llg_matcher_get_error(m);
     std::string why = e != nullptr ? e : "the grammar engine could not compile it";
+    llg_free_matcher(m);
+    refuse(kind, why);
+  }
+  // The first mask, computed now: a constraint too large for the grammar engine's limits fails
+  // here, refused with the reason, rather than ending every choice at its first token.
+  std::vector<uint32_t> first(vocab->mask_words());
+  if (llg_matcher_compute_mask_into(m, first.data(), first.size() * sizeof(uint32_t)) != 0 || llg_matcher_is_error(m)) {
+    const char* e = llg_matcher_get_error(m);
+    std::string why = e != nullptr ? e : "the grammar engine could not compute its first token mask";
     llg_free_matcher(m);
     refuse(kind, why);
   }

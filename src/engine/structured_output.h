@@ -59,7 +59,9 @@ class StructuredOutputGrammar {
   // Compiles `params` (validated: exactly one kind) for `vocab`. Throws Error(kInvalidArgument)
   // whose param() is "structured_outputs.<kind>" and whose message is the grammar engine's reason
   // (an invalid or unsupported JSON Schema, a regex that does not compile, a grammar with a syntax
-  // error or in GBNF, a schema nested deeper than kMaxJsonDepth), before any work is scheduled.
+  // error or in GBNF, a schema nested deeper than kMaxJsonDepth, one longer than
+  // kMaxConstraintBytes, one whose first token mask exceeds the engine's limits), before any work
+  // is scheduled.
   static std::shared_ptr<const StructuredOutputGrammar> compile(const StructuredOutputsParams& params,
                                                                 std::shared_ptr<const GrammarVocabulary> vocab);
   ~StructuredOutputGrammar();
@@ -71,6 +73,9 @@ class StructuredOutputGrammar {
 
   // JSON Schemas nested deeper than this are refused (serde_json's own recursion limit is 128).
   static constexpr int kMaxJsonDepth = 100;
+  // Constraints longer than this (as the grammar engine reads them: the schema's JSON text, the
+  // regex, the grammar) are refused: compiling grows with the size, to seconds at a megabyte.
+  static constexpr size_t kMaxConstraintBytes = 256 * 1024;
 
  private:
   StructuredOutputGrammar() = default;

@@ -200,6 +200,10 @@ TEST_F(StructuredOutputTest, RefusalsNameTheFieldAndTheReason) {
   StructuredOutputsParams deep;
   deep.json = std::string(10000, '[') + std::string(10000, ']');
   EXPECT_NE(refusal(deep, &param).find("nested deeper than"), std::string::npos);
+  StructuredOutputsParams big;
+  big.regex = std::string(300000, 'a');
+  EXPECT_NE(refusal(big, &param).find("too big: 300000 bytes"), std::string::npos);
+  EXPECT_EQ(param, "structured_outputs.regex");
   StructuredOutputsParams not_schema;
   not_schema.json = "42";
   EXPECT_NE(refusal(not_schema).find("object or a boolean"), std::string::npos);
