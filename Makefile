@@ -64,6 +64,7 @@ python-package: build
 test-python: python-package
 	@PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests
 	@$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/tokenizer/test_spm_parity.py
+	@DITTO_BIN=$(abspath $(DITTO)) $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/e2e/test_structured_outputs.py
 
 # Formats every C++ file in place; format-check changes nothing and fails if format would.
 format: deps

@@ -16,6 +16,7 @@ apt_packages=(
   clang libclang-rt-14-dev  # the fuzz targets (libFuzzer) and sanitizer builds: make fuzz, make test-sanitize
   python3 python3-numpy python3-pytest python3-jinja2 python3-venv python3-dev python3-pip
   python3-yaml  # imported by gguf-py (below)
+  python3-jsonschema  # tests/e2e/test_structured_outputs.py validates the outputs against their schemas
   libopenblas0-pthread  # numpy's BLAS for the float64 reference (the default reference BLAS: ~1 GFLOP/s)
   nodejs npm
 )

@@ -137,6 +137,8 @@ Json result_json(const GenerateResult& r) {
       oj["stop_reason"] = *c.stop_string;
     } else if (c.stop_token_id) {
       oj["stop_reason"] = *c.stop_token_id;
+    } else if (c.finish_message) {  // finish_reason "error": why
+      oj["stop_reason"] = *c.finish_message;
     } else {
       oj["stop_reason"] = nullptr;
     }

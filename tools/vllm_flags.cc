@@ -61,6 +61,11 @@ const std::vector<VllmFlag>& vllm_flags() {
       {"--code-revision", true, "main", "ditto runs no code from a checkpoint"},
       {"--pipeline-parallel-size", true, "1", "ditto splits a model by tensor parallelism only"},
       {"--data-parallel-size", true, "1", "ditto runs one engine per server; start one server per replica"},
+      {"--guided-decoding-backend", true, "auto|guidance|llguidance",
+       "ditto's structured outputs use llguidance (docs/STRUCTURED_OUTPUTS.md)"},
+      {"--structured-outputs-config", true,
+       R"({"backend": "auto"}|{"backend":"auto"}|{"backend": "guidance"}|{"backend":"guidance"})",
+       "ditto's structured outputs use llguidance, with no other option (docs/STRUCTURED_OUTPUTS.md)"},
       {"--quantization", true, kNone,
        "ditto takes the quantization from the file (a GGUF file's tensor types); quantizing on load would change "
        "the results"},

@@ -57,8 +57,11 @@ struct CompletionOutput {
   // "stop", "length", "abort", or "error": a structured output whose constraint allows no token
   // the request's other masks leave (e.g. only EOS before min_tokens); the output ends before it.
   std::string finish_reason;
-  std::optional<int32_t> stop_token_id;     // the stop_token_ids entry that ended it
-  std::optional<std::string> stop_string;   // the stop string that ended it
+  std::optional<int32_t> stop_token_id;    // the stop_token_ids entry that ended it
+  std::optional<std::string> stop_string;  // the stop string that ended it
+  // finish_reason "error": why (the grammar engine's reason, e.g. a constraint too complex for
+  // its per-step limits); the server returns it as stop_reason, Python as stop_reason.
+  std::optional<std::string> finish_message;
   std::optional<ChatMessageParts> message;  // set only when the request's output parsers are on
 };
 

@@ -16,13 +16,16 @@ from ditto.llm import LLM
 from ditto.outputs import (CompletionOutput, EmbeddingOutput, EmbeddingRequestOutput, Logprob, PoolingOutput,
                            PoolingRequestOutput, RequestOutput, ScoringOutput, ScoringRequestOutput)
 from ditto.pooling_params import PoolingParams
-from ditto.sampling_params import RequestOutputKind, SamplingParams
+from ditto.sampling_params import (GuidedDecodingParams, RequestOutputKind, SamplingParams,
+                                   StructuredOutputsParams)
 from ditto.tokenizer import Tokenizer
 
 __all__ = [
     "LLM",
     "AsyncLLM",
     "SamplingParams",
+    "StructuredOutputsParams",
+    "GuidedDecodingParams",
     "RequestOutputKind",
     "RequestOutput",
     "CompletionOutput",

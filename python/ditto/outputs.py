@@ -31,7 +31,8 @@ class Logprob:
 class CompletionOutput:
     """One choice of a request. cumulative_logprob (the sum of the chosen tokens' logprobs, in
     order) and logprobs (one dict per generated token) are set when logprobs were asked for.
-    stop_reason: the stop string or stop token id that ended it, None for EOS or the length."""
+    stop_reason: the stop string or stop token id that ended it, None for EOS or the length; for
+        finish_reason "error" (a structured output that cannot go on), why."""
 
     index: int
     text: str
@@ -83,6 +84,8 @@ def from_engine(out, prompt_is_text: bool, want_logprobs: bool, want_prompt_logp
     outputs = []
     for c in out.outputs:
         stop_reason = c.stop_string if c.stop_string is not None else c.stop_token_id
+        if stop_reason is None and c.finish_message is not None:  # finish_reason "error": why
+            stop_reason = c.finish_message
         outputs.append(CompletionOutput(
             index=c.index,
             text=c.text,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json as _json
 import numbers
 from typing import Any, Optional, Union
 
@@ -22,9 +23,131 @@ class RequestOutputKind(enum.Enum):
 # vLLM fields ditto does not implement: refused when set to anything but their default.
 _UNSUPPORTED = {
     "logits_processors": None,
-    "guided_decoding": None,
-    "structured_outputs": None,
 }
+
+# The constraint kinds of StructuredOutputsParams, exactly one of which a request sets.
+_KINDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
+# The grammar engine vLLM's `backend` may name: ditto has one, llguidance ("guidance" in vLLM).
+_BACKENDS = (None, "auto", "guidance", "llguidance")
+
+
+@dataclasses.dataclass
+class StructuredOutputsParams:
+    """Structured outputs (vLLM's StructuredOutputsParams, vllm/sampling_params.py): the output is
+    constrained to exactly one of
+
+    json: a JSON Schema (a dict, its JSON text, or a pydantic model class); regex: a regular
+    expression the whole output matches (Rust regex syntax); choice: one of these strings;
+    grammar: a Lark grammar (llguidance's dialect; GBNF's "::=" is refused); json_object: True
+    for any JSON object; structural_tag: vLLM's structural tag (a dict or its JSON text).
+
+    For json and json_object: disable_any_whitespace (no white space between tokens),
+    disable_additional_properties (an object schema without "additionalProperties" takes no
+    others), whitespace_pattern (the white space allowed, a regex). disable_fallback is accepted
+    and changes nothing: ditto has one grammar engine, llguidance, and no fallback.
+
+    Raises ValueError when no kind or more than one is set (vLLM's message) or a field has the
+    wrong type. A constraint the grammar engine cannot compile raises ValueError naming the field
+    ("structured_outputs.json") and the engine's reason when the request is submitted
+    (LLM.generate, LLM.chat, AsyncLLM.generate), before any of the batch runs.
+    """
+
+    json: Optional[Union[str, dict]] = None
+    regex: Optional[str] = None
+    choice: Optional[list[str]] = None
+    grammar: Optional[str] = None
+    json_object: Optional[bool] = None
+    disable_fallback: bool = False
+    disable_any_whitespace: bool = False
+    disable_additional_properties: bool = False
+    whitespace_pattern: Optional[str] = None
+    structural_tag: Optional[str] = None
+
+    _what = "structured outputs constraint"
+
+    def __post_init__(self) -> None:
+        if self.json is not None and hasattr(self.json, "model_json_schema"):  # a pydantic model, as vLLM takes
+            self.json = self.json.model_json_schema()
+        if isinstance(self.choice, tuple):
+            self.choice = list(self.choice)
+        count = sum(getattr(self, k) is not None for k in _KINDS)
+        if count > 1:
+            raise ValueError(f"You can only use one kind of {self._what} but multiple are specified: "
+                             f"{self._fields()}")
+        if count < 1:
+            raise ValueError(f"You must use one kind of {self._what} but none are specified: {self._fields()}")
+        self._to_engine()  # the types, checked now
+
+    def _fields(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def all_constraints_none(self) -> bool:
+        """True when no constraint kind is set (vLLM's helper)."""
+        return all(getattr(self, k) is None for k in _KINDS)
+
+    def all_non_structural_tag_constraints_none(self) -> bool:
+        """True when no kind but perhaps structural_tag is set (vLLM's helper)."""
+        return all(getattr(self, k) is None for k in _KINDS if k != "structural_tag")
+
+    def _to_engine(self) -> _ditto.StructuredOutputsParams:
+        """The engine's StructuredOutputsParams (json and structural_tag as JSON text). Raises
+        ValueError naming the field of the wrong type."""
+        so = _ditto.StructuredOutputsParams()
+        if self.json is not None:
+            so.json = _json_text("structured_outputs.json", self.json, "a JSON Schema (a dict or its JSON text)")
+        if self.regex is not None:
+            so.regex = _str("structured_outputs.regex", self.regex)
+        if self.choice is not None:
+            if not isinstance(self.choice, list) or not all(isinstance(c, str) for c in self.choice):
+                raise ValueError(f"structured_outputs.choice must be a list of strings, got {self.choice!r}")
+            so.choice = self.choice
+        if self.grammar is not None:
+            so.grammar = _str("structured_outputs.grammar", self.grammar)
+        if self.json_object is not None:
+            so.json_object = _bool("structured_outputs.json_object", self.json_object)
+            if not so.json_object:
+                raise ValueError("structured_outputs.json_object must be True when given (None: another kind)")
+        if self.structural_tag is not None:
+            so.structural_tag = _json_text("structured_outputs.structural_tag", self.structural_tag,
+                                           "a structural tag (a dict or its JSON text)")
+        _bool("structured_outputs.disable_fallback", self.disable_fallback)
+        so.disable_any_whitespace = _bool("structured_outputs.disable_any_whitespace", self.disable_any_whitespace)
+        so.disable_additional_properties = _bool("structured_outputs.disable_additional_properties",
+                                                 self.disable_additional_properties)
+        if self.whitespace_pattern is not None:
+            so.whitespace_pattern = _str("structured_outputs.whitespace_pattern", self.whitespace_pattern)
+        return so
+
+
+@dataclasses.dataclass
+class GuidedDecodingParams(StructuredOutputsParams):
+    """vLLM's older name for StructuredOutputsParams (vLLM <= 0.10: SamplingParams(guided_decoding=
+    GuidedDecodingParams(...))), with its `backend`: None, "auto", "guidance" or "llguidance" (ditto's
+    one grammar engine); another backend raises ValueError."""
+
+    backend: Optional[str] = None
+    backend_was_auto: bool = False
+
+    _what = "guided decoding"
+
+    def __post_init__(self) -> None:
+        if self.backend not in _BACKENDS:
+            raise ValueError(f"guided_decoding.backend is {self.backend!r}; ditto's structured outputs use "
+                             "llguidance ('guidance' or 'auto')")
+        super().__post_init__()
+
+    @staticmethod
+    def from_optional(json: Optional[Union[str, dict]] = None, regex: Optional[str] = None,
+                      choice: Optional[list[str]] = None, grammar: Optional[str] = None,
+                      json_object: Optional[bool] = None, backend: Optional[str] = None,
+                      whitespace_pattern: Optional[str] = None,
+                      structural_tag: Optional[str] = None) -> Optional["GuidedDecodingParams"]:
+        """vLLM's: None when no kind is given, else GuidedDecodingParams of them."""
+        if all(a is None for a in (json, regex, choice, grammar, json_object, structural_tag)):
+            return None
+        return GuidedDecodingParams(json=json, regex=regex, choice=choice, grammar=grammar, json_object=json_object,
+                                    backend=backend, whitespace_pattern=whitespace_pattern,
+                                    structural_tag=structural_tag)
 
 # max_tokens=None: as many as the context leaves (the engine cuts max_tokens to it).
 _UNBOUNDED = 1 << 62
@@ -47,10 +170,11 @@ class SamplingParams:
     contain (each banned as it tokenizes, with and without a leading space);
     truncate_prompt_tokens: keep only the prompt's last k tokens (-1: the context's worth).
     logprob_token_ids: the logprobs of these ids beside each sampled token, instead of the top
-    `logprobs`.
+    `logprobs`. structured_outputs: a StructuredOutputsParams the output keeps to (JSON Schema,
+    regex, choice, grammar, ...); guided_decoding: vLLM's older name for it (GuidedDecodingParams).
 
-    Raises ValueError naming the field for a value out of range or of the wrong type, and for the
-    vLLM fields ditto does not implement (logits_processors, guided decoding, structured outputs).
+    Raises ValueError naming the field for a value out of range or of the wrong type, for both
+    structured_outputs and guided_decoding at once, and for logits_processors (not implemented).
     """
 
     n: int = 1
@@ -110,6 +234,13 @@ class SamplingParams:
             value = getattr(self, name)
             if value != default and not (isinstance(value, (list, tuple, dict)) and not value):
                 raise ValueError(f"{name} is not supported by ditto (leave it at {default!r})")
+        for name in ("structured_outputs", "guided_decoding"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, StructuredOutputsParams):
+                raise ValueError(f"{name} must be a StructuredOutputsParams (or vLLM's GuidedDecodingParams), got "
+                                 f"{type(value).__name__}")
+        if self.structured_outputs is not None and self.guided_decoding is not None:
+            raise ValueError("give structured_outputs or guided_decoding (vLLM's older name for it), not both")
         if self.best_of is not None and self.best_of != self.n:
             raise ValueError(f"best_of must equal n (ditto returns every choice), got best_of={self.best_of}, n={self.n}")
         if not self.detokenize:
@@ -179,6 +310,9 @@ class SamplingParams:
             p.logprob_token_ids = [_int("logprob_token_ids", t, bits=32) for t in self.logprob_token_ids]
             if self.logprobs is None:
                 p.logprobs = 0
+        constraint = self.structured_outputs if self.structured_outputs is not None else self.guided_decoding
+        if constraint is not None:
+            p.structured_outputs = constraint._to_engine()
         return p
 
 
@@ -197,6 +331,26 @@ def _float(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a number, got {value!r}")
     return float(value)
+
+
+def _str(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def _json_text(name: str, value: Any, what: str) -> str:
+    """value (a dict or list, or JSON text as given) as JSON text. Raises ValueError naming `name`."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, (dict, list)):
+        raise ValueError(f"{name} must be {what}, got {type(value).__name__}")
+    try:
+        return _json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} is not JSON: {err}") from None
+    except RecursionError:  # the engine refuses deeper than 100 levels anyway
+        raise ValueError(f"{name} is nested too deeply to write as JSON") from None
 
 
 def _bool(name: str, value: Any) -> bool:

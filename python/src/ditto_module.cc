@@ -244,6 +244,20 @@ PYBIND11_MODULE(_ditto, m) {
       py::arg("tensor_parallel_size"));
   m.def("shutdown_tensor_parallel", [] { shutdown_tensor_parallel(); });
 
+  // The engine's StructuredOutputsParams; json and structural_tag are JSON text (the Python
+  // layer's json.dumps). Compiled by the engine's front door, not here.
+  py::class_<StructuredOutputsParams>(m, "StructuredOutputsParams")
+      .def(py::init<>())
+      .def_readwrite("json", &StructuredOutputsParams::json)
+      .def_readwrite("regex", &StructuredOutputsParams::regex)
+      .def_readwrite("choice", &StructuredOutputsParams::choice)
+      .def_readwrite("grammar", &StructuredOutputsParams::grammar)
+      .def_readwrite("json_object", &StructuredOutputsParams::json_object)
+      .def_readwrite("structural_tag", &StructuredOutputsParams::structural_tag)
+      .def_readwrite("disable_any_whitespace", &StructuredOutputsParams::disable_any_whitespace)
+      .def_readwrite("disable_additional_properties", &StructuredOutputsParams::disable_additional_properties)
+      .def_readwrite("whitespace_pattern", &StructuredOutputsParams::whitespace_pattern);
+
   py::class_<SamplingParams>(m, "SamplingParams")
       .def(py::init<>())
       .def_readwrite("n", &SamplingParams::n)
@@ -271,6 +285,7 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readwrite("truncation_side", &SamplingParams::truncation_side)
       .def_readwrite("cache_salt", &SamplingParams::cache_salt)
       .def_readwrite("logprob_token_ids", &SamplingParams::logprob_token_ids)
+      .def_readwrite("structured_outputs", &SamplingParams::structured_outputs)
       .def("validate", &SamplingParams::validate, py::arg("vocab_size") = INT64_MAX,
            py::arg("max_logprobs") = INT64_MAX, "Raises ValueError naming the first field out of range");
 
@@ -303,7 +318,8 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readonly("cumulative_logprob", &CompletionOutput::cumulative_logprob)
       .def_readonly("finish_reason", &CompletionOutput::finish_reason)
       .def_readonly("stop_token_id", &CompletionOutput::stop_token_id)
-      .def_readonly("stop_string", &CompletionOutput::stop_string);
+      .def_readonly("stop_string", &CompletionOutput::stop_string)
+      .def_readonly("finish_message", &CompletionOutput::finish_message);
   py::class_<RequestOutput>(m, "RequestOutput")
       .def_readonly("request_id", &RequestOutput::request_id)
       .def_readonly("prompt", &RequestOutput::prompt)

@@ -25,6 +25,11 @@ struct Engine::Request {
   // is the choice's output tokens so far.
   std::shared_ptr<const StructuredOutputGrammar> grammar;
   std::vector<std::unique_ptr<GrammarMatcher>> matchers;
+  // Re-scoring a constrained output (rescore_from ≥ 0): a matcher over the re-scored tokens, at
+  // prompt position rescore_position, so each row is scored under the mask it was sampled with.
+  std::unique_ptr<GrammarMatcher> rescore_matcher;
+  int64_t rescore_position = 0;
+  std::vector<uint32_t> rescore_mask;
 };
 
 int64_t kv_blocks_for_memory(const ModelConfig& c, int64_t block_size, int64_t bytes) {
@@ -98,8 +103,14 @@ void Engine::add(EngineRequest r) {
   req->pooling = r.pooling;
   DITTO_CHECK(!params.structured_outputs || r.grammar) << "structured outputs not compiled at the front door";
   req->grammar = r.grammar;
-  if (req->grammar)
+  if (req->grammar) {
     for (int64_t i = 0; i < params.n; ++i) req->matchers.push_back(req->grammar->new_matcher());
+    if (r.rescore_from >= 0) {
+      req->rescore_matcher = req->grammar->new_matcher();
+      req->rescore_position = r.rescore_from;
+      req->rescore_mask.assign(req->grammar->vocabulary().mask_words(), 0u);
+    }
+  }
   DITTO_CHECK(!r.pooling || params.n == 1) << "a pooling request has one sequence";
   const int64_t index = next_request_++;
   output_.add(index, r);
@@ -138,12 +149,13 @@ void Engine::abort(const std::string& request_id) {
   aborted_.push_back(found->second);
 }
 
-void Engine::finish_sequence(Sequence& seq, FinishReason reason, std::optional<int32_t> stop_token_id) {
+void Engine::finish_sequence(Sequence& seq, FinishReason reason, std::optional<int32_t> stop_token_id,
+                             std::optional<std::string> message) {
   seq.finish = reason;
   seq.proposal.clear();
   scheduler_.remove(&seq);
   if (proposer_) proposer_->release(seq.id);
-  output_.finish(seq.request, seq.choice, reason, stop_token_id);
+  output_.finish(seq.request, seq.choice, reason, stop_token_id, std::move(message));
 }
 
 void Engine::process_row(Sequence& seq, const float* logits, std::span<const uint32_t> grammar_mask) {
@@ -165,7 +177,8 @@ void Engine::process_row(Sequence& seq, const float* logits, std::span<const uin
   GrammarMatcher* matcher = req.grammar ? req.matchers[static_cast<size_t>(seq.choice)].get() : nullptr;
   DITTO_CHECK(matcher == nullptr || !grammar_mask.empty()) << "a constrained row sampled without its mask";
   // A token the constraint refuses was drawn only because the other masks left none it allows.
-  if (matcher != nullptr && !matcher->accept(token)) return finish_sequence(seq, FinishReason::kError);
+  if (matcher != nullptr && !matcher->accept(token))
+    return finish_sequence(seq, FinishReason::kError, std::nullopt, "structured output: " + grammar_failure(*matcher));
   const int64_t position = seq.num_output_tokens();
   seq.token_ids.push_back(token);
   if (output_.append_token(seq.request, seq.choice, position, std::move(s)))
@@ -178,6 +191,15 @@ void Engine::process_row(Sequence& seq, const float* logits, std::span<const uin
   if (seq.num_output_tokens() >= p.max_tokens ||
       static_cast<int64_t>(seq.token_ids.size()) >= processor_.limits().max_model_len)
     return finish_sequence(seq, FinishReason::kLength);
+}
+
+// The grammar engine's reason in a few lines (llguidance appends its parser state to the first).
+std::string Engine::grammar_failure(const GrammarMatcher& m) {
+  std::string e = m.error();
+  if (const size_t cut = e.find('\n'); cut != std::string::npos) e.resize(cut);
+  return e.empty() ? "no token the constraint allows is left by the request's other masks (allowed_token_ids, "
+                     "bad_words, min_tokens, logit_bias)"
+                   : e;
 }
 
 // For each scheduled sequence that samples in this step and has a constraint: the mask of each row
@@ -446,7 +468,7 @@ void Engine::pool(Sequence& seq, Request& req, std::span<const float> hidden, co
 }
 
 // `logits` [rows, vocab_size] f32 are the rows of the sequence's tokens from num_computed_tokens on.
-void Engine::record_prompt_logprobs(const Sequence& seq, const Request& req, const float* logits, int64_t rows) {
+void Engine::record_prompt_logprobs(const Sequence& seq, Request& req, const float* logits, int64_t rows) {
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t next = seq.num_computed_tokens + r + 1;  // the prompt token this row predicts
@@ -463,6 +485,13 @@ void Engine::record_prompt_logprobs(const Sequence& seq, const Request& req, con
       in.eos_token_ids = eos_token_ids_;
       in.seed = *req.params.seed;
       in.logprobs_mode = config_.logprobs_mode;
+      if (req.rescore_matcher) {  // rows come in position order, each once (recorded ones are skipped)
+        DITTO_CHECK(next == req.rescore_position) << "a constrained output re-scored out of order";
+        req.rescore_matcher->fill_mask(req.rescore_mask);
+        in.grammar_mask = req.rescore_mask;
+        req.rescore_matcher->accept(token);  // a token the constraint refused fails it: all-zero masks after
+        ++req.rescore_position;
+      }
       output_.set_prompt_logprob(seq.request, next, sampler_.score_as_sampled(in, req.params, token, top_n));
     } else {
       const LogprobsMode raw =

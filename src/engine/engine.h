@@ -120,10 +120,12 @@ class Engine {
   void pool(Sequence& seq, Request& req, std::span<const float> hidden, const float* logits);
   std::vector<RequestOutput> report(std::vector<int64_t> touched);
 
-  void record_prompt_logprobs(const Sequence& seq, const Request& req, const float* logits, int64_t rows);
-  void finish_sequence(Sequence& seq, FinishReason reason, std::optional<int32_t> stop_token_id = std::nullopt);
+  void record_prompt_logprobs(const Sequence& seq, Request& req, const float* logits, int64_t rows);
+  void finish_sequence(Sequence& seq, FinishReason reason, std::optional<int32_t> stop_token_id = std::nullopt,
+                       std::optional<std::string> message = std::nullopt);
   // Samples `seq`'s next token from `logits` [vocab_size] f32, under `grammar_mask` (empty: none).
   void process_row(Sequence& seq, const float* logits, std::span<const uint32_t> grammar_mask = {});
+  static std::string grammar_failure(const GrammarMatcher& m);
   // The structured-output masks of the step's rows (grammar_masks_), from the matchers' state.
   void compute_grammar_masks(const std::vector<ScheduledSequence>& batch);
   // Samples `rows` rows for a decode that ran with `num_proposals` guesses (rows = 1 + guesses),

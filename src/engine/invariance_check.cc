@@ -14,6 +14,7 @@
 #include "engine/output_diff.h"
 #include "engine/pooling_invariance_check.h"
 #include "engine/speculative.h"
+#include "engine/structured_output.h"
 #include "model/causal_lm.h"
 
 namespace ditto {
@@ -59,6 +60,38 @@ std::vector<Case> make_cases(const InvarianceCheckOptions& o, int64_t vocab) {
   return cases;
 }
 
+}  // namespace
+
+StructuredOutputsParams contract_structured_outputs(int64_t k) {
+  StructuredOutputsParams so;
+  switch (k % 6) {
+    case 0:
+      so.json = R"({"type": "object", "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 999},
+        "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "minItems": 1, "maxItems": 3},
+        "ok": {"type": "boolean"}}, "required": ["id", "tags", "ok"], "additionalProperties": false})";
+      break;
+    case 1: so.regex = "[a-z]{2,6}( [0-9]{1,3}){1,3}"; break;
+    case 2: so.choice = std::vector<std::string>{"alpha", "beta", "gamma delta"}; break;
+    case 3:
+      so.json_object = true;
+      so.disable_any_whitespace = true;
+      break;
+    case 4: so.grammar = "start: \"(\" expr \")\"\nexpr: NUMBER (\"+\" NUMBER)*\nNUMBER: /[0-9]{1,3}/\n"; break;
+    default:
+      so.json = R"({"type": "array", "minItems": 2, "maxItems": 4, "items": {"anyOf": [
+        {"type": "string", "pattern": "^[A-Z][a-z]{1,8}$"}, {"type": "number", "minimum": -5, "maximum": 5}]}})";
+      break;
+  }
+  return so;
+}
+
+bool constrained_case(int64_t i) {
+  const int64_t kind = i % 7;
+  return i % 2 == 0 && (kind == 0 || kind == 1 || kind == 2 || kind == 6);
+}
+
+namespace {
+
 int64_t tokens_of(const GenerateResult& r) {
   int64_t n = 0;
   for (const CompletionOutput& c : r.output.outputs) n += static_cast<int64_t>(c.token_ids.size());
@@ -97,6 +130,13 @@ class Checker {
       params_.push_back(std::move(c.params));
     }
     for (size_t i = 0; i < prompts_.size(); ++i) identity_.push_back(i);
+    // Structured outputs join the mix when the model has a tokenizer (the grammar engine needs the
+    // vocabulary's bytes): every row below then covers constrained requests beside unconstrained
+    // ones and ones of other constraints.
+    if (llm_.has_tokenizer() && !llm_.eos_token_ids().empty())
+      for (size_t i = 0; i < params_.size(); ++i)
+        if (constrained_case(static_cast<int64_t>(i)))
+          params_[i].structured_outputs = contract_structured_outputs(static_cast<int64_t>(i) / 2);
   }
 
   std::vector<InvarianceRow> run() {
@@ -109,6 +149,7 @@ class Checker {
       return pooling_rows();
     }
     run_alone();
+    structured_outputs_row();
     order_rows();
     for (int64_t budget : {16, 64, 8192})
       check_with("max_num_batched_tokens " + std::to_string(budget), identity_,
@@ -148,6 +189,28 @@ class Checker {
       if (r[0].error) throw_invalid_argument("prompt " + std::to_string(i) + ": " + *r[0].error);
       alone_.push_back(std::move(r[0]));
     }
+  }
+
+  // Each constrained case's outputs (alone) walked through a fresh matcher of its constraint: every
+  // token allowed where it stands, and no choice ended for want of an allowed token. (The other
+  // rows compare these outputs, bit for bit, under every condition.)
+  void structured_outputs_row() {
+    InvarianceRow row{.name = "structured outputs: each output satisfies its constraint"};
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!params_[i].structured_outputs) continue;
+      const auto grammar =
+          StructuredOutputGrammar::compile(*params_[i].structured_outputs, llm_.input_processor().grammar_vocabulary());
+      for (const CompletionOutput& c : alone_[i].output.outputs) {
+        ++row.cases;
+        row.tokens += static_cast<int64_t>(c.token_ids.size());
+        auto m = grammar->new_matcher();
+        bool ok = c.finish_reason != "error";
+        for (int32_t t : c.token_ids) ok = ok && m->accept(t);
+        if (!ok) ++row.mismatches;
+      }
+    }
+    if (row.cases == 0) row.note = "no constrained cases: the model has no tokenizer";
+    rows_.push_back(std::move(row));
   }
 
   // Runs `order` of the cases (then `extra` requests, not compared) on `engine` and compares. The

@@ -59,6 +59,16 @@ struct InvarianceRow {
 // draw from it.
 SamplingParams contract_sampling_params(int64_t i);
 
+// The contract's structured outputs, k of six kinds in turn: a JSON Schema object (integer bounds,
+// an enum array with minItems, additionalProperties false), a regex, a choice, json_object without
+// white space, a Lark grammar, and a JSON Schema array of anyOf a patterned string or a bounded
+// number. check_invariance gives case i (of contract_sampling_params) the constraint i / 2 when
+// constrained_case(i) and the model has a tokenizer — greedy, seeded n = 2, top-p with logit_bias
+// and n = 3 with stop_token_ids cases, every other one — so every row compares constrained
+// requests beside unconstrained ones and ones of other constraints.
+StructuredOutputsParams contract_structured_outputs(int64_t k);
+bool constrained_case(int64_t i);
+
 // Loads the model of `args` (threads 0 → 2, so the thread row compares 2 with 1) and runs every
 // row, the requests' parameters from contract_sampling_params. With tensor_parallel_size N > 1 the calling
 // process is rank 0 (serve_as_tensor_parallel_rank has run) and a row compares N ranks with one

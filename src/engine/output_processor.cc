@@ -97,7 +97,8 @@ bool OutputProcessor::append_token(int64_t key, int64_t choice, int64_t position
   return true;
 }
 
-void OutputProcessor::finish(int64_t key, int64_t choice, FinishReason reason, std::optional<int32_t> stop_token_id) {
+void OutputProcessor::finish(int64_t key, int64_t choice, FinishReason reason, std::optional<int32_t> stop_token_id,
+                             std::optional<std::string> message) {
   Request& req = *requests_.at(key);
   CompletionOutput& out = req.out.outputs[static_cast<size_t>(choice)];
   DITTO_CHECK(out.finish_reason.empty()) << "choice " << choice << " of '" << req.out.request_id << "' finished twice";
@@ -106,6 +107,7 @@ void OutputProcessor::finish(int64_t key, int64_t choice, FinishReason reason, s
                       : reason == FinishReason::kError ? "error"
                                                        : "stop";
   out.stop_token_id = stop_token_id;
+  out.finish_message = std::move(message);
   if (auto& d = req.detok[static_cast<size_t>(choice)]; d && !out.stop_string) out.text += d->finish();
   --req.unfinished;
 }
@@ -173,6 +175,7 @@ std::optional<RequestOutput> OutputProcessor::take_delta(Request& req) const {
       c.finish_reason = o.finish_reason;
       c.stop_token_id = o.stop_token_id;
       c.stop_string = o.stop_string;
+      c.finish_message = o.finish_message;
       sent.finish = true;
     }
     // The same parser sees every piece of the text once, in order, and the end.
@@ -238,6 +241,7 @@ void append_delta(RequestOutput& acc, RequestOutput&& delta) {
       o.finish_reason = d.finish_reason;
       o.stop_token_id = d.stop_token_id;
       o.stop_string = d.stop_string;
+      o.finish_message = d.finish_message;
     }
   }
   acc.finished = delta.finished;

@@ -48,7 +48,9 @@ class OutputProcessor {
   // Ends choice `choice` (its finish_reason: "stop", "length" or "abort"); the detokenizer's
   // held-back bytes are flushed unless a stop string already cut the text. stop_token_id: the
   // stop_token_ids entry that ended it, if one did.
-  void finish(int64_t key, int64_t choice, FinishReason reason, std::optional<int32_t> stop_token_id = std::nullopt);
+  // `message`: why, for FinishReason::kError (CompletionOutput::finish_message).
+  void finish(int64_t key, int64_t choice, FinishReason reason, std::optional<int32_t> stop_token_id = std::nullopt,
+              std::optional<std::string> message = std::nullopt);
 
   // Whether prompt position `position` still lacks its logprobs (the request asked for them).
   bool wants_prompt_logprob(int64_t key, int64_t position) const;

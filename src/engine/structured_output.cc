@@ -211,6 +211,9 @@ std::shared_ptr<const StructuredOutputGrammar> StructuredOutputGrammar::compile(
            "(docs/STRUCTURED_OUTPUTS.md)");
   }
   if (data.find('\0') != std::string::npos) refuse(kind, "holds a NUL character");
+  if (data.size() > kMaxConstraintBytes)
+    refuse(kind, "is too big: " + std::to_string(data.size()) + " bytes, at most " +
+                     std::to_string(kMaxConstraintBytes) + " (a constraint this large takes seconds to compile)");
   LlgConstraintInit init;
   llg_constraint_init_set_defaults(&init, vocab->handle());
   init.log_buffer_level = 0;
@@ -223,14 +226,12 @@ std::shared_ptr<const StructuredOutputGrammar> StructuredOutputGrammar::compile(
     llg_free_matcher(m);
     refuse(kind, why);
   }
-  // The first mask, here: a constraint the grammar engine cannot start within its per-token limits
-  // (a very wide object or alternative) is refused with its reason before any work is scheduled,
-  // rather than ending the request with finish_reason "error" and no token.
-  std::vector<uint32_t> mask(vocab->mask_words());
-  if (llg_matcher_compute_mask_into(m, mask.data(), mask.size() * sizeof(uint32_t)) != 0 || llg_matcher_is_error(m)) {
+  // The first mask, computed now: a constraint too large for the grammar engine's limits fails
+  // here, refused with the reason, rather than ending every choice at its first token.
+  std::vector<uint32_t> first(vocab->mask_words());
+  if (llg_matcher_compute_mask_into(m, first.data(), first.size() * sizeof(uint32_t)) != 0 || llg_matcher_is_error(m)) {
     const char* e = llg_matcher_get_error(m);
-    std::string why = std::string("the grammar engine cannot compute its first mask within its limits: ") +
-                      (e != nullptr ? e : "unknown error");
+    std::string why = e != nullptr ? e : "the grammar engine could not compute its first token mask";
     llg_free_matcher(m);
     refuse(kind, why);
   }

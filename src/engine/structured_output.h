@@ -60,8 +60,8 @@ class StructuredOutputGrammar {
   // whose param() is "structured_outputs.<kind>" and whose message is the grammar engine's reason
   // (an invalid or unsupported JSON Schema, a regex that does not compile, a grammar with a syntax
   // error or in GBNF, a schema nested deeper than kMaxJsonDepth or with an object of more than
-  // kMaxOptionalProperties optional properties, one whose first mask exceeds the grammar engine's
-  // limits), before any work is scheduled.
+  // kMaxOptionalProperties optional properties, one longer than kMaxConstraintBytes, one whose
+  // first token mask exceeds the engine's limits), before any work is scheduled.
   static std::shared_ptr<const StructuredOutputGrammar> compile(const StructuredOutputsParams& params,
                                                                 std::shared_ptr<const GrammarVocabulary> vocab);
   ~StructuredOutputGrammar();
@@ -76,6 +76,9 @@ class StructuredOutputGrammar {
   // An object of a JSON Schema with more optional properties (not "required") is refused: the
   // grammar engine's cost grows with their square (structured_output.cc).
   static constexpr size_t kMaxOptionalProperties = 400;
+  // Constraints longer than this (as the grammar engine reads them: the schema's JSON text, the
+  // regex, the grammar) are refused: compiling grows with the size, to seconds at a megabyte.
+  static constexpr size_t kMaxConstraintBytes = 256 * 1024;
 
  private:
   StructuredOutputGrammar() = default;

@@ -194,18 +194,25 @@ TEST_F(StructuredOutputTest, RefusalsNameTheFieldAndTheReason) {
   EXPECT_FALSE(refusal(bad_type, &param).empty());
   EXPECT_EQ(param, "structured_outputs.json");
   StructuredOutputsParams unsupported;
+  unsupported.json = R"({"type": "array", "uniqueItems": true})";
+  EXPECT_NE(refusal(unsupported, &param).find("uniqueItems"), std::string::npos);
+  EXPECT_EQ(param, "structured_outputs.json");
   unsupported.json = R"({"type": "string", "format": "no-such-format-xyz"})";
-  const std::string u = refusal(unsupported);
+  EXPECT_NE(refusal(unsupported).find("no-such-format-xyz"), std::string::npos);
   StructuredOutputsParams deep;
   deep.json = std::string(10000, '[') + std::string(10000, ']');
   EXPECT_NE(refusal(deep, &param).find("nested deeper than"), std::string::npos);
-  // 20,000 optional properties (a 1 MB schema) are refused at once, by count, before llguidance's
-  // compile time (quadratic in them) could matter; as many required ones are not limited.
+  StructuredOutputsParams big;
+  big.regex = std::string(300000, 'a');
+  EXPECT_NE(refusal(big, &param).find("too big: 300000 bytes"), std::string::npos);
+  EXPECT_EQ(param, "structured_outputs.regex");
+  // 1,000 optional properties (40 KB, under kMaxConstraintBytes) are refused at once, by count,
+  // before llguidance's compile time (quadratic in them) could matter.
   nlohmann::ordered_json wide = {{"type", "object"}, {"properties", nlohmann::ordered_json::object()}};
-  for (int i = 0; i < 20000; ++i) wide["properties"]["property_" + std::to_string(i)] = {{"type", "integer"}};
+  for (int i = 0; i < 1000; ++i) wide["properties"]["property_" + std::to_string(i)] = {{"type", "integer"}};
   StructuredOutputsParams too_wide;
   too_wide.json = wide.dump();
-  EXPECT_NE(refusal(too_wide, &param).find("20000 optional properties"), std::string::npos);
+  EXPECT_NE(refusal(too_wide, &param).find("1000 optional properties"), std::string::npos);
   EXPECT_EQ(param, "structured_outputs.json");
   StructuredOutputsParams not_schema;
   not_schema.json = "42";

@@ -442,6 +442,7 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
 Json stop_reason_json(const CompletionOutput& c) {
   if (c.stop_string) return *c.stop_string;
   if (c.stop_token_id) return *c.stop_token_id;
+  if (c.finish_message) return *c.finish_message;  // finish_reason "error": why
   return nullptr;
 }
 

@@ -13,7 +13,8 @@ from serve_client import DITTO, MODEL, NAME, Server
 GPU_ONLY = ["--gpu-memory-utilization", "0.9", "--enforce-eager", "--trust-remote-code", "--swap-space", "4",
             "--disable-log-stats", "--seed", "0"]
 SAME_AS_DITTO = ["--dtype", "auto", "--kv-cache-dtype", "auto", "--pipeline-parallel-size", "1",
-                 "--logprobs-mode", "raw_logprobs", "--enable-prefix-caching"]
+                 "--logprobs-mode", "raw_logprobs", "--enable-prefix-caching",
+                 "--structured-outputs-config", '{"backend": "guidance"}', "--guided-decoding-backend", "auto"]
 
 
 def test_a_vllm_launch_line_starts_and_its_names_answer():
@@ -59,6 +60,9 @@ def test_flags_that_would_change_results_are_refused_by_name(tmp_path):
                         (["--dtype", "float16"], "--dtype float16"),
                         (["--enable-lora"], "--enable-lora"),
                         (["--pipeline-parallel-size", "2"], "--pipeline-parallel-size 2"),
+                        (["--guided-decoding-backend", "xgrammar"], "--guided-decoding-backend xgrammar"),
+                        (["--structured-outputs-config", '{"backend": "xgrammar"}'],
+                         '--structured-outputs-config {"backend": "xgrammar"}'),
                         (["--tokenizer", str(other)], "--tokenizer " + str(other))):
         proc = subprocess.run([DITTO, "serve", MODEL, "--port", "0", *args], capture_output=True, text=True,
                               timeout=300)
