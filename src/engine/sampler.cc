@@ -37,8 +37,18 @@ void apply_masks(const SamplerInput& in, const SamplingParams& p, std::vector<fl
   const auto vocab = static_cast<int64_t>(logits.size());
   if (!in.grammar_mask.empty()) {
     DITTO_CHECK(in.grammar_mask.size() * 32 >= logits.size()) << "a grammar mask shorter than the vocabulary";
-    for (size_t i = 0; i < logits.size(); ++i)
-      if (((in.grammar_mask[i / 32] >> (i % 32)) & 1u) == 0) logits[i] = kNegInf;
+    for (size_t w = 0; w * 32 < logits.size(); ++w) {  // a word at a time: most are all in or all out
+      const uint32_t bits = in.grammar_mask[w];
+      if (bits == ~0u) continue;
+      const size_t end = std::min(logits.size(), w * 32 + 32);
+      if (bits == 0) {
+        std::fill(logits.begin() + static_cast<std::ptrdiff_t>(w * 32),
+                  logits.begin() + static_cast<std::ptrdiff_t>(end), kNegInf);
+        continue;
+      }
+      for (size_t i = w * 32; i < end; ++i)
+        if (((bits >> (i - w * 32)) & 1u) == 0) logits[i] = kNegInf;
+    }
   }
   if (p.allowed_token_ids) {
     keep.assign(logits.size(), 0);

@@ -81,6 +81,36 @@ TEST(SamplerTest, GreedyIsArgmaxWithTiesToTheLowestId) {
   for (uint64_t seed : {1u, 2u, 3u}) EXPECT_EQ(s.sample(input(logits, seed), p).token.token_id, 1);
 }
 
+// Structured outputs: the grammar mask comes first among the masks, so logit_bias cannot bring a
+// forbidden token back; the raw logprobs are the model's, the processed ones the masked row's.
+TEST(SamplerTest, TheGrammarMaskComesBeforeLogitBiasAndOnlyTheProcessedRowSeesIt) {
+  Sampler s;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logit_bias = {{0, 50.0f}};
+  std::vector<float> logits(40, 0.0f);
+  logits[1] = 3.0f;                                     // the argmax, forbidden
+  logits[33] = 1.0f;                                    // allowed, in the second mask word
+  const std::vector<uint32_t> mask = {0b1000u, 0b10u};  // tokens 3 and 33
+  SamplerInput in = input(logits);
+  in.grammar_mask = mask;
+  EXPECT_EQ(s.sample(in, p).token.token_id, 33);  // not 1 (masked) and not 0 (bias on a masked token)
+  p.temperature = 1.0f;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    in.seed = seed;
+    const int32_t t = s.sample(in, p).token.token_id;
+    EXPECT_TRUE(t == 3 || t == 33) << t;
+  }
+  p.temperature = 0.0f;
+  in.logprobs_mode = LogprobsMode::kRawLogprobs;
+  const float raw = s.sample(in, p).token.logprob;
+  in.logprobs_mode = LogprobsMode::kProcessedLogprobs;
+  const float processed = s.sample(in, p).token.logprob;
+  EXPECT_LT(raw, processed);
+  // The masked row gives the two allowed tokens all the mass: log(e^1 / (e^1 + e^0)).
+  EXPECT_NEAR(processed, std::log(std::exp(1.0) / (std::exp(1.0) + 1.0)), 1e-5);
+}
+
 TEST(SamplerTest, DrawIsAPureFunctionOfSeedChoiceAndPosition) {
   std::vector<float> logits(1000);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(static_cast<float>(i) * 0.37f) * 3.0f;

@@ -196,7 +196,7 @@ def safetensors_seeds():
 
 def config_seeds():
     # The official config.json of each preset, as src/checkpoint/test_model_presets.cc holds them.
-    with open(os.path.join(ROOT, "src", "model", "test_model_presets.cc"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "src", "checkpoint", "test_model_presets.cc"), encoding="utf-8") as f:
         src = f.read()
     for m in re.finditer(r'\{"([a-z0-9.-]+)",\s*\{R"json\((.*?)\)json"', src, re.S):
         write("config_json", m.group(1) + ".json", m.group(2))
@@ -327,6 +327,32 @@ def api_request_seeds():
         write("api_request", "chat-%d.json" % i, b"\x01" + json.dumps(body, ensure_ascii=False).encode())
 
 
+# ---- structured outputs (target "structured_output": first byte = how a walk picks tokens) -------
+
+
+def structured_output_seeds():
+    person = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                               "age": {"type": "integer", "minimum": 0, "maximum": 150},
+                                               "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1}},
+              "required": ["name", "age"], "additionalProperties": False}
+    bodies = [
+        {"structured_outputs": {"json": person}},
+        {"structured_outputs": {"json": json.dumps({"anyOf": [{"type": "number", "exclusiveMinimum": 0},
+                                                              {"type": "string", "pattern": "^[A-Z]{2}[0-9]+$"}]}),
+                                "disable_any_whitespace": True}},
+        {"structured_outputs": {"regex": "(ab|cd){2,4}[0-9]?"}},
+        {"structured_outputs": {"choice": ["yes", "no", "a|b (c)"]}},
+        {"structured_outputs": {"grammar": "start: expr\nexpr: NUM (\"+\" NUM)*\nNUM: /[0-9]+/\n"}},
+        {"structured_outputs": {"json_object": True, "whitespace_pattern": "[ ]?"}},
+        {"guided_json": {"$defs": {"n": {"type": "integer"}}, "type": "array", "items": {"$ref": "#/$defs/n"}}},
+        {"guided_regex": "[a-z]+@[a-z]+\\.com", "guided_decoding_backend": "guidance"},
+        {"guided_choice": ["x", "y"]},
+        {"guided_grammar": "root ::= \"a\""},
+    ]
+    for i, body in enumerate(bodies):
+        write("structured_output", "body-%d.json" % i, bytes([i * 37 % 256]) + json.dumps(body).encode())
+
+
 def main():
     gguf_seeds()
     safetensors_seeds()
@@ -334,6 +360,7 @@ def main():
     tokenizer_seeds()
     chat_template_seeds()
     api_request_seeds()
+    structured_output_seeds()
 
 
 if __name__ == "__main__":
