@@ -71,7 +71,9 @@ def post(port, body):
 
 
 def body(engine, constrained, max_tokens, k, style):
-    b = {"model": "bench", "messages": [{"role": "user", "content": f"{QUESTION} (store {k})"}],
+    # The store number leads the message, and every run has its own numbers: no run finds another's
+    # prompt in a prefix cache (both engines keep one), so free and constrained runs prefill alike.
+    b = {"model": "bench", "messages": [{"role": "user", "content": f"Store {k}. {QUESTION}"}],
          "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
     if constrained:
         if engine == "ditto" and style == "structured_outputs":
@@ -127,9 +129,11 @@ def run_server(engine, args, log):
         post(port, body(engine, False, 4, -1, style))
         post(port, body(engine, True, 4, -2, style))
         out = {}
+        run = 0
         for batch, n, clients in (("batch1", args.batch1_requests, 1), ("batch32", 32, 32)):
             for constrained in (False, True):
-                bodies = [body(engine, constrained, args.max_tokens, k, style) for k in range(n)]
+                run += 1
+                bodies = [body(engine, constrained, args.max_tokens, 1000 * run + k, style) for k in range(n)]
                 out[f"{batch}_{'json' if constrained else 'free'}"] = timed(port, bodies, clients)
         return out
     finally:
