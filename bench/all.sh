@@ -21,6 +21,9 @@
 #   embed        bench/embed.py: /v1/embeddings throughput of the qwen3-embedding-0.6b preset (28
 #                layers, its sentence-transformers files) exported to Q8_0, ditto serve ÷
 #                llama-server --embeddings, 128 documents of 64-192 tokens
+#   structured   bench/structured.py: decode tokens/s with a JSON Schema vs without, batch 1 and 32,
+#                on the demo model (SmolLM2-135M-Instruct Q4_1), ditto serve ÷ llama-server's
+#                json_schema; the constraint's overhead in each engine
 #
 # Environment: OUT (folder for the JSON; default $DITTO_BENCH_CACHE/results/<UTC time>), THREADS
 # (default 2), BUILD_DIR (default build; built by llama_cpp.sh when stale), DITTO_BENCH_CACHE
@@ -35,7 +38,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 THREADS=${THREADS:-2}
 DITTO=$REPO/$BUILD_DIR/tools/ditto
 DEMO_MODEL=${DEMO_MODEL:-$REPO/models/SmolLM2-135M-Instruct.Q4_1.gguf}
-ALL_ROWS=prefill512,prefill8192,q8_0,q4_k_m,q5_k_m,iq4_xs,batched,speculative,tp2,serve,startup,embed
+ALL_ROWS=prefill512,prefill8192,q8_0,q4_k_m,q5_k_m,iq4_xs,batched,speculative,tp2,serve,startup,embed,structured
 ROWS=${ROWS:-$ALL_ROWS}
 OUT=${OUT:-$CACHE/results/$(date -u +%Y%m%dT%H%M%SZ)}
 PYTHON=/usr/bin/python3
@@ -114,6 +117,10 @@ if [[ ,$ROWS, == *,embed,* ]]; then
   run embed "$PYTHON" bench/embed.py --gguf "$EMBED_GGUF" --threads "$THREADS" --json
 fi
 
+if [[ ,$ROWS, == *,structured,* ]]; then
+  run structured "$PYTHON" bench/structured.py --model "$DEMO_MODEL" --threads "$THREADS" --json
+fi
+
 CPU=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 "$PYTHON" - "$OUT" "$MODEL" "$CPU" "$THREADS" "$(git rev-parse --short HEAD)" "$ROWS" <<'EOF'
 import json, os, sys
@@ -129,7 +136,7 @@ def mean(v):
 
 r = {row: load(row) for row in
      ["prefill512", "prefill8192", "q8_0", "q4_k_m", "q5_k_m", "iq4_xs", "batched", "speculative", "tp2", "serve",
-      "startup", "embed"]}
+      "startup", "embed", "structured"]}
 table = []  # (row, measured, target, met, why it has no figure)
 
 def add(name, value, target, higher_is_better=True, what=""):
@@ -171,6 +178,13 @@ p = r["startup"]
 add("time to first answer ÷ llama-server", p and p.get("ratio"), 1.0, higher_is_better=False, what="startup")
 p = r["embed"]
 add("embeddings tokens/s (Q8_0), ÷ llama-server", p and p.get("ratio"), 1.5, what="embed")
+p = r["structured"]
+add("JSON Schema decode, batch 1, ÷ llama-server", p and p.get("batch1_json_ratio"), 1.0, what="structured")
+add("JSON Schema decode, batch 32, ÷ llama-server", p and p.get("batch32_json_ratio"), 1.0, what="structured")
+add("JSON Schema overhead vs free, batch 1", p and p.get("ditto_batch1_overhead"), 0.10, higher_is_better=False,
+    what="structured")
+add("JSON Schema overhead vs free, batch 32", p and p.get("ditto_batch32_overhead"), 0.10, higher_is_better=False,
+    what="structured")
 
 limits = r["prefill512"] or r["prefill8192"] or {}
 summary = {
