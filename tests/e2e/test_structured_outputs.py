@@ -3,7 +3,7 @@ issue #33's acceptance: 20 JSON schemas of increasing difficulty, each with a ch
 asks for what it describes. Every output finishes ("stop", not "length"), parses, and validates
 against its schema with Python's jsonschema (formats checked too); regex outputs fullmatch and
 choice outputs are one of the choices. Through the CLI's JSON lines (`ditto generate --prompts`)
-here, and — where the `ditto` Python package is importable (`make test` runs this file a second
+here, streamed by `ditto serve` (the same text), and — where the `ditto` Python package is importable (`make test` runs this file a second
 time in build/venv) — through Python's LLM.generate, which gives the same bits (token ids, text,
 logprobs) as the CLI.
 
@@ -19,11 +19,15 @@ never producing invalid JSON):
   model nested Ben and Carl inside each other forever, with or without white space and with
   maxItems; the prompt that says their children lists are empty finishes.
 disable_any_whitespace was not needed: no output rambled in white space."""
+import concurrent.futures
+import http.client
 import json
 import os
 import pathlib
 import re
 import struct
+import subprocess
+import threading
 
 import pytest
 
@@ -324,6 +328,59 @@ def test_cli_refuses_a_bad_constraint_by_name_and_runs_the_other_lines(ditto_bin
 
 def f32(x):
     return struct.pack("<f", x)
+
+
+@pytest.fixture(scope="module")
+def server(ditto_bin, model):
+    """`ditto serve` on the model; yields its port."""
+    proc = subprocess.Popen([ditto_bin, "serve", str(model), "--port", "0", "--kv-cache-memory", "512MiB",
+                             "--served-model-name", "m"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    m = re.search(r"listening on http://[\d.]+:(\d+)", line)
+    if not m:
+        proc.kill()
+        raise RuntimeError(f"ditto serve did not start: {line}{proc.stderr.read()}")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()
+    threading.Thread(target=proc.stderr.read, daemon=True).start()
+    yield int(m.group(1))
+    proc.terminate()
+    proc.wait(timeout=60)
+
+
+def stream_completion(port, body):
+    """POST /v1/completions with stream: the text and token ids the chunks carry, and the finish reason."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    c.request("POST", "/v1/completions", json.dumps({**body, "stream": True}), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    assert r.status == 200, r.read()[:500]
+    text, finish = "", None
+    for raw in r:
+        line = raw.decode().strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        choice = json.loads(line[6:])["choices"][0]
+        text += choice.get("text") or ""
+        finish = choice.get("finish_reason") or finish
+    return text, finish
+
+
+def test_the_server_streams_the_clis_outputs(cli_outputs, server):
+    """Every request of the set streamed by `ditto serve` (vLLM's structured_outputs on
+    /v1/completions, four at once): the same text and finish reason as the CLI's line, so every JSON
+    output validates streamed too."""
+    reqs = {r["request_id"]: r for r in requests()}
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        got = dict(zip(reqs, pool.map(
+            lambda r: stream_completion(server, {"model": "m", "prompt": r["prompt"], "max_tokens": r["max_tokens"],
+                                                 "temperature": r["temperature"],
+                                                 "structured_outputs": r["structured_outputs"]}), reqs.values())))
+    schemas = {n: s for n, s, _ in SCHEMAS}
+    for rid, (text, finish) in got.items():
+        want = only_choice(cli_outputs[rid])
+        assert (text, finish) == (want["text"], want["finish_reason"]), rid
+        if rid in schemas:
+            validate(schemas[rid], json.loads(text))
 
 
 def test_python_llm_generate_gives_the_cli_bits(cli_outputs, model):
