@@ -24,7 +24,10 @@ def model(ditto_bin, tmp_path_factory):
 def test_every_row_matches(ditto_bin, model):
     report = json.loads(run_ditto(ditto_bin, "check-invariance", "--model", model, *ARGS).stdout)
     names = [r["row"] for r in report["rows"]]
-    assert len(names) == 18, names
+    assert len(names) == 19, names
+    # The model has the real Qwen3 tokenizer: structured outputs join the mix (issue 33), and a
+    # first row walks each constrained output through its constraint.
+    assert names[0] == "structured outputs: each output satisfies its constraint"
     modes = [n for n in names if n.startswith("logprobs_mode ")]  # issue 30: one row per mode but raw_logprobs
     assert [m.split()[1].rstrip(":") for m in modes] == ["raw_logits", "processed_logprobs", "processed_logits"]
     assert "beam search: alone vs all prompts at once" in names
@@ -71,7 +74,7 @@ def moe_model(ditto_bin, tmp_path_factory):
 
 def test_every_row_matches_on_qwen3_moe(ditto_bin, moe_model):
     report = json.loads(run_ditto(ditto_bin, "check-invariance", "--model", moe_model, *ARGS).stdout)
-    assert len(report["rows"]) == 18
+    assert len(report["rows"]) == 19
     for r in report["rows"]:
         assert r["mismatches"] == 0, r
         assert r["cases"] > 0 and r["tokens_compared"] > 0, r
@@ -86,7 +89,7 @@ def test_every_row_matches_on_a_quantized_gguf(ditto_bin, model, outtype, tmp_pa
     gguf = tmp_path / f"m-{outtype}.gguf"
     run_ditto(ditto_bin, "export-gguf", "--model", model, "--output", gguf, "--outtype", outtype)
     report = json.loads(run_ditto(ditto_bin, "check-invariance", "--model", gguf, *ARGS).stdout)
-    assert len(report["rows"]) == 18
+    assert len(report["rows"]) == 19
     for r in report["rows"]:
         assert r["mismatches"] == 0, r
         assert r["cases"] > 0 and r["tokens_compared"] > 0, r
