@@ -65,6 +65,8 @@ test-python: python-package
 	@PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests
 	@$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/tokenizer/test_spm_parity.py
 	@DITTO_BIN=$(abspath $(DITTO)) $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/e2e/test_structured_outputs.py
+	@DITTO_BIN=$(abspath $(DITTO)) $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	  tests/server/test_serve_structured_outputs.py
 
 # Formats every C++ file in place; format-check changes nothing and fails if format would.
 format: deps
