@@ -24,7 +24,7 @@ CCACHE := $(shell command -v ccache 2>/dev/null)
 CLANG_FORMAT ?= clang-format
 FORMAT_FILES = $(shell find src tools tests bench include python/src -name '*.cc' -o -name '*.h' | sort)
 
-.PHONY: run demo test deps build demo-model clean format format-check python-package test-python \
+.PHONY: web run demo test deps build demo-model clean format format-check python-package test-python \
 	list-fuzz-targets fuzz test-sanitize bench
 # The virtual environment `make test` installs the Python package into.
 VENV ?= $(BUILD_DIR)/venv
@@ -36,6 +36,11 @@ build: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DDITTO_WERROR=$(DITTO_WERROR) \
 	  $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE)) >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS) -- --no-print-directory
+
+# The web page `ditto serve` shows at / (web/: TypeScript, Vite): rebuilds web/dist, which the binary
+# embeds and git keeps, from web/src; commit web/dist with the change (`make test` checks they agree).
+web: deps
+	@cd web && npm run --silent build
 
 # A 4-layer qwen3-0.6b with seeded random weights and the real Qwen3 tokenizer.
 $(TEST_MODEL)/config.json: | build

@@ -19,6 +19,7 @@ apt_packages=(
   python3-jsonschema  # tests/e2e/test_structured_outputs.py validates the outputs against their schemas
   libopenblas0-pthread  # numpy's BLAS for the float64 reference (the default reference BLAS: ~1 GFLOP/s)
   nodejs npm
+  chromium chromium-driver  # the web page's browser test (tests/server/test_web_ui.py) drives this Chromium
 )
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -37,14 +38,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# npm_install DIR PINS WHAT NPM_ARGS...: runs npm in DIR when DIR/node_modules is older than PINS.
+npm_install() {
+  local dir="$1" pins="$2" what="$3"
+  shift 3
+  local stamp="$dir/node_modules/.ditto-installed"
+  if [ ! -f "$stamp" ] || [ "$pins" -nt "$stamp" ]; then
+    echo "install-deps: installing $what"
+    (cd "$dir" && npm "$@" --no-audit --no-fund --loglevel=error >/dev/null)
+    touch "$stamp"
+  fi
+}
 # npm packages (tests and the test-model generator only), pinned in third_party/npm/package.json.
-npm_dir="$root/third_party/npm"
-stamp="$npm_dir/node_modules/.ditto-installed"
-if [ ! -f "$stamp" ] || [ "$npm_dir/package.json" -nt "$stamp" ]; then
-  echo "install-deps: installing npm packages into third_party/npm"
-  (cd "$npm_dir" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
-  touch "$stamp"
-fi
+npm_install "$root/third_party/npm" "$root/third_party/npm/package.json" "npm packages into third_party/npm" install
+# The web page's toolchain (TypeScript, Vite, Vitest), pinned in web/package.json and
+# web/package-lock.json: `make web` builds the page, `make test` runs its unit tests.
+npm_install "$root/web" "$root/web/package-lock.json" "the web page's toolchain into web/node_modules" ci
 
 # Rust, for llguidance (structured outputs' grammar engine, built from crates.io by CMake; its
 # crates pinned by third_party/llguidance/Cargo.lock): any cargo/rustc 1.87 or newer on PATH or in

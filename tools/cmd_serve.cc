@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -235,6 +236,9 @@ void run_serve(ServeOptions o) {
       o.server.served_model_name.c_str());
   if (!o.server.api_key.empty()) std::printf("  (set KEY to the API key first: KEY=...)\n");
   std::printf("  or any OpenAI client with base_url %s/v1; Ctrl-C stops.\n", base.c_str());
+  if (o.server.enable_web_ui)
+    std::printf("  web page (chat, the contract live, the server's state): %s/%s\n", base.c_str(),
+                o.server.api_key.empty() ? "" : " (it asks for the API key)");
   std::fflush(stdout);
   server.listen();
   // listen() returned: drained or stopped by a signal, or the socket failed. Wake the waiter.
@@ -267,7 +271,10 @@ void add_serve_command(CLI::App& app) {
       ->expected(1, 64);
   cmd->add_option("--api-key", o->server.api_key,
                   "Require 'Authorization: Bearer KEY' on every route but /health, /ping, /load and /version "
-                  "(vLLM's rule; default: the VLLM_API_KEY environment variable)");
+                  "and the web page's files (vLLM's rule; default: the VLLM_API_KEY environment variable)");
+  cmd->add_flag_function(
+      "--disable-web-ui", [o](std::int64_t) { o->server.enable_web_ui = false; },
+      "Serve no web page at / (by default: a chat, the invariance contract live and the server's state)");
   cmd->add_option("--root-path", o->server.root_path,
                   "Also serve every route under this prefix, as behind a path-based proxy (vLLM's, uvicorn's "
                   "root_path; e.g. /llm)");

@@ -172,14 +172,18 @@ ApiError http_status_error(const httplib::Request& req, int status) {
   }
 }
 
-std::string route_pattern(const std::string& root_path, const std::string& path) {
-  if (root_path.empty()) return path;
+std::string regex_escape(std::string_view text) {
   std::string escaped;
-  for (const char c : root_path) {
+  for (const char c : text) {
     if (std::string_view(".^$|()[]{}*+?\\").find(c) != std::string_view::npos) escaped += '\\';
     escaped += c;
   }
-  return "(?:" + escaped + ")?" + path;
+  return escaped;
+}
+
+std::string route_pattern(const std::string& root_path, const std::string& path) {
+  if (root_path.empty()) return path;
+  return "(?:" + regex_escape(root_path) + ")?" + path;
 }
 
 std::string strip_root_path(const std::string& root_path, const std::string& path) {

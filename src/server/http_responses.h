@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -85,6 +86,8 @@ ApiError body_too_large(int64_t max_body_bytes);
 // route, 413, 414 …).
 ApiError http_status_error(const httplib::Request& req, int status);
 
+// `text` with the regex metacharacters of httplib's route patterns (std::regex ECMAScript) escaped.
+std::string regex_escape(std::string_view text);
 // The regex httplib matches a route with: `path` itself, and under `root_path` (--root-path) when
 // one is given ("/llm": "(?:/llm)?/v1/models"). `path` may itself be a regex ("/v1/models/(.+)").
 std::string route_pattern(const std::string& root_path, const std::string& path);

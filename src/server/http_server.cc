@@ -32,6 +32,7 @@
 #include "server/openai_api.h"
 #include "server/pooling_api.h"
 #include "server/sockets.h"
+#include "server/web_ui.h"
 
 namespace ditto {
 namespace {
@@ -203,6 +204,7 @@ struct HttpServer::Impl {
   }
 
   void routes();
+  void web_ui_routes();
   // use_beam_search: each prompt's beams by run_beam_search, every step's beams submitted to the
   // engine as one-token requests beside whatever else runs; the answer is whole (a stream gets it
   // as one report), as vLLM's server gives it.
@@ -756,7 +758,8 @@ void HttpServer::Impl::routes() {
       res.set_header("Connection", "close");
       return R::Handled;
     }
-    if (options.api_key.empty() || !path_needs_api_key(strip_root_path(options.root_path, req.path)))
+    if (options.api_key.empty() ||
+        !path_needs_api_key(strip_root_path(options.root_path, req.path), options.enable_web_ui))
       return R::Unhandled;
     // "Bearer" is case-insensitive (RFC 9110 §11.1); the key is not.
     if (bearer_token_matches(req.get_header_value("Authorization"), options.api_key)) return R::Unhandled;
@@ -878,8 +881,30 @@ void HttpServer::Impl::routes() {
   server.Options(at("/metrics"), metrics_handler);
   server.Post(at("/tokenize"),
               with_body([this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); }));
+  if (options.enable_web_ui) web_ui_routes();
   server.Post(at("/detokenize"),
               with_body([this](const httplib::Request& req, httplib::Response& res) { handle_detokenize(req, res); }));
+}
+
+// The web page's files (server/web_ui.h) at "/", "/index.html" and "/assets/...", under --root-path
+// too; "<root-path>" without its slash is sent to "<root-path>/", where the page's relative URLs work.
+void HttpServer::Impl::web_ui_routes() {
+  const auto serve = [](const WebAsset& asset) {
+    return [&asset](const httplib::Request&, httplib::Response& res) {
+      res.set_content(asset.body.data(), asset.body.size(), std::string(asset.content_type).c_str());
+      res.set_header("Cache-Control", "no-cache");
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Content-Security-Policy", std::string(web_ui_content_security_policy()));
+      res.set_header("Referrer-Policy", "no-referrer");
+    };
+  };
+  for (const WebAsset& asset : web_assets())
+    server.Get(route_pattern(options.root_path, regex_escape(asset.path)), serve(asset));
+  server.Get(route_pattern(options.root_path, "/"), serve(*find_web_asset("/")));
+  if (!options.root_path.empty())
+    server.Get(regex_escape(options.root_path), [this](const httplib::Request&, httplib::Response& res) {
+      res.set_redirect(options.root_path + "/", 301);
+    });
 }
 
 // POST /tokenize (vLLM's): a prompt or chat messages through the front door's encoder.
@@ -932,7 +957,8 @@ void HttpServer::Impl::handle_detokenize(const httplib::Request& req, httplib::R
   send_json(res, 200, {{"prompt", llm.input_processor().decode(ids)}});
 }
 
-bool path_needs_api_key(const std::string& path) {
+bool path_needs_api_key(const std::string& path, bool web_ui) {
+  if (web_ui && find_web_asset(path) != nullptr) return false;
   std::string p = path;
   if (p.size() > 1 && p.back() == '/') p.pop_back();
   for (const char* open : {"/health", "/ping", "/load", "/version"})

@@ -42,6 +42,9 @@ struct ServerOptions {
   // PR #58028): every route needs "Authorization: Bearer KEY" except the liveness probes /health,
   // /ping, /load and /version (a trailing slash allowed) and CORS preflights.
   std::string api_key;
+  // The web page at `/` (server/web_ui.h): a chat, the contract live, the server's state. The page
+  // and its files are public under api_key (it asks for the key); --disable-web-ui turns it off.
+  bool enable_web_ui = true;
   // uvicorn's root_path as vLLM's --root-path: every route is served both as itself and under this
   // prefix ("/llm": /llm/v1/completions and /v1/completions). Empty, or "/..." without a trailing "/".
   std::string root_path;
@@ -109,8 +112,9 @@ void check_listen_address(const ServerOptions& options);
 
 // vLLM's AuthenticationMiddleware rule: whether a request to `path` (--root-path already removed)
 // needs the API key. Every path does but /health, /ping, /load and /version (with or without a
-// trailing slash; "/healthcheck" is not "/health").
-bool path_needs_api_key(const std::string& path);
+// trailing slash; "/healthcheck" is not "/health"), and, when `web_ui` is on, the web page's own
+// files ("/", "/index.html", "/assets/..."), which hold no data: the page asks for the key.
+bool path_needs_api_key(const std::string& path, bool web_ui = false);
 
 class HttpServer {
  public:

@@ -160,5 +160,49 @@ TEST_F(HttpServerLifetimeTest, VllmRoutesAuthenticationAndRootPath) {
   }));
 }
 
+// The web page: served at / and under --root-path with its security headers, open under an API key
+// while the routes it calls are not; --disable-web-ui serves nothing there.
+TEST_F(HttpServerLifetimeTest, WebPageIsServedOpenUnderAnApiKeyAndCanBeTurnedOff) {
+  ServerOptions o = options();
+  o.api_key = "k";
+  o.root_path = "/llm";
+  HttpServer server(*llm_, o);
+  const int port = server.bind();
+  ASSERT_GT(port, 0);
+  EXPECT_TRUE(listen_returns(server, [&server, port] {
+    httplib::Client c("127.0.0.1", port);
+    for (const char* path : {"/", "/llm/", "/index.html"}) {
+      auto page = c.Get(path);
+      ASSERT_TRUE(page) << path;
+      EXPECT_EQ(page->status, 200) << path;
+      EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8") << path;
+      EXPECT_NE(page->get_header_value("Content-Security-Policy").find("default-src 'none'"), std::string::npos);
+      EXPECT_NE(page->body.find("<title>ditto</title>"), std::string::npos) << path;
+    }
+    auto script = c.Get("/llm/assets/app.js");
+    EXPECT_EQ(script->status, 200);
+    EXPECT_EQ(script->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
+    auto bare = c.Get("/llm");
+    EXPECT_EQ(bare->status, 301);
+    EXPECT_EQ(bare->get_header_value("Location"), "/llm/");
+    EXPECT_EQ(c.Get("/v1/models")->status, 401);
+    EXPECT_EQ(c.Get("/metrics")->status, 401);
+    EXPECT_EQ(c.Get("/assets/other.js")->status, 401);
+    server.stop();
+  }));
+  ServerOptions off = options();
+  off.enable_web_ui = false;
+  HttpServer without(*llm_, off);
+  const int port_off = without.bind();
+  ASSERT_GT(port_off, 0);
+  EXPECT_TRUE(listen_returns(without, [&without, port_off] {
+    httplib::Client c("127.0.0.1", port_off);
+    EXPECT_EQ(c.Get("/")->status, 404);
+    EXPECT_EQ(c.Get("/assets/app.js")->status, 404);
+    EXPECT_EQ(c.Get("/health")->status, 200);
+    without.stop();
+  }));
+}
+
 }  // namespace
 }  // namespace ditto
