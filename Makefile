@@ -72,6 +72,7 @@ test-python: python-package
 	@DITTO_BIN=$(abspath $(DITTO)) $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/e2e/test_structured_outputs.py
 	@DITTO_BIN=$(abspath $(DITTO)) $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
 	  tests/server/test_serve_structured_outputs.py
+	@DITTO_BIN=$(abspath $(DITTO)) $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/server/test_web_ui.py
 
 # Formats every C++ file in place; format-check changes nothing and fails if format would.
 format: deps
