@@ -138,6 +138,41 @@ def test_chat_streams_an_answer_and_stop_stops_one(page):
     assert "stopped" in stopped.query_selector(".meta").inner_text()
 
 
+def test_chat_shows_reasoning_apart_and_tool_calls(page):
+    """The chunks of a reasoning model with a tool call (vLLM's shapes), fed to the page as the
+    server's stream: the reasoning goes in its own block, the call is shown with its arguments."""
+    def chunk(delta, finish=None):
+        return {"id": "c", "object": "chat.completion.chunk", "seed": 7,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    events = [chunk({"role": "assistant", "content": ""}),
+              chunk({"reasoning_content": "The user wants "}), chunk({"reasoning_content": "the weather."}),
+              chunk({"content": "Let me look."}),
+              chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                     "function": {"name": "get_weather", "arguments": ""}}]}),
+              chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}),
+              chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}, "tool_calls"),
+              {"id": "c", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 12}}]
+    body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    sent = []
+
+    def answer_with_the_chunks(route):
+        sent.append(json.loads(route.request.post_data))
+        route.fulfill(status=200, content_type="text/event-stream", body=body)
+    page.page.route("**/v1/chat/completions", answer_with_the_chunks)
+    p = page.open("chat")
+    p.wait_for_selector("body[data-connected=true]", timeout=30000)
+    p.fill("#chat-tools", json.dumps([{"type": "function", "function": {"name": "get_weather"}}]))
+    p.fill("#chat-input", "Weather in Paris?")
+    p.click("#chat-send")
+    answer = p.wait_for_selector(".message.assistant[data-state=done]", timeout=30000)
+    assert answer.query_selector(".reasoning-text").text_content() == "The user wants the weather."
+    assert answer.query_selector(".content").inner_text() == "Let me look."
+    assert answer.query_selector(".tool-call").inner_text() == 'get_weather({"city": "Paris"})'
+    meta = answer.query_selector(".meta").inner_text()
+    assert "seed 7" in meta and "9 prompt + 12 completion tokens" in meta and "tool_calls" in meta, meta
+    assert sent[0]["tools"][0]["function"]["name"] == "get_weather" and sent[0]["tool_choice"] == "auto"
+
+
 def run_contract(p, n=16, negative=False):
     set_fields(p, contract_n=n, contract_max_tokens=24, contract_temperature=0.8, contract_seed=1234)
     if negative:

@@ -150,6 +150,7 @@ class AnswerView {
     this.root.dataset.state = "streaming";
     this.reasoningBox.append(el("summary", "", "reasoning"), this.reasoningText);
     this.reasoningBox.hidden = true;
+    this.reasoningBox.open = true;
     const copy = el("button", "copy", "Copy");
     copy.type = "button";
     copy.addEventListener("click", () => void copyText(this.content));
