@@ -17,6 +17,7 @@ apt_packages=(
   python3 python3-numpy python3-pytest python3-jinja2 python3-venv python3-dev python3-pip
   python3-yaml  # imported by gguf-py (below)
   python3-jsonschema  # tests/e2e/test_structured_outputs.py validates the outputs against their schemas
+  python3-matplotlib  # bench/plot.py draws the benchmarks' SVG plots (and bench/plot_test.py checks them)
   libopenblas0-pthread  # numpy's BLAS for the float64 reference (the default reference BLAS: ~1 GFLOP/s)
   nodejs npm
   chromium chromium-driver  # the web page's browser test (tests/server/test_web_ui.py) drives this Chromium
