@@ -30,6 +30,9 @@
 # (default ~/.cache/ditto-bench), DEMO_MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf).
 # A row that fails is reported as failed with the tail of its log; the others still run. Exit
 # status 1 when any row failed. Nothing is written inside the repo except ditto's own build.
+# Beside the JSON, bench/plot.py draws summary.svg (every row's ratio against its target, the CPU
+# and the date) and one SVG per row it knows (prefill512.svg, speculative.svg, tp2.svg, serve.svg,
+# ...: ditto beside its peer); a plot that fails (no matplotlib?) is a warning, not a failed row.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -41,8 +44,10 @@ DEMO_MODEL=${DEMO_MODEL:-$REPO/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 ALL_ROWS=prefill512,prefill8192,q8_0,q4_k_m,q5_k_m,iq4_xs,batched,speculative,tp2,serve,startup,embed,structured
 ROWS=${ROWS:-$ALL_ROWS}
 OUT=${OUT:-$CACHE/results/$(date -u +%Y%m%dT%H%M%SZ)}
+DATE=$(date -u +%Y-%m-%d)
 PYTHON=/usr/bin/python3
 export THREADS BUILD_DIR DITTO_BENCH_CACHE=$CACHE
+unset PLOT  # the rows' own plots: drawn below from their JSON, not by each script
 
 log() { echo "all.sh: $*" >&2; }
 die() { echo "error: all.sh: $*" >&2; exit 1; }
@@ -208,4 +213,10 @@ for n, v, t, m, w in table:
     print(f"{n:52}{shown:>10}{t:>9}  {'-' if m is None else ('yes' if m else 'no')}")
 print(f"JSON: {os.path.join(out, 'summary.json')}")
 EOF
+for name in summary prefill512 prefill8192 q8_0 q4_k_m q5_k_m iq4_xs batched speculative tp2 serve; do
+  [[ -f $OUT/$name.json ]] || continue
+  "$PYTHON" bench/plot.py "$OUT/$name.json" --out "$OUT/$name.svg" --cpu "$CPU" --date "$DATE" \
+    2>>"$OUT/plot.log" || log "warning: bench/plot.py could not draw $OUT/$name.svg; see $OUT/plot.log"
+done
+log "plots: $OUT/summary.svg and one per row"
 ((${#FAILED[@]} == 0)) || die "rows failed: ${FAILED[*]} (logs in $OUT)"

@@ -24,7 +24,9 @@
 # and DECODE_TOKENS (default 128; 0 skips decode); for batched:
 # NUM_SEQS (default 32), PROMPT_TOKENS (per sequence, default 256), OUTPUT_TOKENS (default 128);
 # for agree: PROMPTS (default bench/agree_prompts.jsonl), MAX_TOKENS (default 32), REFERENCE=1
-# (also ask the float64 reference, tests/reference, at each divergence: minutes more).
+# (also ask the float64 reference, tests/reference, at each divergence: minutes more); for compare
+# and batched: PLOT=FILE.svg (also draw the JSON with bench/plot.py: ditto beside llama.cpp, the
+# ratio and the CPU; relative paths from the repo's root, like MODEL_DIR).
 # Every step is skipped when its output is already there; nothing is written inside the repo
 # except ditto's own build.
 set -euo pipefail
@@ -154,6 +156,13 @@ quantize_gguf() {
   GGUF=$out
 }
 
+# PLOT=FILE.svg: the JSON just printed ($1) drawn by bench/plot.py.
+plot() {
+  [[ -n ${PLOT:-} ]] || return 0
+  printf '%s\n' "$1" | "$PYTHON" bench/plot.py - --out "$PLOT" --measured-here || die "bench/plot.py failed"
+  log "plot: $PLOT"
+}
+
 is_moe() {
   "$PYTHON" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("num_experts", 0) else 1)' \
     "$1/config.json"
@@ -217,7 +226,8 @@ cmd_compare() {
   l=$(cmd_bench "$model")
   log "ditto bench (2/2)"
   d2=$("$REPO/$BUILD_DIR/tools/ditto" "${args[@]}")
-  DITTO1=$d1 DITTO2=$d2 LLAMA=$l "$PYTHON" - <<'EOF'
+  local result
+  result=$(DITTO1=$d1 DITTO2=$d2 LLAMA=$l "$PYTHON" - <<'EOF'
 import json, os
 d = [json.loads(os.environ["DITTO1"]), json.loads(os.environ["DITTO2"])]
 l = json.loads(os.environ["LLAMA"])
@@ -257,6 +267,9 @@ result.update({
 })
 print(json.dumps(result))
 EOF
+  )
+  echo "$result"
+  plot "$result"
 }
 
 # Batched throughput: NUM_SEQS sequences of PROMPT_TOKENS random prompt tokens, each generating
@@ -284,7 +297,8 @@ cmd_batched() {
   log "ditto bench --scenario offline (2/2)"
   d2=$("$DITTO" "${ditto_args[@]}")
   local commit; commit=$(git -C "$LLAMA_SRC" rev-parse --short HEAD)
-  DITTO1=$d1 DITTO2=$d2 LLAMA_JSON=$l "$PYTHON" - "$commit" <<'EOF'
+  local result
+  result=$(DITTO1=$d1 DITTO2=$d2 LLAMA_JSON=$l "$PYTHON" - "$commit" <<'EOF'
 import json, os, sys
 d = [json.loads(os.environ["DITTO1"]), json.loads(os.environ["DITTO2"])]
 l = json.loads(os.environ["LLAMA_JSON"])
@@ -311,6 +325,9 @@ print(json.dumps({
     "total_ratio": round(mean("total_tokens_per_s") / l["speed"], 3),
 }))
 EOF
+  )
+  echo "$result"
+  plot "$result"
 }
 
 cmd_validate() {

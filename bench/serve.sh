@@ -18,7 +18,9 @@
 # Environment: THREADS (compute threads of every engine, default 2), BUILD_DIR (ditto's build,
 # default build; used as it is, not rebuilt), DITTO_BENCH_CACHE (as bench/llama_cpp.sh),
 # STARTUP_TIMEOUT (seconds a server may take to answer /health with 200, default 600),
-# KEEP_LOGS=1 (keep the work directory: server logs, each phase's JSON and CPU counts).
+# KEEP_LOGS=1 (keep the work directory: server logs, each phase's JSON and CPU counts),
+# PLOT=FILE.svg (also draw the JSON with bench/plot.py: throughput and latencies of both servers,
+# their ratios and the CPU; relative paths from the repo's root, like MODEL_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -204,6 +206,8 @@ summary = {
         ratio(ditto and ditto["output_tokens_per_s"], offline and offline["generated_tokens_per_s"]),
     "ditto_over_llama_server": {k: ratio(ditto[k], llama[k]) for k in keys} if ditto and llama else None,
 }
+with open(os.path.join(work, "summary.json"), "w") as f:  # for PLOT
+    json.dump(summary, f)
 if as_json:
     print(json.dumps(summary))
     sys.exit(0)
@@ -233,3 +237,7 @@ for name, r in (("ditto serve", ditto), ("llama-server", llama), ("ditto offline
         print("warning: other processes took %.0f%% of the machine's CPU during %s; its numbers "
               "may be low" % (100 * r["other_cpu_share"], name))
 EOF
+if [[ -n ${PLOT:-} ]]; then
+  "$PYTHON" bench/plot.py "$WORK/summary.json" --out "$PLOT" --measured-here || die "bench/plot.py failed"
+  log "plot: $PLOT"
+fi

@@ -9,7 +9,9 @@
 #                                            generated with make-test-model when missing)
 #
 # Environment: N (ranks, default 2), THREADS (cores in all, default 2), PROMPT_TOKENS (default 512),
-# DECODE_TOKENS (default 128), REPEATS (default 3), BUILD_DIR (default build).
+# DECODE_TOKENS (default 128), REPEATS (default 3), BUILD_DIR (default build), PLOT=FILE.svg (also
+# draw the JSON with bench/plot.py: both configurations, their ratio and the CPU; relative paths
+# from the repo's root, like MODEL_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -44,7 +46,7 @@ for r in $(seq "$REPEATS"); do
   mpirun -np "$N" -x DITTO_AVX512_BF16 --bind-to core --map-by "core:PE=$((THREADS / N))" "$DITTO" bench "${args[@]}" \
     --threads "$((THREADS / N))" --tensor-parallel-size "$N" >>"$out/tp.jsonl"
 done
-/usr/bin/python3 - "$out/one.jsonl" "$out/tp.jsonl" "$MODEL/config.json" "$N" "$PROMPT_TOKENS" <<'PY'
+report=$(/usr/bin/python3 - "$out/one.jsonl" "$out/tp.jsonl" "$MODEL/config.json" "$N" "$PROMPT_TOKENS" <<'PY'
 import json, sys
 one = [json.loads(l) for l in open(sys.argv[1])]
 tp = [json.loads(l) for l in open(sys.argv[2])]
@@ -78,5 +80,13 @@ print(f"bytes rank 0 received per decode token:  {db:12.0f}  (estimate {per_toke
 print(json.dumps({"tensor_parallel_size": n, "prefill_ratio": rows[0][2] / rows[0][1],
                   "decode_ratio": rows[1][2] / rows[1][1], "prefill_bytes_per_token": pb,
                   "prefill_bytes_estimate": per_token + logits / prompt, "decode_bytes_per_token": db,
-                  "decode_bytes_estimate": per_token + logits}))
+                  "decode_bytes_estimate": per_token + logits,
+                  "one_process_prefill_tokens_per_s": rows[0][1], "tp_prefill_tokens_per_s": rows[0][2],
+                  "one_process_decode_tokens_per_s": rows[1][1], "tp_decode_tokens_per_s": rows[1][2]}))
 PY
+)
+echo "$report"
+if [ -n "${PLOT:-}" ]; then
+  tail -1 <<<"$report" | /usr/bin/python3 bench/plot.py - --out "$PLOT" --measured-here
+  echo "tensor_parallel.sh: plot: $PLOT" >&2
+fi
