@@ -82,7 +82,8 @@ format-check: deps
 	@$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES)
 
 # Every row of the README's model-speed table against llama.cpp on this machine, in one sitting
-# (bench/all.sh; ROWS=prefill512,serve,... for some of them): a table of ratios and targets, and JSON.
+# (bench/all.sh; ROWS=prefill512,serve,... for some of them): a table of ratios and targets, JSON and
+# SVG plots (bench/plot.py).
 bench: build
 	@BUILD_DIR=$(BUILD_DIR) bench/all.sh
 

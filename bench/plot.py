@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Draws a benchmark's JSON as an SVG: ditto beside its peer, the ratio and the CPU on the figure.
 
-  bench/plot.py JSON --out FILE.svg [--kind KIND] [--cpu NAME] [--date DATE] [--measured-here]
+  bench/plot.py JSON --out FILE.svg [--kind KIND] [--row ROW] [--cpu NAME] [--date DATE] [--measured-here]
 
 JSON is the object a benchmark printed (a file, or - for standard input); KIND, found from its
 keys unless given, is one of:
@@ -13,6 +13,7 @@ keys unless given, is one of:
   tp           bench/tensor_parallel.sh: prefill and decode, one process and mpirun -np N
   speculative  ditto bench --scenario speculative --json: decode tokens/s, speculation on and off
 
+--row ROW draws one row of an all.sh summary.json from the row's JSON kept in it (prefill512, tp2, ...).
 The figure names the CPU (--cpu, else the JSON's "cpu", else with --measured-here this machine's)
 and the date (--date, else the name of all.sh's results folder, else with --measured-here today,
 UTC); a figure without them is refused. ditto's runs (compare and batched run it twice) are dots
@@ -236,6 +237,7 @@ def main():
     ap.add_argument("json", help="the benchmark's JSON file, or - for standard input")
     ap.add_argument("--out", required=True, help="the figure: FILE.svg (or FILE.png)")
     ap.add_argument("--kind", choices=["summary", "compare", "batched", "serve", "tp", "speculative"])
+    ap.add_argument("--row", help="of an all.sh summary.json: draw this row's own JSON (e.g. prefill512)")
     ap.add_argument("--cpu", help="the CPU that ran the benchmark")
     ap.add_argument("--date", help="when it ran (e.g. 2026-12-06)")
     ap.add_argument("--measured-here", action="store_true",
@@ -243,11 +245,15 @@ def main():
     args = ap.parse_args()
     j = json.load(sys.stdin if args.json == "-" else open(args.json))
     cpu = args.cpu or j.get("cpu") or (this_cpu() if args.measured_here else None)
+    if args.row:
+        if not (j.get("raw") or {}).get(args.row):
+            sys.exit(f"error: plot.py: --row {args.row}: no such row in {args.json} (is it all.sh's summary.json?)")
+        j = {"threads": j.get("threads"), **j["raw"][args.row]}
     date = args.date or (run_date(args.json) if args.json != "-" else None) or (
         datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d") if args.measured_here else None)
     if not cpu or not date:
         sys.exit("error: plot.py: say which CPU ran it and when (--cpu, --date, or --measured-here)")
-    threads = f", {j['threads']} threads" if "threads" in j else ""
+    threads = f", {j['threads']} threads" if j.get("threads") else ""
     where = f"CPU: {cpu}{threads}; {date}"
     kind = args.kind or kind_of(j)
     if kind == "summary":

@@ -86,6 +86,12 @@ def test_plot(tmp_path, name, data, ratios):
     assert draw(tmp_path, data, name, *extra) == first, f"{name}: not the same bytes on a second run"
 
 
+def test_a_row_of_the_summary_is_drawn_from_its_own_json(tmp_path):
+    summary = {**SUMMARY, "raw": {"prefill512": COMPARE, "tp2": None}}
+    svg = draw(tmp_path, summary, "row", "--row", "prefill512", "--date", "2026-12-06").decode()
+    assert "ditto ÷ llama.cpp = 1.50×" in svg and CPU in svg
+
+
 def test_old_tensor_parallel_json_is_drawn_relative_to_one_process(tmp_path):
     old = {k: TP[k] for k in ("tensor_parallel_size", "prefill_ratio", "decode_ratio")}
     assert "relative to one process" in draw(tmp_path, old, "tp_old", "--cpu", CPU, "--date", "2026-12-06").decode()
