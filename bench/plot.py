@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Draws a benchmark's JSON as an SVG: ditto beside its peer, the ratio and the CPU on the figure.
 
   bench/plot.py JSON --out FILE.svg [--kind KIND] [--row ROW] [--cpu NAME] [--date DATE] [--measured-here]
