@@ -138,6 +138,23 @@ def test_chat_streams_an_answer_and_stop_stops_one(page):
     assert "stopped" in stopped.query_selector(".meta").inner_text()
 
 
+def test_new_chat_while_an_answer_streams_starts_an_empty_conversation(page):
+    p = page.open("chat")
+    p.wait_for_selector("body[data-connected=true]", timeout=30000)
+    set_fields(p, chat_max_tokens=2000)
+    p.fill("#chat-input", "Write a long story about the ocean.")
+    p.click("#chat-send")
+    p.wait_for_selector(".message.assistant[data-chunks]", timeout=120000)
+    p.click("#chat-clear")
+    wait_until(lambda: p.is_enabled("#chat-send"), what="the stream aborted")
+    set_fields(p, chat_max_tokens=4)
+    p.fill("#chat-input", "Hi")
+    p.click("#chat-send")
+    p.wait_for_selector(".message.assistant[data-state=done]", timeout=60000)
+    chats = [json.loads(b) for m, u, b in page.requests if u.endswith("/v1/chat/completions")]
+    assert chats[-1]["messages"] == [{"role": "user", "content": "Hi"}]
+
+
 def test_chat_shows_reasoning_apart_and_tool_calls(page):
     """The chunks of a reasoning model with a tool call (vLLM's shapes), fed to the page as the
     server's stream: the reasoning goes in its own block, the call is shown with its arguments."""
@@ -234,6 +251,40 @@ def test_contract_verdict_is_computed_from_the_bits(page):
     assert "token 5: same id, logprob" in verdict.inner_text()
     rows = p.query_selector_all("#contract-table tbody tr")
     assert [r.get_attribute("data-verdict") for r in rows] == ["", "identical", "different"]
+
+
+def test_contract_seed_minus_one_is_the_servers_seed(page):
+    """vLLM's seed -1 means none: the copies take the seed the server chose for the request alone."""
+    p = page.open("contract")
+    p.wait_for_selector("body[data-connected=true]", timeout=30000)
+    set_fields(p, contract_n=2, contract_max_tokens=8, contract_temperature=0.9, contract_seed=-1)
+    p.click("#contract-run")
+    verdict = p.wait_for_selector(VERDICT, timeout=120000)
+    assert verdict.get_attribute("data-verdict") == "identical", verdict.inner_text()
+    seeds = {r.query_selector_all("td")[2].inner_text() for r in p.query_selector_all("#contract-table tbody tr")}
+    assert len(seeds) == 1 and int(seeds.pop()) >= 0
+
+
+def test_a_failed_contract_run_leaves_nothing_running(page):
+    """A copy refused (503) ends the run with the server's message, and stops the /metrics reader."""
+    def refuse_the_streamed_copy(route):
+        body = json.loads(route.request.post_data)
+        if body.get("stream") and body.get("seed") == 1234:
+            return route.fulfill(status=503, content_type="application/json", body=json.dumps(
+                {"error": {"message": "the server is at capacity", "type": "ServiceUnavailableError",
+                           "param": None, "code": 503}}))
+        return route.continue_()
+    page.page.route("**/v1/chat/completions", refuse_the_streamed_copy)
+    metrics = []
+    page.page.on("request", lambda r: metrics.append(time.monotonic()) if r.url.endswith("/metrics") else None)
+    p = page.open("contract")
+    p.wait_for_selector("body[data-connected=true]", timeout=30000)
+    verdict = run_contract(p, n=4)
+    assert verdict.get_attribute("data-verdict") == "error"
+    assert "the server is at capacity" in verdict.inner_text()
+    ended = time.monotonic()
+    time.sleep(1.5)
+    assert [t for t in metrics if t > ended + 0.3] == [], "the /metrics reader still runs"
 
 
 def test_server_view_plots_the_metrics(page):

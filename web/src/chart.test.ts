@@ -41,6 +41,21 @@ describe("lineChart", () => {
     expect(svg).not.toContain(">9<");
   });
 
+  it("draws a point alone between gaps as a dot, and caps the axis at maxTop", () => {
+    const svg = lineChart(
+      [
+        { t: 1, v: null },
+        { t: 2, v: 40 },
+        { t: 3, v: null },
+      ],
+      { ...o, minTop: 100, maxTop: 100 },
+    );
+    expect(svg).not.toContain("<polyline");
+    expect(svg.match(/<circle class="dot"/g)!.length).toBe(1);
+    expect(svg).toContain(">100<");
+    expect(svg).not.toContain(">105<");
+  });
+
   it("formats values", () => {
     expect(formatValue(3)).toBe("3");
     expect(formatValue(0.123456)).toBe("0.123");

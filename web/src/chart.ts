@@ -8,6 +8,8 @@ export interface ChartOptions {
   height: number;
   /** the y axis' top at least this (so an idle series is drawn flat at the bottom, not scaled up) */
   minTop: number;
+  /** the y axis' top at most this (100 for a percentage) */
+  maxTop?: number;
   /** the x span in seconds the chart shows, ending at the latest point */
   spanSeconds: number;
 }
@@ -30,25 +32,38 @@ export function lineChart(points: { t: number; v: number | null }[], o: ChartOpt
   const w = o.width - pad.left - pad.right;
   const h = o.height - pad.top - pad.bottom;
   const values = points.map((p) => p.v).filter((v): v is number => v !== null);
-  const top = Math.max(o.minTop, ...values) * 1.05 || 1;
+  const top = Math.min(Math.max(o.minTop, ...values) * 1.05, o.maxTop ?? Infinity) || 1;
   const tEnd = points.length > 0 ? points[points.length - 1].t : 0;
   const tStart = tEnd - o.spanSeconds;
   const x = (t: number) => pad.left + ((t - tStart) / o.spanSeconds) * w;
   const y = (v: number) => pad.top + h - (v / top) * h;
+  // Runs of two or more points are lines; a point alone between gaps is a dot.
   const segments: string[] = [];
+  const dots: string[] = [];
   let current: string[] = [];
+  const flush = () => {
+    if (current.length > 1) segments.push(current.join(" "));
+    else if (current.length === 1) dots.push(current[0]);
+    current = [];
+  };
   for (const p of points) {
     if (p.t < tStart) continue;
     if (p.v === null) {
-      if (current.length > 1) segments.push(current.join(" "));
-      current = [];
+      flush();
       continue;
     }
-    current.push(`${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`);
+    current.push(`${x(p.t).toFixed(1)},${y(Math.min(p.v, top)).toFixed(1)}`);
   }
-  if (current.length > 1) segments.push(current.join(" "));
+  flush();
   const latest = values.length > 0 ? formatValue(values[values.length - 1]) + o.unit : "–";
-  const lines = segments.map((s) => `<polyline class="series" points="${s}"/>`).join("");
+  const lines =
+    segments.map((s) => `<polyline class="series" points="${s}"/>`).join("") +
+    dots
+      .map((d) => {
+        const [cx, cy] = d.split(",");
+        return `<circle class="dot" cx="${cx}" cy="${cy}" r="2"/>`;
+      })
+      .join("");
   return (
     `<svg class="chart" viewBox="0 0 ${o.width} ${o.height}" width="${o.width}" height="${o.height}" ` +
     `role="img" aria-label="${escapeXml(o.title)}">` +

@@ -26,10 +26,13 @@ interface ChatChunk {
 export class ChatView {
   private messages: Message[] = [];
   private abort: AbortController | null = null;
+  // Counts "New chat" clicks: an answer still streaming when one comes joins no conversation.
+  private conversation = 0;
 
   constructor(
     private readonly api: Api,
     private readonly model: () => string,
+    private readonly refreshModel: () => Promise<void>,
     private readonly onUnauthorized: () => void,
   ) {
     byId<HTMLFormElement>("chat-form").addEventListener("submit", (e) => {
@@ -44,6 +47,7 @@ export class ChatView {
     });
     byId("chat-stop").addEventListener("click", () => this.abort?.abort());
     byId("chat-clear").addEventListener("click", () => {
+      this.conversation += 1;
       this.abort?.abort();
       this.messages = [];
       byId("chat-log").replaceChildren();
@@ -60,13 +64,13 @@ export class ChatView {
       messages,
       stream: true,
       stream_options: { include_usage: true },
-      temperature: numberField("chat-temperature", 0.7),
-      top_p: numberField("chat-top-p", 1),
-      top_k: numberField("chat-top-k", -1),
-      max_tokens: numberField("chat-max-tokens", 256),
+      temperature: numberField("chat-temperature"),
+      top_p: numberField("chat-top-p"),
+      top_k: numberField("chat-top-k"),
+      max_tokens: numberField("chat-max-tokens"),
     };
-    const seed = numberField("chat-seed", null);
-    if (seed !== null) body.seed = seed;
+    const seed = numberField("chat-seed");
+    if (seed !== null && seed >= 0) body.seed = seed;
     const tools = byId<HTMLTextAreaElement>("chat-tools").value.trim();
     if (tools) {
       try {
@@ -85,11 +89,21 @@ export class ChatView {
     const text = input.value.trim();
     if (!text || this.abort) return;
     const log = byId("chat-log");
+    const conversation = this.conversation;
     this.messages.push({ role: "user", content: text });
     input.value = "";
     const user = el("div", "message user");
     user.append(el("div", "role", "you"), el("div", "content", text));
     log.append(user);
+    // The question leaves the conversation (shown so, and back in the input to send again) when
+    // no answer to it came.
+    const withdraw = (why: string) => {
+      if (conversation !== this.conversation) return;
+      this.messages.pop();
+      user.classList.add("withdrawn");
+      user.append(el("div", "meta", `${why}: not part of the conversation`));
+      if (!input.value) input.value = text;
+    };
 
     const view = new AnswerView(log);
     this.abort = new AbortController();
@@ -99,6 +113,8 @@ export class ChatView {
     let firstToken = 0;
     try {
       const body = this.body();
+      await this.refreshModel();
+      body.model = this.model();
       for await (const chunk of this.api.stream<ChatChunk>("v1/chat/completions", body, this.abort.signal)) {
         if (chunk.seed !== undefined) view.seed = chunk.seed;
         const choice = chunk.choices[0];
@@ -112,14 +128,15 @@ export class ChatView {
         if (chunk.usage) view.usage = chunk.usage;
       }
       view.done("done", started, firstToken);
-      this.messages.push({ role: "assistant", content: view.content });
+      if (conversation === this.conversation) this.messages.push({ role: "assistant", content: view.content });
     } catch (e) {
       if (e instanceof DOMException && e.name === "AbortError") {
         view.done("stopped", started, firstToken);
-        if (view.content) this.messages.push({ role: "assistant", content: view.content });
+        if (!view.content) withdraw("stopped before an answer");
+        else if (conversation === this.conversation) this.messages.push({ role: "assistant", content: view.content });
       } else {
         view.fail(e instanceof Error ? e.message : String(e));
-        this.messages.pop();  // the question can be asked again
+        withdraw("no answer");
         if (e instanceof ApiError && e.status === 401) this.onUnauthorized();
       }
     } finally {
@@ -159,6 +176,8 @@ class AnswerView {
   }
 
   add(content: string, reasoning: string, toolCalls: ToolCallDelta[]): void {
+    // Follows the answer while its end is in view; a reader who scrolled away is left there.
+    const follow = this.root.getBoundingClientRect().bottom <= window.innerHeight + 40;
     this.chunks += 1;
     this.root.dataset.chunks = String(this.chunks);
     if (reasoning) {
@@ -180,7 +199,7 @@ class AnswerView {
       this.toolsBox.replaceChildren(
         ...this.tools.map((t) => el("pre", "tool-call", `${t.name}(${t.arguments})`)),
       );
-    this.root.scrollIntoView({ block: "end" });
+    if (follow) this.root.scrollIntoView({ block: "end" });
   }
 
   done(state: "done" | "stopped", started: number, firstToken: number): void {

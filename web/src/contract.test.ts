@@ -7,15 +7,18 @@ import {
   chatBody,
   compareAnswers,
   emptyAnswer,
+  formatLogprob,
   groupBody,
   makeBurst,
   mulberry32,
+  tokenLabel,
 } from "./contract";
 
 const answer = (ids: number[], logprobs: number[], finish = "length"): Answer => ({
   tokenIds: ids,
   logprobs,
   tokens: ids.map(String),
+  tokenBytes: ids.map(() => []),
   text: "",
   finishReason: finish,
   seed: 1,
@@ -130,5 +133,19 @@ describe("bursts", () => {
     const g = groupBody("m", { prompts: ["a", "b"], params: { ...p, seed: null }, stream: false });
     expect(g).toMatchObject({ model: "m", prompt: ["a", "b"], temperature: 0.8, stream: false });
     expect("seed" in g).toBe(false);
+  });
+});
+
+describe("token chips", () => {
+  it("show part of a character as its bytes, and newlines as ⏎", () => {
+    expect(tokenLabel("\uFFFD", [0xf0, 0x9f])).toBe("‹f0 9f›");
+    expect(tokenLabel("a\nb", [97, 10, 98])).toBe("a⏎b");
+    expect(tokenLabel("\uFFFD", [])).toBe("\uFFFD");
+  });
+
+  it("print a logprob near 0 with its digits, not as -0.0000", () => {
+    expect(formatLogprob(-0.00001234)).toBe("-1.2e-5");
+    expect(formatLogprob(-1.23456)).toBe("-1.2346");
+    expect(formatLogprob(0)).toBe("0");
   });
 });

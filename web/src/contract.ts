@@ -11,6 +11,8 @@ export interface Answer {
   logprobs: number[];
   /** each token's text (`logprobs.content[i].token`) */
   tokens: string[];
+  /** each token's UTF-8 bytes (`logprobs.content[i].bytes`; a token may hold part of a character) */
+  tokenBytes: number[][];
   text: string;
   finishReason: string | null;
   /** the seed the server used (its `seed` field), if it said */
@@ -19,7 +21,7 @@ export interface Answer {
 
 /** Chat completion response and chunk fields the page reads (OpenAI's shape plus vLLM's `token_ids`). */
 export interface ChoiceLogprobs {
-  content?: { token: string; logprob: number }[] | null;
+  content?: { token: string; logprob: number; bytes?: number[] | null }[] | null;
 }
 export interface ChatChoice {
   message?: { content?: string | null };
@@ -36,7 +38,7 @@ export interface ChatResponse {
 
 /** An empty answer, to be filled by `addChoice`. */
 export function emptyAnswer(): Answer {
-  return { tokenIds: [], logprobs: [], tokens: [], text: "", finishReason: null, seed: null };
+  return { tokenIds: [], logprobs: [], tokens: [], tokenBytes: [], text: "", finishReason: null, seed: null };
 }
 
 /**
@@ -56,6 +58,7 @@ export function addChoice(answer: Answer, response: ChatResponse): void {
   for (const e of entries) {
     answer.logprobs.push(e.logprob);
     answer.tokens.push(e.token);
+    answer.tokenBytes.push(e.bytes ?? []);
   }
   if (choice.finish_reason) answer.finishReason = choice.finish_reason;
 }
@@ -112,6 +115,22 @@ export function compareAnswers(a: Answer, b: Answer): Comparison {
     reason = `finish reason ${a.finishReason} vs ${b.finishReason}`;
   }
   return { identical: first === null, firstDivergence: first, same, reason: first === null ? "" : reason };
+}
+
+/**
+ * A token as a chip shows it: its text, with newlines as ⏎; a token that holds only part of a
+ * UTF-8 character (its text has U+FFFD) as its bytes in hex, e.g. "‹f0 9f›".
+ */
+export function tokenLabel(text: string, bytes: number[]): string {
+  if (text.includes("\uFFFD") && bytes.length > 0)
+    return "‹" + bytes.map((b) => b.toString(16).padStart(2, "0")).join(" ") + "›";
+  return text.replace(/\n/g, "⏎");
+}
+
+/** A logprob as a chip shows it: 4 decimals, or 2 significant digits when it is that close to 0. */
+export function formatLogprob(x: number): string {
+  if (x === 0) return "0";
+  return Math.abs(x) < 1e-3 ? x.toExponential(1) : x.toFixed(4);
 }
 
 /** mulberry32: a small seeded PRNG (uniform in [0, 1)), so a burst can be replayed from its seed. */

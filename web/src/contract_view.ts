@@ -10,10 +10,12 @@ import {
   compareAnswers,
   Comparison,
   emptyAnswer,
+  formatLogprob,
   makeBurst,
   mulberry32,
   groupBody,
   SamplingFields,
+  tokenLabel,
 } from "./contract";
 import { byId, el, numberField } from "./dom";
 import { parsePrometheus, sampleOf } from "./metrics";
@@ -33,6 +35,7 @@ export class ContractView {
   constructor(
     private readonly api: Api,
     private readonly model: () => string,
+    private readonly refreshModel: () => Promise<void>,
     private readonly onUnauthorized: () => void,
   ) {
     byId("contract-run").addEventListener("click", () => void this.run());
@@ -42,22 +45,37 @@ export class ContractView {
     byId("contract-status").textContent = text;
   }
 
-  private async complete(prompt: string, p: SamplingFields, stream: boolean): Promise<Answer> {
+  private async complete(prompt: string, p: SamplingFields, stream: boolean, signal: AbortSignal): Promise<Answer> {
     const body = chatBody(this.model(), prompt, p, stream);
-    if (!stream) return answerOf(await this.api.json<ChatResponse>("v1/chat/completions", body));
+    if (!stream) return answerOf(await this.api.json<ChatResponse>("v1/chat/completions", body, signal));
     const answer = emptyAnswer();
-    for await (const chunk of this.api.stream<ChatResponse>("v1/chat/completions", body)) addChoice(answer, chunk);
+    for await (const chunk of this.api.stream<ChatResponse>("v1/chat/completions", body, signal))
+      addChoice(answer, chunk);
     return answer;
   }
 
   /** Sends one group of the burst and reads its answer to the end. */
-  private async completeGroup(g: BurstGroup): Promise<void> {
+  private async completeGroup(g: BurstGroup, signal: AbortSignal): Promise<void> {
     const body = groupBody(this.model(), g);
     if (!g.stream) {
-      await this.api.json("v1/completions", body);
+      await this.api.json("v1/completions", body, signal);
       return;
     }
-    for await (const chunk of this.api.stream("v1/completions", body)) void chunk;
+    for await (const chunk of this.api.stream("v1/completions", body, signal)) void chunk;
+  }
+
+  /** Reads /metrics every 150 ms until `signal` aborts; returns the most requests seen running. */
+  private async peakRunning(signal: AbortSignal): Promise<number> {
+    let peak = 0;
+    while (!signal.aborted) {
+      try {
+        peak = Math.max(peak, sampleOf(0, parsePrometheus(await this.api.text("metrics", signal))).running);
+      } catch {
+        // the verdict does not depend on it
+      }
+      await new Promise((r) => setTimeout(r, 150));
+    }
+    return peak;
   }
 
   /** Runs the comparison with the page's parameters and shows the answers and the verdict. */
@@ -71,21 +89,27 @@ export class ContractView {
     byId("contract-burst").replaceChildren();
     byId("contract-table").replaceChildren();
     byId<HTMLButtonElement>("contract-run").disabled = true;
+    // Aborts whatever is still in flight when the run ends, by an error or not: the burst's other
+    // requests after a copy failed, and the /metrics reader.
+    const done = new AbortController();
     try {
       const prompt = byId<HTMLTextAreaElement>("contract-prompt").value;
-      const n = numberField("contract-n", 16)!;
+      const n = numberField("contract-n")!;
       if (!Number.isInteger(n) || n < 0 || n > 256) throw new Error("N must be a whole number from 0 to 256");
       const negative = byId<HTMLInputElement>("contract-negative").checked;
+      // A negative seed is vLLM's "none", as an empty field: the server chooses one.
+      const seed = numberField("contract-seed");
       const params: SamplingFields = {
-        temperature: numberField("contract-temperature", 0.8)!,
-        top_p: numberField("contract-top-p", 1)!,
-        top_k: numberField("contract-top-k", -1)!,
-        seed: numberField("contract-seed", null),
-        max_tokens: numberField("contract-max-tokens", 32)!,
+        temperature: numberField("contract-temperature")!,
+        top_p: numberField("contract-top-p")!,
+        top_k: numberField("contract-top-k")!,
+        seed: seed !== null && seed >= 0 ? seed : null,
+        max_tokens: numberField("contract-max-tokens")!,
       };
 
       this.status("Sending the request alone…");
-      const alone = await this.complete(prompt, params, false);
+      await this.refreshModel();
+      const alone = await this.complete(prompt, params, false, done.signal);
       // Without a seed of the page's, the copies use the one the server chose for the request alone.
       const fixed: SamplingFields = { ...params, seed: params.seed ?? alone.seed };
       const copyPrompt = negative ? prompt + NEGATIVE_CONTROL_SUFFIX : prompt;
@@ -93,26 +117,23 @@ export class ContractView {
       const rng = mulberry32((fixed.seed ?? 0) ^ Math.floor(Math.random() * 2 ** 31));
       const groups = makeBurst(n, BURST_CONNECTIONS, rng);
       this.status(`Sending it again, streamed and not, among ${n} other requests…`);
-      let peakRunning = 0;
       let failures = 0;
-      let polling = true;
-      const poll = (async () => {
-        while (polling) {
-          try {
-            peakRunning = Math.max(peakRunning, sampleOf(0, parsePrometheus(await this.api.text("metrics"))).running);
-          } catch {
-            // the verdict does not depend on it
-          }
-          await new Promise((r) => setTimeout(r, 150));
-        }
-      })();
+      const polling = new AbortController();
+      const peak = this.peakRunning(AbortSignal.any([polling.signal, done.signal]));
       // The others first, then the two copies, so that the copies run among them.
-      const others = groups.map((g) => this.completeGroup(g).catch(() => (failures += g.prompts.length)));
-      const copies = [this.complete(copyPrompt, fixed, true), this.complete(copyPrompt, fixed, false)];
+      const others = groups.map((g) =>
+        this.completeGroup(g, done.signal).catch(() => {
+          failures += g.prompts.length;
+        }),
+      );
+      const copies = [
+        this.complete(copyPrompt, fixed, true, done.signal),
+        this.complete(copyPrompt, fixed, false, done.signal),
+      ];
       const [streamed, plain] = await Promise.all(copies);
       await Promise.all(others);
-      polling = false;
-      await poll;
+      polling.abort();
+      const peakRunning = await peak;
       this.show(alone, streamed, plain, n, negative, peakRunning, failures, fixed);
       this.status("");
     } catch (e) {
@@ -121,6 +142,7 @@ export class ContractView {
       this.status("");
       if (e instanceof ApiError && e.status === 401) this.onUnauthorized();
     } finally {
+      done.abort();
       this.running = false;
       byId<HTMLButtonElement>("contract-run").disabled = false;
     }
@@ -168,7 +190,7 @@ export class ContractView {
       for (const v of [
         name,
         String(a.tokenIds.length),
-        String(params.seed ?? a.seed ?? ""),
+        String(a.seed ?? params.seed ?? ""),
         a.finishReason ?? "",
         c === null ? "—" : c.identical ? "identical" : `different: ${c.reason}`,
       ])
@@ -179,14 +201,19 @@ export class ContractView {
     row(`in the burst, not streamed`, plain, vsPlain);
     const foot = el("caption", "", "");
     foot.textContent =
-      `${n} other requests with random prompts (3–120 words), in ${Math.min(n, BURST_CONNECTIONS)} HTTP ` +
-      `requests with random temperature, top_p, top_k, seed and max_tokens, streamed or not` +
+      (n === 0
+        ? "No other requests: the copies ran by themselves"
+        : `${plural(n, "other request")} with random prompts (3–120 words), in ` +
+          `${plural(Math.min(n, BURST_CONNECTIONS), "HTTP request")} with random temperature, top_p, top_k, ` +
+          `seed and max_tokens, streamed or not`) +
       (peakRunning > 0 ? `; the server ran up to ${peakRunning} requests at once (from /metrics)` : "") +
       (failures > 0 ? `; ${failures} of them failed` : "") +
       ".";
     table.append(foot);
   }
 }
+
+const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
 
 function firstReason(a: Comparison, b: Comparison): string {
   if (!a.identical) return `streamed in the burst: ${a.reason}`;
@@ -198,7 +225,10 @@ function renderTokens(box: HTMLElement, a: Answer, c: Comparison): void {
   const chips = a.tokens.map((t, i) => {
     const chip = el("span", c.same[i] ? "token" : "token differs");
     chip.title = `token id ${a.tokenIds[i]}, logprob ${a.logprobs[i]}`;
-    chip.append(el("span", "text", t.replace(/\n/g, "⏎")), el("span", "logprob", a.logprobs[i].toFixed(4)));
+    chip.append(
+      el("span", "text", tokenLabel(t, a.tokenBytes[i] ?? [])),
+      el("span", "logprob", formatLogprob(a.logprobs[i])),
+    );
     return chip;
   });
   box.replaceChildren(...chips);

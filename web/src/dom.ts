@@ -19,12 +19,27 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   return e;
 }
 
-/** A number field's value, or `fallback` when it is empty; throws naming the field when it is not a number. */
-export function numberField(id: string, fallback: number | null): number | null {
+/** The request field a page input stands for: "contract-top-p" → "top_p". */
+export function fieldName(id: string): string {
+  return id.replace(/^[a-z]+-/, "").replace(/-/g, "_");
+}
+
+/**
+ * A number input's value. Empty: the input's initial value (its `value` attribute), or null when
+ * it has none (a seed left to the server). Throws an Error naming the field when the text is not a
+ * number (the browser then reports an empty value and `validity.badInput`), or when an integer
+ * input (step 1) holds a fraction or a number beyond ±2^53, which JavaScript cannot send exactly.
+ */
+export function numberField(id: string): number | null {
   const input = byId<HTMLInputElement>(id);
-  if (input.value.trim() === "") return fallback;
-  const v = Number(input.value);
-  if (!Number.isFinite(v)) throw new Error(`${input.id.replace(/^\w+-/, "")} must be a number`);
+  const name = fieldName(id);
+  if (input.validity.badInput) throw new Error(`${name} must be a number`);
+  const text = input.value.trim() === "" ? input.defaultValue.trim() : input.value.trim();
+  if (text === "") return null;
+  const v = Number(text);
+  if (!Number.isFinite(v)) throw new Error(`${name} must be a number, got '${text}'`);
+  if (input.step === "1" && !Number.isSafeInteger(v))
+    throw new Error(`${name} must be a whole number between -2^53 and 2^53, got ${text}`);
   return v;
 }
 

@@ -6,11 +6,23 @@ import { History, parsePrometheus, Point, sampleOf } from "./metrics";
 
 const SPAN_SECONDS = 300;
 
-const CHARTS: { title: string; unit: string; minTop: number; value: (p: Point) => number | null }[] = [
+const CHARTS: {
+  title: string;
+  unit: string;
+  minTop: number;
+  maxTop?: number;
+  value: (p: Point) => number | null;
+}[] = [
   { title: "requests running", unit: "", minTop: 1, value: (p) => p.running },
   { title: "requests waiting", unit: "", minTop: 1, value: (p) => p.waiting },
-  { title: "KV cache in use", unit: "%", minTop: 1, value: (p) => p.kvUsagePercent },
-  { title: "prefix-cache hits", unit: "%", minTop: 100, value: (p) => (p.prefixHitRate === null ? null : p.prefixHitRate * 100) },
+  { title: "KV cache in use", unit: "%", minTop: 1, maxTop: 100, value: (p) => p.kvUsagePercent },
+  {
+    title: "prefix-cache hits",
+    unit: "%",
+    minTop: 100,
+    maxTop: 100,
+    value: (p) => (p.prefixHitRate === null ? null : p.prefixHitRate * 100),
+  },
   { title: "generated tokens/s", unit: "", minTop: 1, value: (p) => p.generationTokensPerSecond },
   { title: "prompt tokens/s", unit: "", minTop: 1, value: (p) => p.promptTokensPerSecond },
 ];
@@ -24,7 +36,7 @@ export class ServerView {
     private readonly onUnauthorized: () => void,
   ) {}
 
-  /** Starts reading /metrics every second (idempotent). */
+  /** Starts reading /metrics every second (idempotent; again after a 401 stopped it). */
   start(): void {
     if (this.timer === undefined) {
       void this.tick();
@@ -58,7 +70,7 @@ export class ServerView {
     byId("server-charts").innerHTML = CHARTS.map((c) =>
       lineChart(
         points.map((p) => ({ t: p.t, v: c.value(p) })),
-        { ...o, title: c.title, unit: c.unit, minTop: c.minTop },
+        { ...o, title: c.title, unit: c.unit, minTop: c.minTop, maxTop: c.maxTop },
       ),
     ).join("");
   }
