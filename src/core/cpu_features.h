@@ -39,6 +39,9 @@ Isa parse_isa(std::string_view text, std::string_view what);
 // One line for --version and logs, e.g. "isa avx512 (cpu supports avx512; avx512_bf16 present)".
 std::string isa_description();
 
+// The CPU's model name as the OS reports it (/proc/cpuinfo's "model name"), or "unknown CPU".
+std::string cpu_model_name();
+
 // Whether this CPU (and OS) has AVX512-VNNI (vpdpbusd), which the avx512 path's quantized GEMM uses
 // for its u8×s8 block dot products when allowed.
 bool cpu_has_avx512_vnni();

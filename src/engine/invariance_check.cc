@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -130,6 +132,7 @@ class Checker {
       params_.push_back(std::move(c.params));
     }
     for (size_t i = 0; i < prompts_.size(); ++i) identity_.push_back(i);
+    for (size_t i = 0; i < prompts_.size(); ++i) work_all_ += case_work(i);
     // Structured outputs join the mix when the model has a tokenizer (the grammar engine needs the
     // vocabulary's bytes): every row below then covers constrained requests beside unconstrained
     // ones and ones of other constraints.
@@ -146,29 +149,17 @@ class Checker {
             "check-invariance --pooling-only: the model does not pool (give --runner pooling or "
             "--task embed|score)");
       make_traffic();
-      return pooling_rows();
+      add_phase("pooling rows", 1, 1.0, [this] { append_pooling_rows(); });
+      run_plan(/*first=*/0);
+      return std::move(rows_);
     }
-    run_alone();
-    structured_outputs_row();
-    order_rows();
-    for (int64_t budget : {16, 64, 8192})
-      check_with("max_num_batched_tokens " + std::to_string(budget), identity_,
-                 [&](EngineArgs& a) { a.max_num_batched_tokens = budget; });
-    prefix_cache_rows();
-    preemption_row();
-    speculative_rows();
-    llm_.set_engine_args(base_);
-    process_rows();
-    rescore_row();
-    logprobs_mode_rows();
-    beam_search_row();
-    if (llm_.pooler().pooling)
-      for (InvarianceRow& r : pooling_rows()) rows_.push_back(std::move(r));
+    make_plan();
+    run_plan(/*first=*/0);
     return std::move(rows_);
   }
 
   // The pooling rows (pooling_invariance_check.h), beside this check's random generation traffic.
-  std::vector<InvarianceRow> pooling_rows() {
+  void append_pooling_rows() {
     std::vector<PromptInput> traffic_prompts;
     std::vector<SamplingParams> traffic_params;
     for (const Case& c : traffic_) {
@@ -176,26 +167,183 @@ class Checker {
       traffic_params.push_back(c.params);
     }
     llm_.set_engine_args(base_);
-    return check_pooling_invariance(llm_, base_, prompts_, traffic_prompts, traffic_params, o_.seed, fault_);
+    for (InvarianceRow& r :
+         check_pooling_invariance(llm_, base_, prompts_, traffic_prompts, traffic_params, o_.seed, fault_)) {
+      r.description =
+          "Each prompt's pooled output (embedding or score) under this condition, compared bit for bit with the same "
+          "prompt pooled alone.";
+      rows_.push_back(std::move(r));
+    }
   }
 
  private:
+  // One step of the run: `rows` rows (planned), its cost `weight` times the first batched row's.
+  struct Phase {
+    std::string label;
+    int64_t rows = 1;
+    double weight = 0.0;
+    std::function<void()> run;
+    bool alone = false;  // costed from the reference pass instead (phase_seconds)
+  };
+
+  // The tokens a case computes: its prompt (as given; text at ~4 bytes a token) and its choices.
+  double case_work(size_t i) const {
+    const PromptInput& p = prompts_[i];
+    const double prompt =
+        p.token_ids ? static_cast<double>(p.token_ids->size()) : static_cast<double>(p.text ? p.text->size() : 0) / 4.0;
+    return prompt + static_cast<double>(std::max<int64_t>(1, params_[i].n) * o_.max_tokens);
+  }
+
+  void add_phase(std::string label, int64_t rows, double weight, std::function<void()> run, bool alone = false) {
+    plan_.push_back(
+        Phase{.label = std::move(label), .rows = rows, .weight = weight, .run = std::move(run), .alone = alone});
+  }
+
+  // Every phase of the run in order, with its planned rows and weight: seconds as a multiple of the
+  // first batched row's (the reference pass: its own estimate). The weights are what the phases
+  // cost beside that row on 2-layer test models (docs/INVARIANCE.md): more steps at small budgets,
+  // the prompts twice for the prefix cache, the draft model's forward steps, full-vocabulary
+  // logprobs at every position when re-scoring (the cases with logprobs, their share of the work),
+  // and for most a new engine (KV cache, and a model for the thread row).
+  void make_plan() {
+    double logprob_work = 0.0;
+    for (size_t i = 0; i < prompts_.size(); ++i)
+      if (params_[i].logprobs) logprob_work += case_work(i);
+    const double logprob_share = logprob_work / std::max(work_all_, 1.0);
+    add_phase(
+        "each case alone (reference)", 0, 0.0, [this] { run_alone(); }, /*alone=*/true);
+    add_phase("structured outputs", 1, 0.0, [this] { structured_outputs_row(); });
+    add_phase("batch of 1 vs all", 1, 0.0, [this] { batch_row(); });  // ran with the reference pass
+    add_phase("shuffled order", 1, 1.0, [this] { shuffled_row(); });
+    add_phase("with random co-running traffic", 1, 1.3, [this] { traffic_row(); });
+    for (const auto& [budget, weight] : {std::pair<int64_t, double>{16, 2.2}, {64, 1.6}, {8192, 1.3}})
+      add_phase("max_num_batched_tokens " + std::to_string(budget), 1, weight, [this, budget = budget] {
+        check_with("max_num_batched_tokens " + std::to_string(budget),
+                   "Every case in one batch whose engine steps compute at most " + std::to_string(budget) +
+                       " tokens (chunked prefill), compared with the case run alone.",
+                   identity_, [&](EngineArgs& a) { a.max_num_batched_tokens = budget; });
+      });
+    add_phase("prefix cache", 3, 5.0, [this] { prefix_cache_rows(); });
+    add_phase("preemption", 1, 2.0, [this] { preemption_row(); });
+    add_phase("speculative decoding", 2, 5.0, [this] {
+      speculative_rows();
+      llm_.set_engine_args(base_);
+    });
+    const double other_threads = base_.threads == 1 ? 2.0 : 1.0;
+    add_phase(
+        "threads", base_.tensor_parallel_size > 1 ? 2 : 1,
+        1.0 + 0.75 * static_cast<double>(base_.threads) / other_threads + (base_.tensor_parallel_size > 1 ? 1.0 : 0.0),
+        [this] { process_rows(); });
+    add_phase("decode vs re-scored logprobs", 1, 1.5 * logprob_share, [this] { rescore_row(); });
+    add_phase("logprobs modes", 3, 8.0 * logprob_share, [this] { logprobs_mode_rows(); });
+    add_phase(
+        "beam search", 1, 0.0, [this] { beam_search_row(); }, /*alone=*/true);
+    if (llm_.pooler().pooling) add_phase("pooling rows", 1, 2.0, [this] { append_pooling_rows(); });
+  }
+
+  // The plan's estimated seconds of phase k (before calibration: weights of 1 s, for the bar only).
+  // The reference pass: its cases alone and the first batch; beam search: its decode steps (7
+  // searches of 3 beams, up to 8 tokens) at the reference pass's seconds per step.
+  double phase_seconds(size_t k) const {
+    const Phase& p = plan_[k];
+    if (!p.alone) return p.weight * batch_seconds_;
+    if (k == 0) return alone_seconds_ + batch_seconds_;
+    const double alone_steps = static_cast<double>(prompts_.size()) * static_cast<double>(o_.max_tokens + 1);
+    return alone_seconds_ * 7.0 * static_cast<double>(std::min<int64_t>(o_.max_tokens, 8)) / alone_steps;
+  }
+
+  // Reports progress within phase `current` (cases_done of cases_total).
+  void report(size_t current, int64_t cases_done, int64_t cases_total, bool calibrated = false) {
+    if (!o_.on_progress) return;
+    double total = 0.0;
+    double done = 0.0;
+    int64_t rows_total = 0;
+    for (size_t k = 0; k < plan_.size(); ++k) {
+      total += phase_seconds(k);
+      rows_total += plan_[k].rows;
+      if (k < current) done += phase_seconds(k);
+    }
+    if (current < plan_.size()) {  // a phase of several rows: the rows it finished, then the cases of the next
+      const auto rows = static_cast<double>(std::max<int64_t>(1, plan_[current].rows));
+      const auto finished = static_cast<double>(rows_.size() - phase_first_row_);
+      const double cases = cases_total > 0 ? static_cast<double>(cases_done) / static_cast<double>(cases_total) : 0.0;
+      done += phase_seconds(current) * std::min(1.0, (finished + cases) / rows);
+    }
+    InvarianceProgress p;
+    p.rows_done = static_cast<int64_t>(rows_.size());
+    p.rows_total = std::max(rows_total, p.rows_done);
+    p.phase = current < plan_.size() ? plan_[current].label : "done";
+    p.cases_done = cases_done;
+    p.cases_total = cases_total;
+    p.fraction = total > 0 ? std::min(1.0, done / total) : 1.0;
+    p.estimated_seconds = calibrated_ ? total : -1.0;
+    p.calibrated = calibrated;
+    o_.on_progress(p);
+  }
+
+  void run_plan(size_t first) {
+    for (phase_ = first; phase_ < plan_.size(); ++phase_) {
+      phase_first_row_ = rows_.size();
+      report(phase_, 0, 0);
+      plan_[phase_].run();
+    }
+    report(plan_.size(), 0, 0);
+  }
+
+  // GenerateOptions whose on_step reports the phase's requests done.
+  GenerateOptions step_progress() {
+    GenerateOptions options;
+    if (o_.on_progress)
+      options.on_step = [this](const GenerateProgress& at) {
+        report(phase_, static_cast<int64_t>(at.done), static_cast<int64_t>(at.total));
+        return true;
+      };
+    return options;
+  }
+
   // Reference: every request alone (batch of one), roomy cache, default budget, computed whole
   // (the prefix cache emptied before each).
+  // Between the first calibration_cases() and the others, every case at once (the first batched
+  // row's run): the estimate is the first cases' seconds alone per token times every case's tokens,
+  // plus that batch's seconds times each later phase's weight.
   void run_alone() {
+    const size_t k = calibration_cases();
+    auto start = std::chrono::steady_clock::now();
     for (size_t i = 0; i < prompts_.size(); ++i) {
+      report(phase_, static_cast<int64_t>(i), static_cast<int64_t>(prompts_.size()));
       llm_.reset_prefix_cache();
       std::vector<GenerateResult> r = llm_.generate({prompts_[i]}, {params_[i]}, {}, fault_);
       if (r[0].error) throw_invalid_argument("prompt " + std::to_string(i) + ": " + *r[0].error);
       alone_.push_back(std::move(r[0]));
+      if (i + 1 != k) continue;
+      double work = 0.0;
+      for (size_t j = 0; j < k; ++j) work += case_work(j);
+      alone_seconds_ = seconds_since(start) * work_all_ / std::max(work, 1.0);
+      start = std::chrono::steady_clock::now();
+      all_at_once_ = run_cases(identity_, {}, llm_, /*warm=*/false);
+      batch_seconds_ = seconds_since(start);
+      llm_.reset_prefix_cache();
+      calibrated_ = true;
+      report(phase_, static_cast<int64_t>(k), static_cast<int64_t>(prompts_.size()), /*calibrated=*/true);
     }
+  }
+
+  // One of each of the seven sampling kinds.
+  size_t calibration_cases() const { return std::min<size_t>(prompts_.size(), 7); }
+
+  static double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
 
   // Each constrained case's outputs (alone) walked through a fresh matcher of its constraint: every
   // token allowed where it stands, and no choice ended for want of an allowed token. (The other
   // rows compare these outputs, bit for bit, under every condition.)
   void structured_outputs_row() {
-    InvarianceRow row{.name = "structured outputs: each output satisfies its constraint"};
+    InvarianceRow row{.name = "structured outputs: each output satisfies its constraint",
+                      .description =
+                          "Each constrained case's output alone (JSON Schema, regex, choice, JSON object "
+                          "or grammar) walked token by token through a fresh matcher of its "
+                          "constraint: every token must be allowed where it stands."};
     for (size_t i = 0; i < params_.size(); ++i) {
       if (!params_[i].structured_outputs) continue;
       const auto grammar =
@@ -205,8 +353,13 @@ class Checker {
         row.tokens += static_cast<int64_t>(c.token_ids.size());
         auto m = grammar->new_matcher();
         bool ok = c.finish_reason != "error";
-        for (int32_t t : c.token_ids) ok = ok && m->accept(t);
-        if (!ok) ++row.mismatches;
+        size_t accepted = 0;  // tokens allowed before the first refused one
+        while (ok && accepted < c.token_ids.size() && m->accept(c.token_ids[accepted])) ++accepted;
+        ok = ok && accepted == c.token_ids.size();
+        if (!ok) {
+          ++row.mismatches;
+          row.first_divergence.push_back(static_cast<int64_t>(accepted));
+        }
       }
     }
     if (row.cases == 0) row.note = "no constrained cases: the model has no tokenizer";
@@ -216,9 +369,20 @@ class Checker {
   // Runs `order` of the cases (then `extra` requests, not compared) on `engine` and compares. The
   // prefix cache starts empty (the LLMEngine keeps it between calls), so each row tests only what
   // it names, unless `warm`: then it holds what the previous call left.
-  void check(const std::string& name, const std::vector<size_t>& order, const std::vector<Case>& extra = {},
-             LLMEngine* other = nullptr, bool warm = false) {
-    LLMEngine& engine = other ? *other : llm_;
+  void check(const std::string& name, const std::string& what, const std::vector<size_t>& order,
+             const std::vector<Case>& extra = {}, LLMEngine* other = nullptr, bool warm = false) {
+    add_row(name, what, order, run_cases(order, extra, other ? *other : llm_, warm));
+  }
+
+  // What one row's generate() returned, and what the engine did.
+  struct RowRun {
+    std::vector<GenerateResult> got;  // by position in the order, then the extra requests
+    std::string note;
+    int64_t spec_decode_num_draft_tokens = 0;
+    int64_t spec_decode_num_accepted_tokens = 0;
+  };
+
+  RowRun run_cases(const std::vector<size_t>& order, const std::vector<Case>& extra, LLMEngine& engine, bool warm) {
     if (!warm) engine.reset_prefix_cache();
     std::vector<PromptInput> ps;
     std::vector<SamplingParams> pp;
@@ -230,38 +394,64 @@ class Checker {
       ps.push_back(c.prompt);
       pp.push_back(c.params);
     }
-    const std::vector<GenerateResult> got = engine.generate(ps, pp, {}, fault_);
-    InvarianceRow row{.name = name, .note = engine_note(engine)};
+    RowRun run;
+    run.got = engine.generate(ps, pp, step_progress(), fault_);
+    run.note = engine_note(engine);
+    run.spec_decode_num_draft_tokens = engine.last_stats().spec_decode_num_draft_tokens;
+    run.spec_decode_num_accepted_tokens = engine.last_stats().spec_decode_num_accepted_tokens;
+    return run;
+  }
+
+  // The row of `run` (order's cases first) against the outputs alone.
+  void add_row(const std::string& name, const std::string& what, const std::vector<size_t>& order, const RowRun& run) {
+    InvarianceRow row{.name = name, .description = what, .note = run.note};
     for (size_t k = 0; k < order.size(); ++k) {
+      const GenerateResult& got = run.got[k];
       ++row.cases;
-      row.tokens += tokens_of(got[k]);
-      if (got[k].error || !diff(got[k].output, alone_[order[k]].output).empty()) ++row.mismatches;
+      row.tokens += tokens_of(got);
+      const RequestOutput& ref = alone_[order[k]].output;
+      if (got.error || !diff(got.output, ref).empty()) {
+        ++row.mismatches;
+        row.first_divergence.push_back(got.error ? 0 : first_divergence(got.output, ref));
+      }
     }
-    row.spec_decode_num_draft_tokens = engine.last_stats().spec_decode_num_draft_tokens;
-    row.spec_decode_num_accepted_tokens = engine.last_stats().spec_decode_num_accepted_tokens;
+    row.spec_decode_num_draft_tokens = run.spec_decode_num_draft_tokens;
+    row.spec_decode_num_accepted_tokens = run.spec_decode_num_accepted_tokens;
     rows_.push_back(std::move(row));
   }
 
   // check() under engine arguments `edit` makes from the base ones.
   template <typename Edit>
-  void check_with(const std::string& name, const std::vector<size_t>& order, Edit edit,
+  void check_with(const std::string& name, const std::string& what, const std::vector<size_t>& order, Edit edit,
                   const std::vector<Case>& extra = {}) {
     EngineArgs a = base_;
     edit(a);
     llm_.set_engine_args(a);
-    check(name, order, extra);
+    check(name, what, order, extra);
   }
 
   // All at once, shuffled, and among random co-running requests (not compared).
-  void order_rows() {
-    check("batch of 1 vs all " + std::to_string(prompts_.size()) + " at once", identity_);
-    std::vector<size_t> shuffled = identity_;
-    std::shuffle(shuffled.begin(), shuffled.end(), rng_);
-    check("shuffled order", shuffled);
+  // Its batch ran amid the reference pass (run_alone), timed for the estimate.
+  void batch_row() {
+    add_row("batch of 1 vs all " + std::to_string(prompts_.size()) + " at once",
+            "Every case submitted together in one batch, compared with the same case run alone (batch of one).",
+            identity_, all_at_once_);
+    all_at_once_ = RowRun{};
+  }
+  void shuffled_row() {
+    shuffled_ = identity_;
+    std::shuffle(shuffled_.begin(), shuffled_.end(), rng_);
+    check("shuffled order", "Every case in one batch in a shuffled order, compared with the case run alone.",
+          shuffled_);
+  }
+  void traffic_row() {
     make_traffic();
-    mixed_order_ = shuffled;
+    mixed_order_ = shuffled_;
     std::shuffle(mixed_order_.begin(), mixed_order_.end(), rng_);
-    check("with random co-running traffic", mixed_order_, traffic_);
+    check("with random co-running traffic",
+          "Every case beside as many random requests of other lengths and sampling parameters sharing the engine "
+          "steps, compared with the case run alone.",
+          mixed_order_, traffic_);
   }
 
   // Random generation requests to co-run beside the compared ones (not compared themselves).
@@ -283,13 +473,20 @@ class Checker {
   void prefix_cache_rows() {
     std::vector<size_t> twice = identity_;
     twice.insert(twice.end(), identity_.begin(), identity_.end());
-    check_with("prefix cache cold, warm and partial hits", twice, [](EngineArgs& a) { a.max_num_seqs = 4; });
+    check_with("prefix cache cold, warm and partial hits",
+               "Every prompt submitted twice, at most 4 running at once, so the copies hit the prefix cache the "
+               "originals filled (prompts sharing a prefix hit partly), compared with the case run alone.",
+               twice, [](EngineArgs& a) { a.max_num_seqs = 4; });
     // The same engine again (LLM::generate keeps it): every prompt's full blocks are cached.
-    check("prefix cache kept from the previous generate() call", identity_, {}, nullptr, /*warm=*/true);
-    check_with("prefix caching off", identity_, [](EngineArgs& a) {
-      a.max_num_seqs = 4;
-      a.enable_prefix_caching = false;
-    });
+    check("prefix cache kept from the previous generate() call",
+          "Every case again on the engine whose prefix cache the previous row filled, compared with the case run "
+          "alone.",
+          identity_, {}, nullptr, /*warm=*/true);
+    check_with("prefix caching off", "Every case with prefix caching disabled, compared with the case run alone.",
+               identity_, [](EngineArgs& a) {
+                 a.max_num_seqs = 4;
+                 a.enable_prefix_caching = false;
+               });
   }
 
   // A KV cache just big enough for the largest request: preemption.
@@ -300,15 +497,21 @@ class Checker {
     const ModelConfig& mc = llm_.model().config();
     const int64_t block = base_.block_size;
     const int64_t need = (max_prompt + o_.max_tokens + block - 1) / block + 2;
-    check_with("KV cache of " + std::to_string(need) + " blocks (preemption)", identity_, [&](EngineArgs& a) {
-      a.kv_cache_memory = need * mc.num_hidden_layers * 2 * block * mc.num_key_value_heads * mc.head_dim * 2;
-    });
+    check_with("KV cache of " + std::to_string(need) + " blocks (preemption)",
+               "Every case in a KV cache just big enough for the largest request, so running requests are preempted "
+               "and recomputed, compared with the case run alone.",
+               identity_, [&](EngineArgs& a) {
+                 a.kv_cache_memory = need * mc.num_hidden_layers * 2 * block * mc.num_key_value_heads * mc.head_dim * 2;
+               });
   }
 
   // Speculative decoding beside the co-running traffic: each proposer's guesses verified.
   void speculative_rows() {
     check_with(
-        "speculative decoding on vs off (ngram)", mixed_order_,
+        "speculative decoding on vs off (ngram)",
+        "Every case beside random traffic with n-gram speculative decoding (4 guessed tokens a step, verified), "
+        "compared with the case run alone without it.",
+        mixed_order_,
         [](EngineArgs& a) {
           a.speculative_config = parse_speculative_config(
               R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1, "prompt_lookup_max": 3})");
@@ -316,7 +519,10 @@ class Checker {
         traffic_);
     const std::string draft = o_.draft_model.empty() ? base_.model : o_.draft_model;
     check_with(
-        "speculative decoding on vs off (draft model)", mixed_order_,
+        "speculative decoding on vs off (draft model)",
+        "Every case beside random traffic with a draft model guessing 3 tokens a step, verified, compared with the "
+        "case run alone without it.",
+        mixed_order_,
         [&](EngineArgs& a) {
           a.speculative_config =
               SpeculativeConfig{.method = "draft_model", .model = draft, .num_speculative_tokens = 3};
@@ -330,20 +536,28 @@ class Checker {
     one.threads = base_.threads == 1 ? 2 : 1;
     {
       LLMEngine other(one);
-      check("threads " + std::to_string(base_.threads) + " vs " + std::to_string(one.threads), identity_, {}, &other);
+      check("threads " + std::to_string(base_.threads) + " vs " + std::to_string(one.threads),
+            "Every case in one batch on another engine with " + std::to_string(one.threads) +
+                " threads, compared with the case run alone on " + std::to_string(base_.threads) + ".",
+            identity_, {}, &other);
     }
     if (base_.tensor_parallel_size > 1) {
       EngineArgs whole_args = base_;
       whole_args.tensor_parallel_size = 1;
       LLMEngine whole(whole_args);
-      check("tensor-parallel size " + std::to_string(base_.tensor_parallel_size) + " vs one process", identity_, {},
-            &whole);
+      check("tensor-parallel size " + std::to_string(base_.tensor_parallel_size) + " vs one process",
+            "Every case in one batch on the whole model in one process, compared with the case run alone split "
+            "over the tensor-parallel ranks.",
+            identity_, {}, &whole);
     }
   }
 
   // Decode logprobs vs the finished sequence re-scored with prompt_logprobs.
   void rescore_row() {
-    InvarianceRow row{.name = "decode logprob vs re-scored prompt logprob"};
+    InvarianceRow row{.name = "decode logprob vs re-scored prompt logprob",
+                      .description =
+                          "Each logprob reported while decoding a case alone, compared with the same "
+                          "token's prompt logprob when the finished sequence is fed back as a prompt."};
     std::vector<PromptInput> rescore;
     std::vector<std::pair<size_t, size_t>> which;  // (case, choice)
     for (size_t i = 0; i < prompts_.size(); ++i) {
@@ -362,18 +576,22 @@ class Checker {
     sp.max_tokens = 1;
     sp.prompt_logprobs = 0;
     const std::vector<GenerateResult> got =
-        rescore.empty() ? std::vector<GenerateResult>{} : llm_.generate(rescore, {sp}, {}, fault_);
+        rescore.empty() ? std::vector<GenerateResult>{} : llm_.generate(rescore, {sp}, step_progress(), fault_);
     for (size_t k = 0; k < got.size(); ++k) {
       const RequestOutput& out = alone_[which[k].first].output;
       const CompletionOutput& c = out.outputs[which[k].second];
       ++row.cases;
+      int64_t first = -1;
       for (size_t t = 0; t < c.token_ids.size(); ++t) {
         ++row.tokens;
         const auto& e = got[k].output.prompt_logprobs.at(out.prompt_token_ids.size() + t);
         if (!e || e->token.token_id != c.token_ids[t] ||
-            std::bit_cast<uint32_t>(e->token.logprob) != std::bit_cast<uint32_t>(c.logprobs.at(t).token.logprob))
+            std::bit_cast<uint32_t>(e->token.logprob) != std::bit_cast<uint32_t>(c.logprobs.at(t).token.logprob)) {
           ++row.mismatches;
+          if (first < 0) first = static_cast<int64_t>(t);
+        }
       }
+      if (first >= 0) row.first_divergence.push_back(first);
     }
     rows_.push_back(std::move(row));
   }
@@ -392,7 +610,11 @@ class Checker {
       EngineArgs a = base_;
       a.logprobs_mode = mode;
       llm_.set_engine_args(a);
-      InvarianceRow row{.name = std::string("logprobs_mode ") + logprobs_mode_name(mode) + ": decode vs re-scored"};
+      InvarianceRow row{.name = std::string("logprobs_mode ") + logprobs_mode_name(mode) + ": decode vs re-scored",
+                        .description = std::string("With logprobs_mode ") + logprobs_mode_name(mode) +
+                                       ", the cases with logprobs in one shuffled batch: their tokens compared with "
+                                       "raw_logprobs' alone, and each decode logprob with the finished choice "
+                                       "re-scored as it was sampled."};
       std::vector<PromptInput> ps;
       std::vector<SamplingParams> pp;
       for (size_t i : order) {
@@ -409,10 +631,16 @@ class Checker {
         const RequestOutput& ref = alone_[order[k]].output;
         ++row.cases;
         bool same = !got[k].error && out.outputs.size() == ref.outputs.size();
-        for (size_t c = 0; same && c < out.outputs.size(); ++c)
-          same = out.outputs[c].token_ids == ref.outputs[c].token_ids;
+        int64_t first = 0;  // the first token where some choice differs
+        for (size_t c = 0; same && c < out.outputs.size(); ++c) {
+          const std::vector<int32_t>& a = out.outputs[c].token_ids;
+          const std::vector<int32_t>& b = ref.outputs[c].token_ids;
+          same = a == b;
+          if (!same) first = std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin();
+        }
         if (!same) {
           ++row.mismatches;
+          row.first_divergence.push_back(first);
           continue;
         }
         for (size_t c = 0; c < out.outputs.size(); ++c) {
@@ -437,16 +665,21 @@ class Checker {
         const CompletionOutput& c = out.outputs[which[r].second];
         if (scored[r].error) {
           row.mismatches += static_cast<int64_t>(c.token_ids.size());
+          row.first_divergence.push_back(0);
           continue;
         }
+        int64_t first = -1;
         for (size_t t = 0; t < c.token_ids.size(); ++t) {
           ++row.tokens;
           const auto& e = scored[r].output.prompt_logprobs.at(out.prompt_token_ids.size() + t);
           if (!e || e->token.token_id != c.token_ids[t] ||
               std::bit_cast<uint32_t>(e->token.logprob) != std::bit_cast<uint32_t>(c.logprobs.at(t).token.logprob) ||
-              e->token.rank != c.logprobs.at(t).token.rank)
+              e->token.rank != c.logprobs.at(t).token.rank) {
             ++row.mismatches;
+            if (first < 0) first = static_cast<int64_t>(t);
+          }
         }
+        if (first >= 0) row.first_divergence.push_back(first);
       }
       rows_.push_back(std::move(row));
     }
@@ -457,7 +690,10 @@ class Checker {
   // prompts searched alone, then all of them in one search — whose steps batch every prompt's
   // beams together — compared beam by beam: tokens, cumulative logprob and every entry's bits.
   void beam_search_row() {
-    InvarianceRow row{.name = "beam search: alone vs all prompts at once"};
+    InvarianceRow row{.name = "beam search: alone vs all prompts at once",
+                      .description =
+                          "Beam search (width 3, sampled at temperature 0.7) on each of the first prompts "
+                          "alone, compared beam by beam with one search over all of them at once."};
     BeamSearchParams bp;
     bp.beam_width = 3;
     bp.max_tokens = std::min<int64_t>(o_.max_tokens, 8);
@@ -474,16 +710,26 @@ class Checker {
       const auto& a = alone[0].sequences;
       const auto& b = together[i].sequences;
       bool same = a.size() == b.size();
+      int64_t first = 0;  // the first generated position of the beam that differs
       for (size_t k = 0; same && k < a.size(); ++k) {
         row.tokens += static_cast<int64_t>(a[k].tokens.size()) - a[k].num_prompt_tokens;
+        const size_t shared = std::min(a[k].tokens.size(), b[k].tokens.size());
+        size_t t = static_cast<size_t>(std::max<int64_t>(0, a[k].num_prompt_tokens));
+        while (t < shared && a[k].tokens[t] == b[k].tokens[t]) ++t;
+        first = static_cast<int64_t>(t) - a[k].num_prompt_tokens;
         same = a[k].tokens == b[k].tokens &&
                std::bit_cast<uint64_t>(a[k].cum_logprob) == std::bit_cast<uint64_t>(b[k].cum_logprob) &&
                a[k].logprobs.size() == b[k].logprobs.size();
-        for (size_t t = 0; same && t < a[k].logprobs.size(); ++t)
-          same = std::bit_cast<uint32_t>(a[k].logprobs[t].token.logprob) ==
-                 std::bit_cast<uint32_t>(b[k].logprobs[t].token.logprob);
+        for (size_t u = 0; same && u < a[k].logprobs.size(); ++u) {
+          same = std::bit_cast<uint32_t>(a[k].logprobs[u].token.logprob) ==
+                 std::bit_cast<uint32_t>(b[k].logprobs[u].token.logprob);
+          if (!same) first = std::min(first, static_cast<int64_t>(u));
+        }
       }
-      if (!same) ++row.mismatches;
+      if (!same) {
+        ++row.mismatches;
+        row.first_divergence.push_back(first);
+      }
     }
     rows_.push_back(std::move(row));
   }
@@ -498,8 +744,17 @@ class Checker {
   std::vector<size_t> identity_;
   std::vector<GenerateResult> alone_;  // by case
   std::vector<Case> traffic_;          // co-running requests, not compared
+  std::vector<size_t> shuffled_;
   std::vector<size_t> mixed_order_;
   std::vector<InvarianceRow> rows_;
+  std::vector<Phase> plan_;
+  size_t phase_ = 0;            // the phase running
+  size_t phase_first_row_ = 0;  // rows_.size() when it started
+  double work_all_ = 0.0;       // every case's tokens: one batched row's work
+  double alone_seconds_ = 2.0;  // the reference pass's estimate (2 units until calibrated)
+  double batch_seconds_ = 1.0;  // the first batched row's measured seconds (1 unit until calibrated)
+  RowRun all_at_once_;          // that row's run, until batch_row() compares it
+  bool calibrated_ = false;
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,22 @@
 #include "ditto/sampling_params.h"
 
 namespace ditto {
+
+// How far check_invariance is: reported as each phase (a row, or the reference pass) starts, as
+// its cases finish, and once the run's cost has been measured.
+struct InvarianceProgress {
+  int64_t rows_done = 0;
+  int64_t rows_total = 0;  // as planned (the pooling rows count as one until they have run)
+  std::string phase;       // the row now running, or "each case alone (reference)"
+  int64_t cases_done = 0;  // within the phase, where it reports them
+  int64_t cases_total = 0;
+  double fraction = 0.0;  // of the planned work, weighted by its estimated cost, in [0, 1]
+  // The whole run's estimated seconds, once calibrated (negative before): the first cases' time
+  // alone and together, per token, times every phase's planned tokens.
+  double estimated_seconds = -1.0;
+  bool calibrated = false;  // true on the one report that first carries the estimate
+};
+using InvarianceProgressFn = std::function<void(const InvarianceProgress&)>;
 
 struct InvarianceCheckOptions {
   // The requests' prompts; empty: num_prompts random token-id prompts of min..max_prompt_tokens
@@ -36,18 +53,25 @@ struct InvarianceCheckOptions {
   // On a model that pools (--runner pooling, --task embed|score): only the pooling rows
   // (pooling_invariance_check.h), which otherwise follow the generation rows.
   bool pooling_only = false;
+  // Called with the progress (the caller's progress bar); null: none.
+  InvarianceProgressFn on_progress;
 };
 
 // One contract row: how many requests (or, for the re-scoring row, choices) and tokens were
 // compared, how many differed, and what the engine did (steps, preemptions, prefix hits, guesses).
 struct InvarianceRow {
   std::string name;
+  std::string description{};  // what was compared, in a sentence (the HTML report's)
   int64_t cases = 0;
   int64_t tokens = 0;
   int64_t mismatches = 0;
   std::string note{};
   int64_t spec_decode_num_draft_tokens = 0;  // speculative rows: tokens guessed, and accepted
   int64_t spec_decode_num_accepted_tokens = 0;
+  // Per mismatching case (request, choice or beam search), the output token position where it
+  // first differs from its run alone (output_diff.h: first_divergence; 0 for a prompt-side or
+  // pooled difference).
+  std::vector<int64_t> first_divergence{};
 };
 
 // The contract's mix of sampling parameters, case i of seven kinds in turn: greedy; seeded

@@ -4,6 +4,7 @@
 // token ids. The engine tests and `ditto check-invariance` use this one comparison.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -59,6 +60,33 @@ inline std::string diff(const RequestOutput& a, const RequestOutput& b) {
       if (!same_entry(x.logprobs[t], y.logprobs[t])) return choice + " logprobs[" + std::to_string(t) + "]";
   }
   return "";
+}
+
+// Where two outputs diff() calls different first part: the first output token position at which a
+// choice's token id or logprob entry differs (a shorter choice differs where it ends); 0 when the
+// prompt side differs (prompt, its ids or logprobs, a pooled vector, the number of choices); the
+// longest choice's length when only what follows the tokens differs (text, finish or stop reason,
+// cumulative logprob). Meaningful only where diff(a, b) is not "".
+inline int64_t first_divergence(const RequestOutput& a, const RequestOutput& b) {
+  const std::string field = diff(a, b);
+  if (field.rfind("choice ", 0) != 0) return 0;
+  int64_t first = -1;
+  int64_t longest = 0;
+  for (size_t c = 0; c < a.outputs.size(); ++c) {
+    const CompletionOutput& x = a.outputs[c];
+    const CompletionOutput& y = b.outputs[c];
+    const size_t n = std::max(x.token_ids.size(), y.token_ids.size());
+    longest = std::max(longest, static_cast<int64_t>(n));
+    for (size_t t = 0; t < n; ++t) {
+      const bool same = t < x.token_ids.size() && t < y.token_ids.size() && x.token_ids[t] == y.token_ids[t] &&
+                        (t >= x.logprobs.size() || t >= y.logprobs.size() || same_entry(x.logprobs[t], y.logprobs[t]));
+      if (!same) {
+        if (first < 0 || static_cast<int64_t>(t) < first) first = static_cast<int64_t>(t);
+        break;
+      }
+    }
+  }
+  return first >= 0 ? first : longest;
 }
 
 }  // namespace ditto

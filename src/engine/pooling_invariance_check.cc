@@ -100,7 +100,10 @@ class PoolingChecker {
     for (size_t k = 0; k < order.size(); ++k) {
       ++row.cases;
       row.tokens += static_cast<int64_t>(alone_[order[k]].prompt_token_ids.size());
-      if (!diff(got[k], alone_[order[k]]).empty()) ++row.mismatches;
+      if (!diff(got[k], alone_[order[k]]).empty()) {
+        ++row.mismatches;
+        row.first_divergence.push_back(first_divergence(got[k], alone_[order[k]]));
+      }
     }
     rows_.push_back(std::move(row));
   }

@@ -1,7 +1,15 @@
 """`ditto check-invariance` on a small generated model: every row 0 mismatches; and the negative
 control — a test double that nudges logits by the step's batch size — makes it report mismatches
-and exit 1, so the harness can fail."""
+and exit 1, so the harness can fail. --quick runs every row, sooner; --html writes a report page
+whose table a browser test reads; on a terminal a progress bar and an estimate go to stderr, and
+nothing does when stderr is a pipe or with --quiet."""
+import html.parser
 import json
+import os
+import pty
+import select
+import subprocess
+import time
 
 import pytest
 
@@ -47,13 +55,155 @@ def test_every_row_matches(ditto_bin, model):
         assert r["spec_decode_num_draft_tokens"] >= r["spec_decode_num_accepted_tokens"], r
 
 
-def test_negative_control_reports_mismatches(ditto_bin, model):
+class ReportPage(html.parser.HTMLParser):
+    """What a browser test reads of the --html page: the contract rows (attributes and cells by
+    class), the divergence plots' rows, the overall verdict, and anything that would load."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self.plots, self.verdict, self.external = {}, [], None, []
+        self._row, self._cell, self._in_table = None, None, False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table" and a.get("id") == "contract-rows":
+            self._in_table = True
+        elif tag == "tr" and "contract-row" in a.get("class", "").split():
+            assert self._in_table
+            self._row = {"verdict": a["data-verdict"], "mismatches": int(a["data-mismatches"]), "cells": {}}
+            self.rows[a["data-row"]] = self._row
+        elif tag == "td" and self._row is not None:
+            self._cell = a.get("class", "").split()[-1]
+            self._row["cells"][self._cell] = ""
+        elif tag == "svg" and "divergence-plot" in a.get("class", "").split():
+            self.plots.append(a["data-row"])
+        elif tag == "p" and a.get("id") == "verdict":
+            self.verdict = a["data-verdict"]
+        if tag in ("script", "link", "img", "iframe") or any(k in ("src", "href") for k in a):
+            self.external.append((tag, a))
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._cell = None
+        elif tag == "tr":
+            self._row = None
+        elif tag == "table":
+            self._in_table = False
+
+    def handle_data(self, data):
+        if self._row is not None and self._cell is not None:
+            self._row["cells"][self._cell] += data
+
+
+def read_report(path):
+    page = ReportPage()
+    page.feed(path.read_text(encoding="utf-8"))
+    page.close()
+    assert page.external == [], page.external  # self-contained: nothing to fetch, nothing to run
+    return page
+
+
+def assert_report_matches(page, report):
+    """Every row of the JSON output is in the page's table, with its counts and verdict."""
+    assert list(page.rows) == [r["row"] for r in report["rows"]]
+    for r in report["rows"]:
+        row = page.rows[r["row"]]
+        assert row["mismatches"] == r["mismatches"]
+        assert row["verdict"] == ("pass" if r["mismatches"] == 0 else "fail")
+        cells = row["cells"]
+        assert int(cells["cases"]) == r["cases"] and int(cells["tokens"]) == r["tokens_compared"]
+        assert int(cells["mismatches"]) == r["mismatches"] and cells["note"] == r["note"]
+        assert cells["what"], r["row"]  # a sentence on what was compared
+    assert page.verdict == ("pass" if report["mismatches"] == 0 else "fail")
+
+
+def test_negative_control_reports_mismatches(ditto_bin, model, tmp_path):
+    page_path = tmp_path / "report.html"
     proc = run_ditto(ditto_bin, "check-invariance", "--model", model, *CONTROL_ARGS, "--inject-fault", "batch-size",
-                     check=False)
+                     "--html", page_path, check=False)
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     assert report["mismatches"] > 0
     assert proc.stderr.startswith("error: check-invariance:")
+    # The page shows the failure: each failing row with a plot of where its cases first diverged.
+    page = read_report(page_path)
+    assert_report_matches(page, report)
+    failing = [r["row"] for r in report["rows"] if r["mismatches"] > 0]
+    assert failing and page.plots == failing
+
+
+@pytest.fixture(scope="module")
+def quick_run(ditto_bin, model, tmp_path_factory):
+    """--quick with --html, stderr a pipe: (JSON report, page, seconds, stderr)."""
+    page_path = tmp_path_factory.mktemp("quick") / "report.html"
+    start = time.monotonic()
+    proc = run_ditto(ditto_bin, "check-invariance", "--model", model, "--quick", "--json", "--html", page_path)
+    return json.loads(proc.stdout), read_report(page_path), time.monotonic() - start, proc.stderr
+
+
+def test_quick_runs_every_row_and_writes_the_page(quick_run):
+    report, page, _, stderr = quick_run
+    assert len(report["rows"]) == 19
+    for r in report["rows"]:
+        assert r["mismatches"] == 0, r
+        assert r["cases"] > 0 and r["tokens_compared"] > 0, r
+    assert report["rows"][1]["row"] == "batch of 1 vs all 7 at once"
+    assert stderr == ""  # not a terminal: no bar, no estimate
+    assert_report_matches(page, report)
+    assert page.plots == []
+
+
+def run_on_terminal(ditto_bin, args, seconds):
+    """Runs ditto with stderr on a pseudo-terminal (stdout a pipe) for at most `seconds`; returns
+    (what the terminal got, stdout, whether it was still running when stopped)."""
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([ditto_bin, *map(str, args)], stdout=subprocess.PIPE, stderr=terminal,
+                            stdin=subprocess.DEVNULL)
+    os.close(terminal)
+    got = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        if select.select([controller], [], [], 0.2)[0]:
+            try:
+                got += os.read(controller, 65536)
+            except OSError:
+                break
+    running = proc.poll() is None
+    if running:
+        proc.kill()
+    out, _ = proc.communicate()
+    while select.select([controller], [], [], 0)[0]:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(controller)
+    return got.decode(errors="replace"), out.decode(), running
+
+
+def test_progress_bar_on_a_terminal_and_quick_beats_the_default(ditto_bin, model, quick_run):
+    """The default run on a terminal draws its bar in place; it is still running when the quick
+    run's whole time has passed (so --quick is quicker), and prints nothing on stdout meanwhile."""
+    _, _, quick_seconds, _ = quick_run
+    terminal, out, running = run_on_terminal(ditto_bin, ["check-invariance", "--model", model, "--json"],
+                                             quick_seconds)
+    assert running, "the default run finished within the quick run's time"
+    assert "\rcheck-invariance [" in terminal and " rows " in terminal, terminal
+    assert out == ""
+    if "will take about" in terminal:  # the estimate, once the first cases are timed
+        line = terminal.split("will take about ")[1].split(",")[0]
+        parts = [int(p) for p in line.split(":")]
+        estimate = sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+        assert estimate > quick_seconds / 2, terminal
+
+
+def test_quiet_draws_nothing_on_a_terminal(ditto_bin, model):
+    terminal, _, _ = run_on_terminal(ditto_bin, ["check-invariance", "--model", model, "--quick", "--quiet",
+                                                 "--json"], 4)
+    assert terminal == ""
 
 
 def test_bad_fault_name(ditto_bin, model):

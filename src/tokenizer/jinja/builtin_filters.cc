@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "core/html_escape.h"
 #include "tokenizer/jinja/access.h"
 #include "tokenizer/jinja/builtins.h"
 #include "tokenizer/jinja/environment.h"
@@ -19,21 +20,6 @@
 
 namespace ditto::jinja {
 namespace {
-
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // make_attrgetter: "a.b.0" looks up a, then b, then item 0 (digit parts are integers).
 Value lookup_path(const Value& item, const Value& attribute, const Value* dflt) {
