@@ -24,6 +24,7 @@
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "kernels/kernel_tuning.h"
 #include "model_options.h"
 #include "parallel/tensor_parallel.h"
@@ -38,6 +39,7 @@ struct BenchOptions {
   uint64_t seed = 0;
   int repeat = 3;
   bool json = false;
+  bool quiet = false;  // no progress bars (loading, runs)
   bool decode_after_prompt = false;
   // --scenario offline: many requests through the batching engine.
   std::string scenario = "model";
@@ -377,6 +379,7 @@ void run_model_scenario(BenchOptions o) {
 
 void run_bench(const BenchOptions& options) {
   if (serve_as_tensor_parallel_rank(options.model.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
+  enable_progress_bars(!options.quiet);
   if (options.scenario == "offline") return run_offline(options);
   if (options.scenario == "speculative") return run_speculative(options);
   if (options.scenario != "model")
@@ -403,6 +406,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--repeat", o->repeat, "Timed runs per phase after one warm-up (the fastest is reported)")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "One JSON object instead of the table");
+  cmd->add_flag("--quiet", o->quiet, "No progress bars on stderr (they appear only on a terminal)");
   cmd->add_flag("--decode-after-prompt", o->decode_after_prompt,
                 "Decode right after the prompt instead of from an empty context (llama-bench's tg "
                 "test starts empty, so the default compares like with like)");

@@ -129,6 +129,7 @@ void run_check(CheckOptions o) {
   if (!o.inject_fault.empty() && o.inject_fault != "batch-size")
     throw_invalid_argument("--inject-fault: the only fault is 'batch-size', got '" + o.inject_fault + "'");
   o.check.inject_batch_size_fault = !o.inject_fault.empty();
+  enable_progress_bars(!o.quiet);  // the model's loading bar
   if (!o.prompts_file.empty()) o.check.prompts = read_prompts(o.prompts_file);
   if (!o.html.empty() && !std::ofstream(o.html, std::ios::app))  // before the run, not after it
     throw_invalid_argument("--html: cannot write '" + o.html + "'");

@@ -12,6 +12,7 @@
 #include "checkpoint/hub.h"
 #include "commands.h"
 #include "core/error.h"
+#include "core/progress.h"
 
 namespace ditto {
 namespace {
@@ -20,9 +21,11 @@ struct ExportFlags {
   std::string model;
   std::string output;
   std::string outtype = "auto";
+  bool quiet = false;  // no progress bar
 };
 
 void run(const ExportFlags& f) {
+  enable_progress_bars(!f.quiet);
   const std::string dir = resolve_model_path(f.model);
   if (is_gguf_file(dir))
     throw_invalid_argument("--model " + f.model +
@@ -52,6 +55,7 @@ void add_export_gguf_command(CLI::App& app) {
          "choices). Plain round-to-nearest; rows a type's blocks do not divide fall back as llama.cpp's do; norms "
          "and biases stay F32")
       ->capture_default_str();
+  cmd->add_flag("--quiet", flags->quiet, "No progress bars on stderr (they appear only on a terminal)");
   cmd->callback([flags] { run(*flags); });
 }
 

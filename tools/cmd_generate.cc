@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/json_input.h"
+#include "core/progress.h"
 #include "ditto/llm.h"
 #include "generate_jsonl.h"
 #include "model_options.h"
@@ -35,6 +36,7 @@ struct GenerateCommandOptions {
   }();
   uint64_t seed = 0;
   bool json = false;
+  bool quiet = false;  // no progress bars (loading, prefill, requests)
   // Engine mode: JSON lines in and out, any sampling parameters per line.
   std::string prompts_file;
   std::string output = "-";
@@ -70,12 +72,13 @@ std::vector<PromptInput> prompt_inputs(const GenerateCommandOptions& o) {
 
 void run_generate(const GenerateCommandOptions& o) {
   if (serve_as_tensor_parallel_rank(o.model.engine.tensor_parallel_size)) return;  // ranks 1…N-1 end here
+  enable_progress_bars(!o.quiet);
   if (!o.prompts_file.empty()) {
     if (!o.prompt_token_ids.empty() || !o.prompts.empty() || !o.chats.empty())
       throw_invalid_argument(
           "--prompts reads every request from a JSON-lines file; do not combine it with "
           "--prompt, --prompt-token-ids or --chat");
-    const size_t failed = run_generate_jsonl(o.model.engine, {o.prompts_file, o.output, o.seed});
+    const size_t failed = run_generate_jsonl(o.model.engine, {o.prompts_file, o.output, o.seed, o.quiet});
     if (failed > 0) throw_invalid_argument(std::to_string(failed) + " request(s) failed; their lines hold the errors");
     return;
   }
@@ -89,6 +92,7 @@ void run_generate(const GenerateCommandOptions& o) {
   // must fit the context (the server's rule), the default is cut to it.
   GenerateOptions options;
   options.max_tokens_rules.assign(prompts.size(), MaxTokensRule::kAsGiven);
+  options.progress_bar = !o.quiet;  // a long prompt's prefill, then the requests done
   const std::vector<GenerateResult> results = llm.generate(prompts, {params}, options);
   for (const GenerateResult& r : results)
     if (r.error) throw_invalid_argument(*r.error);
@@ -161,6 +165,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--ignore-eos", sp.ignore_eos, "Do not stop at the model's end-of-sequence tokens");
   cmd->add_flag("!--no-skip-special-tokens", sp.skip_special_tokens, "Keep special tokens in the output text");
   cmd->add_flag("--json", o->json, "One JSON object per prompt: prompt_index, token_ids, finish_reason, text, seed");
+  cmd->add_flag("--quiet", o->quiet, "No progress bars on stderr (they appear only on a terminal)");
   cmd->add_option("--prompts", o->prompts_file,
                   "JSON-lines file of requests ('-': stdin): each line a prompt (\"prompt\", \"prompt_token_ids\" "
                   "or \"messages\") and any sampling parameter by vLLM's name (temperature, top_p, seed, n, stop, "

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "parallel/tensor_parallel.h"
 
 namespace {
@@ -37,6 +38,9 @@ int run(int argc, char** argv) {
   ditto::add_serve_command(app);
   try {
     ditto::active_isa();  // a bad $DITTO_ISA fails here, before any kernel runs
+    // Model loading and other long work draw a bar on a terminal (core/progress.h); a command's
+    // --quiet turns them off.
+    ditto::enable_progress_bars(true);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -287,7 +287,7 @@ size_t run_generate_jsonl(const EngineArgs& engine_args, const JsonlOptions& o) 
   OrderedWriter writer(lines, out);
   GenerateOptions options;
   options.max_tokens_rules = std::move(rules);
-  options.progress_bar = true;
+  options.progress_bar = !o.quiet;
   options.return_outputs = false;
   options.on_result = [&](size_t k, GenerateResult& r) { writer.put(line_of[k], std::move(r)); };
   if (!prompts.empty()) llm.generate(prompts, params, options);

@@ -14,6 +14,7 @@ struct JsonlOptions {
   std::string prompts;  // path, or "-" for stdin
   std::string output;   // path, or "-" (default) for stdout
   uint64_t seed = 0;    // line k without a seed gets derived_seed(seed, k) (sampling_params.h)
+  bool quiet = false;   // no progress bar (it draws only on a terminal anyway)
 };
 
 // Throws Error for unreadable/unwritable files; a bad line becomes that line's {"error": ...}.

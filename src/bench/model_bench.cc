@@ -1,8 +1,10 @@
 #include "bench/model_bench.h"
 
 #include <algorithm>
+#include <string>
 
 #include "bench/machine_limits.h"
+#include "core/progress.h"
 #include "parallel/tensor_parallel.h"
 
 namespace ditto {
@@ -20,7 +22,14 @@ ModelBenchResult measure_model_speed(const CausalLM& model, ThreadPool* pool, co
   const TensorParallelGroup* tp = TensorParallelGroup::current();
   int64_t calls = 0;
   int64_t received = tp ? tp->bytes_received() : 0;
+  // On a terminal: the runs done of the most each phase may make (a phase that reaches its time
+  // budget stops sooner).
+  const int64_t runs_per_phase = options.repeat.warmups + options.repeat.repetitions;
+  ProgressBar bar("bench", runs_per_phase * (options.decode_tokens > 0 ? 2 : 1), "runs", library_progress_sink());
+  int64_t runs = 0;
+  bar.update(0, "prefill");
   r.prefill = bench.time_prefill([&] {
+    bar.update(runs++, "prefill of " + std::to_string(options.prompt_tokens) + " tokens");
     ++calls;
     r.fma_peak = std::max(r.fma_peak, fma.pass());
     r.bf16_dot_peak = std::max(r.bf16_dot_peak, dot.pass());
@@ -36,7 +45,9 @@ ModelBenchResult measure_model_speed(const CausalLM& model, ThreadPool* pool, co
   ReadBandwidthMeter meter(pool);
   r.read_bandwidth = meter.measure();
   if (options.decode_tokens > 0) {  // 0: a prompt's time alone (e.g. a long prompt's)
+    runs = runs_per_phase;
     r.decode = bench.time_decode([&] {
+      bar.update(runs++, "decode of " + std::to_string(options.decode_tokens) + " tokens");
       ++calls;
       r.read_bandwidth = std::max(r.read_bandwidth, meter.pass());
     });
@@ -45,6 +56,7 @@ ModelBenchResult measure_model_speed(const CausalLM& model, ThreadPool* pool, co
       r.tensor_parallel_decode_bytes_per_token =
           static_cast<double>(tp->bytes_received() - received) / static_cast<double>(calls * options.decode_tokens);
   }
+  bar.finish();
   r.read_bandwidth = std::max(r.read_bandwidth, meter.measure());
   return r;
 }

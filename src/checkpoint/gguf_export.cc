@@ -24,6 +24,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/json_file.h"
+#include "core/progress.h"
 #include "kernels/quant.h"
 
 namespace ditto {
@@ -557,7 +558,12 @@ GgufExportSummary export_gguf(const std::string& dir, const std::string& output,
   add_gguf_vocab(w, vocab);
 
   for (const TensorPlan& p : plan) w.add_tensor(p.spec);
-  for (const TensorPlan& p : plan) write_tensor(w, p, store);
+  ProgressBar bar("export-gguf", static_cast<int64_t>(plan.size()), "tensors", library_progress_sink());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    bar.update(static_cast<int64_t>(i), plan[i].spec.name);
+    write_tensor(w, plan[i], store);
+  }
+  bar.finish();
   w.finish();
   return {arch, plan.size(), label, w.bytes_written()};
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -36,6 +37,14 @@ ProgressSink stderr_progress_sink(bool quiet) {
   return sink;
 }
 
+namespace {
+std::atomic<bool> progress_bars_on{false};
+}  // namespace
+
+void enable_progress_bars(bool on) { progress_bars_on.store(on); }
+bool progress_bars_enabled() { return progress_bars_on.load(); }
+ProgressSink library_progress_sink() { return stderr_progress_sink(!progress_bars_enabled()); }
+
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   const auto s = static_cast<int64_t>(std::llround(seconds));
@@ -65,7 +74,7 @@ void ProgressBar::update(int64_t done, std::string_view detail, double fraction)
   fraction = std::clamp(fraction, 0.0, 1.0);
   const double t = elapsed();
   eta_ = fraction > 0 ? t * (1.0 - fraction) / fraction : -1.0;
-  if (!sink_.is_terminal || !sink_.write) return;
+  if (!sink_.is_terminal || !sink_.write || t < show_after_) return;
   const double now = sink_.now();
   if (last_draw_ >= 0 && now - last_draw_ < kRedrawSeconds && fraction < 1.0) return;
   last_draw_ = now;
@@ -87,16 +96,15 @@ void ProgressBar::draw(int64_t done, std::string_view detail, double fraction) {
   }
   line += ' ';
   line += unit_;
-  line += "  ";
+  line += ", ";
   line += format_duration(elapsed());
-  line += " elapsed";
   if (eta_ >= 0) {
     line += ", ~";
     line += format_duration(eta_);
     line += " left";
   }
   if (!detail.empty()) {
-    line += "  ";
+    line += ": ";
     line += detail;
   }
   const size_t width = (sink_.columns > 0 ? sink_.columns : stderr_columns()) - 1;  // the last column wraps

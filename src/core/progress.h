@@ -1,5 +1,6 @@
 // A one-line progress bar for long work (check-invariance, model loading, export-gguf, bench, a
 // long prefill): what is done of the total, the time elapsed and an estimate of the time left,
+// e.g. "check-invariance [#####...............] 5/19 rows, 0:42, ~2:10 left: shuffled order",
 // redrawn in place with '\r' at most a few times per second. It draws nothing unless its sink is a
 // terminal — a command whose stderr is a pipe or a file, or that got --quiet, prints exactly what
 // it printed before — and never writes to stdout.
@@ -25,6 +26,15 @@ struct ProgressSink {
 // stderr when it is a terminal (isatty) and `quiet` is false; otherwise a sink that draws nothing.
 ProgressSink stderr_progress_sink(bool quiet);
 
+// Whether the library's own bars (model loading, export-gguf's tensors, bench's runs) may draw:
+// off unless a program turns them on — the ditto command line does, and a command's --quiet turns
+// them off again — so a program embedding ditto (the Python package, a server's ranks) sees none.
+// Thread-safe (an atomic flag).
+void enable_progress_bars(bool on);
+bool progress_bars_enabled();
+// stderr_progress_sink(!progress_bars_enabled()).
+ProgressSink library_progress_sink();
+
 // "1:05" (minutes:seconds) or "2:03:04" for hours; negative or not finite: "?".
 std::string format_duration(double seconds);
 
@@ -43,6 +53,8 @@ class ProgressBar {
   // 0.25 s, and always when the work is complete.
   void update(int64_t done, std::string_view detail = {}, double fraction = -1.0);
   void set_total(int64_t total) { total_ = total; }
+  // Draws nothing until `seconds` have passed (short work stays silent).
+  void show_after(double seconds) { show_after_ = seconds; }
   // `line` on a line of its own above the bar (an estimate, a notice); nothing unless on a terminal.
   void note(std::string_view line);
   // Clears the line (the caller's next output starts on a clean line); later updates draw nothing.
@@ -62,6 +74,7 @@ class ProgressBar {
   ProgressSink sink_;
   double start_ = 0.0;
   double last_draw_ = -1.0;
+  double show_after_ = 0.0;
   double eta_ = -1.0;
   size_t drawn_width_ = 0;  // the longest line drawn, blanked by finish()
   bool finished_ = false;

@@ -27,7 +27,7 @@ TEST(ProgressTest, DrawsInPlaceOnATerminalAndClearsAtTheEnd) {
     ProgressBar bar("check-invariance", 4, "rows", term.sink(true));
     term.t += 10;
     bar.update(1, "batch of 1 vs all");
-    EXPECT_NE(term.out.find("\rcheck-invariance [#####...............] 1/4 rows  0:10 elapsed, ~0:30 left"),
+    EXPECT_NE(term.out.find("\rcheck-invariance [#####...............] 1/4 rows, 0:10, ~0:30 left: batch of 1 vs all"),
               std::string::npos)
         << term.out;
     EXPECT_NE(term.out.find("batch of 1 vs all"), std::string::npos);
@@ -83,6 +83,36 @@ TEST(ProgressTest, LongDetailIsCutToTheTerminalWidth) {
   term.t += 1;
   bar.update(1, std::string(500, 'x'));
   EXPECT_LE(term.out.size(), 120u);
+}
+
+TEST(ProgressTest, NoteGoesAboveTheBarAndShortWorkCanStaySilent) {
+  FakeTerminal term;
+  {
+    ProgressBar bar("load", 10, "tensors", term.sink(true));
+    bar.show_after(1.0);
+    term.t += 0.5;
+    bar.update(5);
+    EXPECT_EQ(term.out, "");  // half a second in: nothing yet
+    term.t += 1.0;
+    bar.update(6);
+    EXPECT_NE(term.out.find("6/10 tensors"), std::string::npos);
+    bar.note("estimate: 0:10");
+    EXPECT_NE(term.out.find("\restimate: 0:10\n"), std::string::npos) << term.out;
+    bar.update(7);  // redrawn at once below the note
+    EXPECT_NE(term.out.find("7/10 tensors"), std::string::npos);
+  }
+  FakeTerminal pipe;
+  ProgressBar bar("load", 10, "tensors", pipe.sink(false));
+  bar.note("estimate");
+  EXPECT_EQ(pipe.out, "");
+}
+
+TEST(ProgressTest, LibraryBarsAreOffUntilTheProgramTurnsThemOn) {
+  EXPECT_FALSE(progress_bars_enabled());
+  EXPECT_FALSE(library_progress_sink().is_terminal);
+  enable_progress_bars(true);
+  EXPECT_TRUE(progress_bars_enabled());
+  enable_progress_bars(false);
 }
 
 TEST(ProgressTest, FormatsDurations) {

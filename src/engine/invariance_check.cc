@@ -150,11 +150,11 @@ class Checker {
             "--task embed|score)");
       make_traffic();
       add_phase("pooling rows", 1, 1.0, [this] { append_pooling_rows(); });
-      run_plan(/*first=*/0);
+      run_plan();
       return std::move(rows_);
     }
     make_plan();
-    run_plan(/*first=*/0);
+    run_plan();
     return std::move(rows_);
   }
 
@@ -281,8 +281,8 @@ class Checker {
     o_.on_progress(p);
   }
 
-  void run_plan(size_t first) {
-    for (phase_ = first; phase_ < plan_.size(); ++phase_) {
+  void run_plan() {
+    for (phase_ = 0; phase_ < plan_.size(); ++phase_) {
       phase_first_row_ = rows_.size();
       report(phase_, 0, 0);
       plan_[phase_].run();

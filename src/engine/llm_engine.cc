@@ -12,6 +12,7 @@
 #include "checkpoint/hub.h"
 #include "core/error.h"
 #include "core/memory_info.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "engine/generation_defaults.h"
 #include "engine/model_files.h"
@@ -95,6 +96,23 @@ LLM::Stats engine_stats(const Engine& engine) {
   s.spec_decode_num_draft_tokens = engine.speculation_stats().num_draft_tokens;
   s.spec_decode_num_accepted_tokens = engine.speculation_stats().num_accepted_tokens;
   return s;
+}
+
+// One redraw of generate's bar: requests done; while prompt tokens remain to compute, those too,
+// and the estimate follows them (the finished requests' prompts and the running ones' computed
+// part; a waiting or preempted request's count as not yet).
+void draw_progress(ProgressBar& bar, const GenerateProgress& at, const Engine& engine, int64_t prompt_tokens_total) {
+  int64_t computed = at.prompt_tokens;
+  for (const Sequence* seq : engine.scheduler().running())
+    computed += std::min(seq->num_computed_tokens, seq->num_prompt_tokens);
+  const auto done = static_cast<int64_t>(at.done);
+  if (computed >= prompt_tokens_total || prompt_tokens_total == 0) {
+    bar.update(done, "decoding");
+    return;
+  }
+  bar.update(done,
+             std::string("prefill ") + std::to_string(computed) + "/" + std::to_string(prompt_tokens_total) + " tokens",
+             static_cast<double>(computed) / static_cast<double>(prompt_tokens_total));
 }
 
 }  // namespace
@@ -271,9 +289,14 @@ std::vector<GenerateResult> LLMEngine::run(const std::vector<PromptInput>& promp
       if (on_result) on_result(i, results[i]);
     }
   }
-  const bool bar = options.progress_bar && isatty(STDERR_FILENO);
+  // On a terminal (options.progress_bar): requests done; while prompts are being computed, the
+  // prompt tokens done, which the estimate then follows (a long prompt's prefill).
+  ProgressBar bar("generate", static_cast<int64_t>(at.total), "requests", stderr_progress_sink(!options.progress_bar));
+  int64_t prompt_tokens_total = 0;
+  for (const GenerateResult& r : results) prompt_tokens_total += static_cast<int64_t>(r.output.prompt_token_ids.size());
   bool aborted = false;
   while (engine.has_unfinished()) {
+    if (options.progress_bar) draw_progress(bar, at, engine, prompt_tokens_total);
     if (!aborted && on_step && !on_step(at)) {
       aborted = true;
       for (const auto& [id, i] : index) engine.abort(id);
@@ -298,10 +321,9 @@ std::vector<GenerateResult> LLMEngine::run(const std::vector<PromptInput>& promp
         results[i].output.request_id = std::move(id);
       }
     }
-    if (bar) std::fprintf(stderr, "\rgenerating: %zu/%zu requests done", at.done, at.total);
   }
   if (on_step) on_step(at);
-  if (bar) std::fprintf(stderr, "\n");
+  bar.finish();
   const LLM::Stats after = engine_stats(engine);
   stats_.steps = after.steps - before.steps;
   stats_.preemptions = after.preemptions - before.preemptions;

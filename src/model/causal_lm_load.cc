@@ -16,6 +16,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/memory_info.h"
+#include "core/progress.h"
 #include "kernels/kernel_tuning.h"
 #include "model/checkpoint_tensors.h"
 #include "parallel/tensor_parallel.h"
@@ -184,7 +185,13 @@ void CausalLM::load_tensors(const CheckpointTensors& tensors, ThreadPool* pool) 
     destinations[it->second].descs.push_back(t);
   });
   layers_.resize(static_cast<size_t>(c.num_hidden_layers));
-  for (const Destination& d : destinations) {
+  // On a terminal, when loading takes a noticeable time: tensors packed so far.
+  ProgressBar bar("loading", static_cast<int64_t>(destinations.size()), "weights", library_progress_sink());
+  bar.show_after(1.0);
+  for (size_t done = 0; done < destinations.size(); ++done) {
+    const Destination& d = destinations[done];
+    bar.update(static_cast<int64_t>(done),
+               d.layer >= 0 ? std::string("layer ") + std::to_string(d.layer) : std::string("embeddings and head"));
     std::vector<std::pair<int64_t, int64_t>> rows;  // what this rank keeps of each tensor
     for (size_t part = 0; part < d.descs.size(); ++part) rows.push_back(shard_.rows(c, d.descs[part], part));
     if (is_matrix_slot(d.slot)) {

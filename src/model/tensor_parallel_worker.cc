@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
 #include "parallel/tensor_parallel.h"
@@ -115,6 +116,7 @@ void run_tensor_parallel_worker(TensorParallelGroup& group) { TensorParallelWork
 bool serve_as_tensor_parallel_rank(int tensor_parallel_size) {
   TensorParallelGroup* group = TensorParallelGroup::initialize(tensor_parallel_size);
   if (group == nullptr || group->rank() == 0) return false;
+  enable_progress_bars(false);  // rank 0 draws for the group; the others share its terminal
   run_tensor_parallel_worker(*group);
   TensorParallelGroup::shutdown();
   return true;

@@ -191,7 +191,7 @@ def test_progress_bar_on_a_terminal_and_quick_beats_the_default(ditto_bin, model
     terminal, out, running = run_on_terminal(ditto_bin, ["check-invariance", "--model", model, "--json"],
                                              quick_seconds)
     assert running, "the default run finished within the quick run's time"
-    assert "\rcheck-invariance [" in terminal and " rows " in terminal, terminal
+    assert "\rcheck-invariance [" in terminal and " rows, " in terminal, terminal
     assert out == ""
     if "will take about" in terminal:  # the estimate, once the first cases are timed
         line = terminal.split("will take about ")[1].split(",")[0]
