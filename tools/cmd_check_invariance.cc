@@ -63,7 +63,7 @@ std::vector<std::pair<std::string, std::string>> report_options(const CheckOptio
   }
   v.emplace_back("--max-tokens", std::to_string(o.check.max_tokens));
   v.emplace_back("--seed", std::to_string(o.check.seed));
-  v.emplace_back("--threads", std::to_string(o.model.engine.threads));
+  if (o.model.engine.threads > 0) v.emplace_back("--threads", std::to_string(o.model.engine.threads));
   if (o.model.engine.tensor_parallel_size > 1)
     v.emplace_back("--tensor-parallel-size", std::to_string(o.model.engine.tensor_parallel_size));
   if (!o.check.draft_model.empty()) v.emplace_back("--draft-model", o.check.draft_model);

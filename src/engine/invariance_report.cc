@@ -132,7 +132,8 @@ std::string invariance_report_html(const std::vector<InvarianceRow>& rows, const
   h += "</tbody>\n</table>\n";
   if (!pass) {
     h += "<h2>Where failing rows first diverge</h2>\n<p>Per mismatching case, the output token position at which "
-         "it first differs from its run alone (0: from the first token, or on the prompt side).</p>\n";
+         "it first differs from its run alone (0: from the first token, or on the prompt side; the output's "
+         "length: every token the same, a later field such as the cumulative logprob not).</p>\n";
     for (const InvarianceRow& r : rows)
       if (r.mismatches > 0)
         h += "<figure>\n<figcaption>" + html_escape(r.name) + "</figcaption>\n" + divergence_plot(r) + "</figure>\n";
