@@ -2,8 +2,11 @@
 import json
 import os
 import pathlib
+import pty
+import select
 import struct
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -27,6 +30,40 @@ def run_ditto(ditto_bin, *args, check=True, input_text=None, env=None):
     if check and proc.returncode != 0:
         raise AssertionError(f"ditto {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+def run_on_terminal(ditto_bin, args, seconds):
+    """Runs ditto with stderr on a pseudo-terminal (stdout a pipe) for at most `seconds`; returns
+    (what the terminal got, stdout, whether it was still running when stopped)."""
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([ditto_bin, *map(str, args)], stdout=subprocess.PIPE, stderr=terminal,
+                            stdin=subprocess.DEVNULL)
+    os.close(terminal)
+    got = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        if select.select([controller], [], [], 0.2)[0]:
+            try:
+                got += os.read(controller, 65536)
+            except OSError:
+                break
+    try:  # the terminal closed (the process is exiting), or the time is up
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        running = False
+    except subprocess.TimeoutExpired:
+        running = True
+        proc.kill()
+    out, _ = proc.communicate()
+    while select.select([controller], [], [], 0)[0]:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(controller)
+    return got.decode(errors="replace"), out.decode(), running
 
 
 TINY_CONFIG = {

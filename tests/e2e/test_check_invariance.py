@@ -5,15 +5,11 @@ whose table a browser test reads; on a terminal a progress bar and an estimate g
 nothing does when stderr is a pipe or with --quiet."""
 import html.parser
 import json
-import os
-import pty
-import select
-import subprocess
 import time
 
 import pytest
 
-from conftest import run_ditto
+from conftest import run_ditto, run_on_terminal
 
 ARGS = ["--num-prompts", "12", "--max-prompt-tokens", "80", "--max-tokens", "8", "--json"]
 # The negative controls: the injected fault changes the logits of every batched step, so four
@@ -151,37 +147,6 @@ def test_quick_runs_every_row_and_writes_the_page(quick_run):
     assert stderr == ""  # not a terminal: no bar, no estimate
     assert_report_matches(page, report)
     assert page.plots == []
-
-
-def run_on_terminal(ditto_bin, args, seconds):
-    """Runs ditto with stderr on a pseudo-terminal (stdout a pipe) for at most `seconds`; returns
-    (what the terminal got, stdout, whether it was still running when stopped)."""
-    controller, terminal = pty.openpty()
-    proc = subprocess.Popen([ditto_bin, *map(str, args)], stdout=subprocess.PIPE, stderr=terminal,
-                            stdin=subprocess.DEVNULL)
-    os.close(terminal)
-    got = b""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and proc.poll() is None:
-        if select.select([controller], [], [], 0.2)[0]:
-            try:
-                got += os.read(controller, 65536)
-            except OSError:
-                break
-    running = proc.poll() is None
-    if running:
-        proc.kill()
-    out, _ = proc.communicate()
-    while select.select([controller], [], [], 0)[0]:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        got += chunk
-    os.close(controller)
-    return got.decode(errors="replace"), out.decode(), running
 
 
 def test_progress_bar_on_a_terminal_and_quick_beats_the_default(ditto_bin, model, quick_run):
