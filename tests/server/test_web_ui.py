@@ -10,7 +10,10 @@ Playwright, against a real `ditto serve` on SmolLM2-135M-Instruct.
 - under --api-key the page asks for the key, refuses a wrong one and works with the right one;
   --disable-web-ui serves no page;
 - the page makes no request to any host but the server (every other request is aborted and fails
-  the test).
+  the test);
+- `ditto check-invariance --quick --html` (with the negative control) writes a report that opens in
+  the browser with no other request, showing every row of the run with its counts and verdict and
+  a plot for each failing row.
 
 Screenshots are kept in <build>/web-ui-screenshots/ (build: DITTO_BIN's folder's parent). Runs with
 build/venv's Python (`make python-package` installs playwright there; scripts/install-deps.sh
@@ -21,6 +24,7 @@ import math
 import os
 import pathlib
 import shutil
+import subprocess
 import sys
 import time
 import urllib.error
@@ -341,6 +345,40 @@ def test_disable_web_ui_serves_no_page():
         assert e.value.code == 404
     finally:
         s.close()
+
+
+def test_check_invariance_html_report_opens_and_shows_every_row(browser, tmp_path):
+    """`ditto check-invariance --quick --html` with the negative control: the report opens in the
+    browser with no network at all, shows every row of the same run's JSON with its counts and
+    verdict, and a divergence plot for each failing row."""
+    model = tmp_path / "m"
+    subprocess.run([DITTO, "make-test-model", "--preset", "qwen3-0.6b", "--num-hidden-layers", "2", "--seed", "3",
+                    "--out", str(model)], check=True, capture_output=True)
+    report = tmp_path / "report.html"
+    proc = subprocess.run([DITTO, "check-invariance", "--model", str(model), "--quick", "--inject-fault",
+                           "batch-size", "--json", "--html", str(report)], capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr  # the injected fault must be caught
+    rows = json.loads(proc.stdout)["rows"]
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    requests = []
+    context.route("**/*", lambda route: (requests.append(route.request.url), route.continue_()))
+    p = context.new_page()
+    p.goto(report.as_uri())
+    shown = p.query_selector_all("#contract-rows tr.contract-row")
+    assert [r.get_attribute("data-row") for r in shown] == [r["row"] for r in rows]
+    for tr, r in zip(shown, rows):
+        assert int(tr.get_attribute("data-mismatches")) == r["mismatches"], r["row"]
+        assert tr.get_attribute("data-verdict") == ("pass" if r["mismatches"] == 0 else "fail"), r["row"]
+        assert tr.is_visible()
+    failing = [r["row"] for r in rows if r["mismatches"] > 0]
+    assert failing, "the negative control failed no row"
+    plots = p.query_selector_all("svg.divergence-plot")
+    assert sorted(s.get_attribute("data-row") for s in plots) == sorted(failing)
+    assert all(s.is_visible() for s in plots)
+    assert p.get_attribute("#verdict", "data-verdict") == "fail"
+    p.screenshot(path=str(SHOTS / "check-invariance-report.png"), full_page=True)
+    context.close()
+    assert requests == [report.as_uri()], f"the report asked for more than itself: {requests}"
 
 
 def test_the_python_packages_ditto_serves_the_same_page(server):
