@@ -105,6 +105,18 @@ void api_key_from_environment(ServerOptions& server) {
             "/version needs 'Authorization: Bearer <key>'");
 }
 
+// vLLM's VLLM_SERVER_DEV_MODE=1: the development routes for RL (weight transfer, pause, sleep;
+// docs/RL.md), which the log names since they let any client change the weights.
+void dev_mode_from_environment(ServerOptions& server) {
+  const char* env = std::getenv("VLLM_SERVER_DEV_MODE");
+  if (env == nullptr || std::string(env) != "1") return;
+  server.dev_mode = true;
+  log_event(server.log_format, "warning",
+            "VLLM_SERVER_DEV_MODE=1: the development routes are on (/init_weight_transfer_engine, "
+            "/start_weight_update, /update_weights, /finish_weight_update, /weight_info, /pause, /resume, "
+            "/abort_requests, /sleep, /wake_up): any client that can reach the server can change its weights");
+}
+
 // VLLM_BATCH_INVARIANT and DITTO_BATCH_INVARIANT, as vLLM users set them: "1" (or unset) is what
 // ditto always does; "0" asks for a faster non-invariant mode that ditto does not have (its
 // invariant kernels are its fast ones), which one line says.
@@ -182,6 +194,7 @@ void run_serve(ServeOptions o) {
   check_listen_address(o.server);
   if (const std::string note = random_weights_note(o.engine.model); !note.empty())
     log_event(o.server.log_format, "note", note);
+  dev_mode_from_environment(o.server);
   LLMEngine llm(o.engine);
   const std::string& log_format = o.server.log_format;
   print_engine_summary(llm, log_format);

@@ -95,6 +95,20 @@ class AsyncLLM {
   // Requests added and not yet finished (queued, waiting or running).
   int64_t num_unfinished() const;
 
+  // vLLM's pause_generation / resume_generation (docs/RL.md): `mode` "abort" ends what runs
+  // (finish_reason "abort"), "wait" lets it finish, "keep" stops it where it is, to go on after
+  // resume_generation() under whatever weights are loaded then; requests added while paused wait.
+  // pause_generation returns once the engine has stopped; it throws Error(kInvalidArgument) naming
+  // mode for another value. Callable from any thread.
+  void pause_generation(const std::string& mode = "abort");
+  void resume_generation();
+  bool is_paused() const;
+  // The weight update's last call for a model this AsyncLLM runs (LLM::finish_weight_update), with
+  // its engine stopped at a step boundary for the moment it takes: requests kept by
+  // pause_generation("keep") go on under the new weights, their outputs saying from which token
+  // (CompletionOutput::weight_versions). start_weight_update / update_weights go to the LLM.
+  void finish_weight_update(const std::string& weight_version = "");
+
  private:
   LLM& llm_;
   std::unique_ptr<ServerMetrics> metrics_;  // the AsyncEngine's counters (not exported here)

@@ -26,6 +26,7 @@
 #include "ditto/prompt_input.h"
 #include "ditto/request_output.h"
 #include "ditto/sampling_params.h"
+#include "ditto/weight_transfer.h"
 
 namespace ditto {
 
@@ -229,6 +230,37 @@ class LLM {
   // same bits, later prompts are recomputed. Returns false, dropping nothing, while requests run
   // (called from a generate() callback), else true.
   bool reset_prefix_cache();
+
+  // Weights updated in place, vLLM's weight-transfer API (ditto/weight_transfer.h, docs/RL.md):
+  // start_weight_update(), update_weights() any number of times, finish_weight_update(version).
+  // Tensors go by Hugging Face name, each checked against the model's tensor list (name, shape,
+  // dtype — a matrix in the dtype the checkpoint holds it, bytes); a refused chunk throws
+  // Error(kInvalidArgument) naming the tensor and cancels the whole update, the old weights
+  // serving bit for bit. The tensors' bytes are borrowed until finish_weight_update returns.
+  // After it, generation equals an LLM loaded from a checkpoint holding the new tensors, bit for
+  // bit; no prefix-cache hit crosses versions. start_weight_update throws Error(kInvalidArgument)
+  // for a model loaded from GGUF (its weights are GGUF's types: give a Hugging Face directory), under
+  // tensor parallelism, while generate() runs (from a callback), or with an update in progress;
+  // generate() refuses to run between start and finish.
+  void start_weight_update();
+  void update_weights(const std::vector<WeightTensor>& tensors);
+  // The shm transport: init_info_json {"path": FILE} names the file the trainer writes (e.g. under
+  // /dev/shm); update_info_json {"names", "dtype_names", "shapes", "offsets"} says where each
+  // tensor's bytes are in it (engine/weight_transfer.h). Errors name the field.
+  void init_weight_transfer_engine(const std::string& init_info_json);
+  void update_weights(const std::string& update_info_json);
+  // `weight_version`: the opaque version string outputs carry from now on (empty: "1", "2", ...
+  // counting updates).
+  void finish_weight_update(const std::string& weight_version = "");
+  // The weights' version: "0" as loaded, then what the last finish_weight_update set.
+  const std::string& weight_version() const;
+  // vLLM's sleep(level) / wake_up: level 1 gives back the KV cache, activation buffers and prefix
+  // cache (the weights stay: on a CPU they are already in host memory); level 2 also the weights'
+  // pages, after which every tensor must be sent (the calls above) before wake_up. generate()
+  // refuses to run while asleep. Throw Error(kInvalidArgument) as LLMEngine::sleep / wake_up.
+  void sleep(int level = 1);
+  void wake_up();
+  bool is_sleeping() const;
 
   // The model's default sampling parameters, which the front door applies to every request.
   const GenerationDefaults& generation_defaults() const;

@@ -48,6 +48,14 @@ struct ChatMessageParts {
   std::vector<ToolCall> tool_calls;
 };
 
+// Where a choice's tokens switched weights (docs/RL.md): from token `first_token` on (an index into
+// CompletionOutput::token_ids) they were computed under weight version `weight_version`. A choice
+// that ran under one version has one span, from token 0.
+struct WeightVersionSpan {
+  int64_t first_token = 0;
+  std::string weight_version;
+};
+
 struct CompletionOutput {
   int64_t index = 0;                   // choice i of n
   std::string text;                    // detokenized output (stop string cut per the params)
@@ -63,6 +71,10 @@ struct CompletionOutput {
   // its per-step limits); the server returns it as stop_reason, Python as stop_reason.
   std::optional<std::string> finish_message;
   std::optional<ChatMessageParts> message;  // set only when the request's output parsers are on
+  // The weight versions its tokens were sampled under, in token order, one span per change (a
+  // weight update that lands while the request runs, pause_generation(mode="keep")). In a kDelta
+  // report: the spans of the report's tokens, first_token counted from the choice's first token.
+  std::vector<WeightVersionSpan> weight_versions;
 };
 
 struct RequestOutput {
@@ -79,6 +91,9 @@ struct RequestOutput {
   // before: it is not part of the invariance contract (the outputs are the same bits either way).
   int64_t num_cached_tokens = 0;
   bool finished = false;  // every choice has finished (the last report)
+  // The weight version (LLMEngine::weight_version) of the request's latest step: the version of
+  // its last token, or the version it was pooled or admitted under.
+  std::string weight_version;
   // A pooling request's result (include/ditto/pooling.h: PoolingRequestOutput::data, which the
   // pooling front ends return); empty for a generation. Such a request has no outputs to read.
   std::vector<float> pooled;

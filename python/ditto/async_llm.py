@@ -126,6 +126,44 @@ class AsyncLLM:
         """Empties the engine's prefix cache. False, dropping nothing, while requests run."""
         return self._engine is not None and self._engine.reset_prefix_cache()
 
+    async def pause_generation(self, mode: str = "abort") -> None:
+        """vLLM's pause_generation (docs/RL.md): "abort" ends the running requests (finish_reason
+        "abort"), "wait" lets them finish, "keep" stops them where they are, to go on after
+        resume_generation() under the weights loaded then. Requests added while paused wait.
+        Returns once the engine has stopped. Raises ValueError for another mode."""
+        if self._engine is not None:
+            await asyncio.get_running_loop().run_in_executor(self._waits, self._engine.pause_generation, mode)
+
+    async def resume_generation(self) -> None:
+        """vLLM's resume_generation: the engine runs again."""
+        if self._engine is not None:
+            self._engine.resume_generation()
+
+    async def is_paused(self) -> bool:
+        return self._engine is not None and self._engine.is_paused
+
+    async def init_weight_transfer_engine(self, request) -> None:
+        """As LLM.init_weight_transfer_engine."""
+        self._llm.init_weight_transfer_engine(request)
+
+    async def start_weight_update(self) -> None:
+        """As LLM.start_weight_update: nothing changes until finish_weight_update."""
+        self._llm.start_weight_update()
+
+    async def update_weights(self, request=None, *, named_tensors=None) -> None:
+        """As LLM.update_weights (a refused chunk cancels the update: the old weights keep serving)."""
+        self._llm.update_weights(request, named_tensors=named_tensors)
+
+    async def finish_weight_update(self, weight_version: Optional[str] = None) -> str:
+        """Applies the update with the engine stopped at a step boundary for that moment: requests
+        kept by pause_generation("keep") go on under the new weights, and each output's
+        weight_versions says from which token. Returns the new version."""
+        if self._engine is None:
+            return self._llm.finish_weight_update(weight_version)
+        await asyncio.get_running_loop().run_in_executor(self._waits, self._engine.finish_weight_update,
+                                                         weight_version or "")
+        return self._llm.weight_version
+
     async def get_tokenizer(self) -> Tokenizer:
         """The model's tokenizer (as LLM.get_tokenizer())."""
         return self._llm.get_tokenizer()

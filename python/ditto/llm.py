@@ -24,6 +24,7 @@ from typing import Any, Optional, Sequence, Union
 from ditto import _ditto
 from ditto.outputs import (EmbeddingRequestOutput, PoolingRequestOutput, RequestOutput, ScoringRequestOutput,
                            from_engine, pooling_from_engine)
+from ditto.rl import WeightTransferMixin, check_weight_transfer_config
 from ditto.pooling_params import PoolingParams, PoolingParamsArg, params_per_prompt, truncation, with_task
 from ditto.sampling_params import RequestOutputKind, SamplingParams
 from ditto.tokenizer import Tokenizer, chat_prompt
@@ -36,7 +37,7 @@ _IGNORED_ARGS = frozenset({
     "enable_chunked_prefill", "disable_log_stats", "revision", "tokenizer_revision", "tokenizer_mode",
     "trust_remote_code", "download_dir", "load_format", "distributed_executor_backend", "hf_token",
     "pipeline_parallel_size", "max_cpu_loras", "enable_lora", "mm_processor_kwargs",
-    "async_scheduling", "worker_cls", "seed_everything", "served_model_name", "enable_sleep_mode",
+    "async_scheduling", "worker_cls", "seed_everything", "served_model_name",
     "data_parallel_size", "limit_mm_per_prompt", "max_loras", "num_gpu_blocks_override", "model_impl",
     "config_format", "enable_expert_parallel", "preemption_mode", "max_num_partial_prefills",
 })
@@ -57,7 +58,7 @@ def _splitmix64(x: int) -> int:
     return _ditto.derived_seed(x & 0xFFFFFFFFFFFFFFFF, 0)
 
 
-class LLM:
+class LLM(WeightTransferMixin):
     """A model loaded for offline generation, with vLLM's constructor arguments.
 
     generation_config: "auto" (the model's generation_config.json gives the default sampling
@@ -117,6 +118,10 @@ class LLM:
                  long_prefill_token_threshold: int = 0, speculative_config: Optional[dict] = None,
                  kv_cache_memory_bytes: Optional[int] = None, **kwargs: Any) -> None:
         kv_cache_memory = _kv_cache_memory(kv_cache_memory, kv_cache_memory_bytes)
+        # vLLM's RL arguments: the weight-transfer backend (checked here), and sleep mode, which
+        # ditto always has (LLM.sleep / wake_up).
+        self.weight_transfer_backend = check_weight_transfer_config(kwargs.pop("weight_transfer_config", None))
+        kwargs.pop("enable_sleep_mode", None)
         if kwargs.get("override_pooler_config") is not None:  # vLLM's older name of pooler_config
             if kwargs.get("pooler_config") not in (None, kwargs["override_pooler_config"]):
                 raise ValueError("pooler_config and override_pooler_config are the same knob with different values; "

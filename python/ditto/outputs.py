@@ -32,7 +32,10 @@ class CompletionOutput:
     """One choice of a request. cumulative_logprob (the sum of the chosen tokens' logprobs, in
     order) and logprobs (one dict per generated token) are set when logprobs were asked for.
     stop_reason: the stop string or stop token id that ended it, None for EOS or the length; for
-        finish_reason "error" (a structured output that cannot go on), why."""
+        finish_reason "error" (a structured output that cannot go on), why.
+    weight_versions: ditto's addition (docs/RL.md): [(first_token, weight_version), ...], the
+        weight versions its tokens were sampled under, one entry per change (one when no weight
+        update landed while it ran)."""
 
     index: int
     text: str
@@ -42,6 +45,7 @@ class CompletionOutput:
     finish_reason: Optional[str] = None
     stop_reason: Union[int, str, None] = None
     lora_request: None = None
+    weight_versions: list[tuple[int, str]] = dataclasses.field(default_factory=list)
 
     def finished(self) -> bool:
         return self.finish_reason is not None
@@ -53,7 +57,8 @@ class RequestOutput:
     prompt_logprobs (None first: the first token has no context) and its n outputs. `seed` is
     ditto's addition: the seed the request ran with, so it can be repeated. num_cached_tokens:
     the prompt tokens the prefix cache already held (vLLM's; it depends on what ran before, not
-    part of the invariance contract)."""
+    part of the invariance contract). weight_version: the version of the weights its latest token
+    came from (LLM.finish_weight_update's; "0" as loaded)."""
 
     request_id: str
     prompt: Optional[str]
@@ -67,6 +72,7 @@ class RequestOutput:
     encoder_prompt: None = None
     encoder_prompt_token_ids: None = None
     num_cached_tokens: Optional[int] = None
+    weight_version: Optional[str] = None
 
 
 def _position(sampled) -> PositionLogprobs:
@@ -94,6 +100,7 @@ def from_engine(out, prompt_is_text: bool, want_logprobs: bool, want_prompt_logp
             logprobs=[_position(s) for s in c.logprobs] if want_logprobs else None,
             finish_reason=c.finish_reason or None,
             stop_reason=stop_reason,
+            weight_versions=list(c.weight_versions),
         ))
     prompt_logprobs = None
     if want_prompt_logprobs:
@@ -107,6 +114,7 @@ def from_engine(out, prompt_is_text: bool, want_logprobs: bool, want_prompt_logp
         finished=out.finished,
         seed=out.seed,
         num_cached_tokens=out.num_cached_tokens,
+        weight_version=out.weight_version,
     )
 
 

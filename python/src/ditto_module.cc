@@ -38,6 +38,54 @@ class PyLLM {
  public:
   explicit PyLLM(const EngineArgs& args) : llm_(args) {}
 
+  // The weight-transfer calls (include/ditto/llm.h), the GIL released while packing.
+  void init_weight_transfer_engine(const std::string& init_info_json) {
+    llm_.init_weight_transfer_engine(init_info_json);
+  }
+  void start_weight_update() {
+    buffers_.clear();
+    llm_.start_weight_update();
+  }
+  void update_weights_shm(const std::string& update_info_json) {
+    py::gil_scoped_release release;
+    llm_.update_weights(update_info_json);
+  }
+  // Tensors from Python buffers (numpy arrays, bytes, memoryviews), C-contiguous, little-endian;
+  // each buffer is kept alive until the update finishes (the engine borrows its bytes).
+  void update_weights_buffers(const std::vector<std::string>& names, const std::vector<std::string>& dtype_names,
+                              const std::vector<std::vector<int64_t>>& shapes, const std::vector<py::buffer>& buffers) {
+    if (dtype_names.size() != names.size() || shapes.size() != names.size() || buffers.size() != names.size())
+      throw Error(ErrorCode::kInvalidArgument,
+                  "update_weights: names, dtype_names, shapes and tensors differ in length");
+    std::vector<WeightTensor> tensors;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const py::buffer_info info = buffers[i].request();
+      const bool contiguous = [&] {
+        py::ssize_t stride = info.itemsize;
+        for (size_t d = info.ndim; d-- > 0;) {
+          if (info.shape[d] > 1 && info.strides[d] != stride) return false;
+          stride *= info.shape[d];
+        }
+        return true;
+      }();
+      if (!contiguous)
+        throw Error(ErrorCode::kInvalidArgument, "update_weights: tensor '" + names[i] + "' is not C-contiguous");
+      tensors.push_back(
+          {names[i], dtype_names[i], shapes[i], info.ptr, static_cast<size_t>(info.size * info.itemsize)});
+      buffers_.push_back(buffers[i]);
+    }
+    py::gil_scoped_release release;
+    llm_.update_weights(tensors);
+  }
+  void finish_weight_update(const std::string& weight_version) {
+    {
+      py::gil_scoped_release release;
+      llm_.finish_weight_update(weight_version);
+    }
+    buffers_.clear();
+  }
+  std::string weight_version() const { return llm_.weight_version(); }
+
   // Runs the batch with the GIL released. Before each engine step: Ctrl-C (a pending signal) or
   // an exception from `on_step` aborts the batch and is raised here; `on_step(done, total,
   // prompt_tokens, output_tokens)` reports progress. A refused prompt stops the batch before any
@@ -163,6 +211,7 @@ class PyLLM {
 
  private:
   LLM llm_;
+  std::vector<py::buffer> buffers_;  // the tensors of the weight update in progress (borrowed by the engine)
 };
 
 // What one Python AsyncLLM holds: the public ditto::AsyncLLM (include/ditto/async_llm.h) over a
@@ -183,6 +232,17 @@ class PyAsyncLLM {
     return engine_.add_request(request_id, prompt, params, kind == "cumulative", rule);
   }
   void abort(const std::string& request_id) { engine_.abort(request_id); }
+  // The GIL released: each waits for the engine thread to stop at a step boundary.
+  void pause_generation(const std::string& mode) {
+    py::gil_scoped_release release;
+    engine_.pause_generation(mode);
+  }
+  void resume_generation() { engine_.resume_generation(); }
+  bool is_paused() const { return engine_.is_paused(); }
+  void finish_weight_update(const std::string& weight_version) {
+    py::gil_scoped_release release;
+    engine_.finish_weight_update(weight_version);
+  }
   bool reset_prefix_cache() { return engine_.reset_prefix_cache(); }
   int64_t num_unfinished() const { return engine_.num_unfinished(); }
 
@@ -319,7 +379,13 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readonly("finish_reason", &CompletionOutput::finish_reason)
       .def_readonly("stop_token_id", &CompletionOutput::stop_token_id)
       .def_readonly("stop_string", &CompletionOutput::stop_string)
-      .def_readonly("finish_message", &CompletionOutput::finish_message);
+      .def_readonly("finish_message", &CompletionOutput::finish_message)
+      // [(first_token, weight_version), ...]: the versions its tokens came from (docs/RL.md).
+      .def_property_readonly("weight_versions", [](const CompletionOutput& c) {
+        std::vector<std::pair<int64_t, std::string>> spans;
+        for (const WeightVersionSpan& s : c.weight_versions) spans.emplace_back(s.first_token, s.weight_version);
+        return spans;
+      });
   py::class_<RequestOutput>(m, "RequestOutput")
       .def_readonly("request_id", &RequestOutput::request_id)
       .def_readonly("prompt", &RequestOutput::prompt)
@@ -328,6 +394,7 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readonly("outputs", &RequestOutput::outputs)
       .def_readonly("seed", &RequestOutput::seed)
       .def_readonly("num_cached_tokens", &RequestOutput::num_cached_tokens)
+      .def_readonly("weight_version", &RequestOutput::weight_version)
       .def_readonly("finished", &RequestOutput::finished)
       .def_readonly("pooled", &RequestOutput::pooled);
 
@@ -374,6 +441,17 @@ PYBIND11_MODULE(_ditto, m) {
            py::arg("chat_template_kwargs") = "")
       .def("beam_search", &PyLLM::beam_search, py::arg("prompts"), py::arg("params"), py::arg("seed") = 0)
       .def("reset_prefix_cache", &PyLLM::reset_prefix_cache)
+      .def("init_weight_transfer_engine", &PyLLM::init_weight_transfer_engine, py::arg("init_info_json"))
+      .def("start_weight_update", &PyLLM::start_weight_update)
+      .def("update_weights_shm", &PyLLM::update_weights_shm, py::arg("update_info_json"))
+      .def("update_weights_buffers", &PyLLM::update_weights_buffers, py::arg("names"), py::arg("dtype_names"),
+           py::arg("shapes"), py::arg("buffers"))
+      .def("finish_weight_update", &PyLLM::finish_weight_update, py::arg("weight_version") = "")
+      .def_property_readonly("weight_version", &PyLLM::weight_version)
+      .def(
+          "sleep", [](PyLLM& l, int level) { l.llm().sleep(level); }, py::arg("level"))
+      .def("wake_up", [](PyLLM& l) { l.llm().wake_up(); })
+      .def_property_readonly("is_sleeping", [](PyLLM& l) { return l.llm().is_sleeping(); })
       .def("encode", &PyLLM::encode, py::arg("text"), py::arg("add_special_tokens") = true)
       .def("decode", &PyLLM::decode, py::arg("ids"), py::arg("skip_special_tokens") = true)
       .def("render_chat", &PyLLM::render_chat, py::arg("prompt"))
@@ -414,6 +492,13 @@ PYBIND11_MODULE(_ditto, m) {
            py::arg("kind"), py::arg("rest_of_context"))
       .def("abort", &PyAsyncLLM::abort, py::arg("request_id"))
       .def("reset_prefix_cache", &PyAsyncLLM::reset_prefix_cache)
+      .def(
+          "pause_generation", [](PyAsyncLLM& a, const std::string& mode) { a.pause_generation(mode); }, py::arg("mode"))
+      .def("resume_generation", [](PyAsyncLLM& a) { a.resume_generation(); })
+      .def_property_readonly("is_paused", [](PyAsyncLLM& a) { return a.is_paused(); })
+      .def(
+          "finish_weight_update", [](PyAsyncLLM& a, const std::string& v) { a.finish_weight_update(v); },
+          py::arg("weight_version"))
       .def_property_readonly("num_unfinished", &PyAsyncLLM::num_unfinished);
 
   m.def("derived_seed", &derived_seed, py::arg("seed"), py::arg("k"),

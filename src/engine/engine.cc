@@ -113,6 +113,7 @@ void Engine::add(EngineRequest r) {
   }
   DITTO_CHECK(!r.pooling || params.n == 1) << "a pooling request has one sequence";
   const int64_t index = next_request_++;
+  output_.set_weight_version(model_.weight_version());
   output_.add(index, r);
   for (int64_t i = 0; i < params.n; ++i) {
     auto seq = std::make_unique<Sequence>();
@@ -235,6 +236,9 @@ std::vector<RequestOutput> Engine::step() {
   aborted_.clear();
   last_step_tokens_.clear();
   last_step_scheduled_.clear();
+  // A weight update (model/weight_update.h) may have landed since the last step.
+  scheduler_.set_weights_epoch(model_.weights_epoch());
+  output_.set_weight_version(model_.weight_version());
   if (proposer_) propose();
   std::optional<PhaseTimer> schedule_timer(std::in_place, StepPhase::kSchedule);
   const std::vector<ScheduledSequence> batch = scheduler_.schedule();

@@ -54,6 +54,12 @@ uint64_t KvCacheManager::salt_root(const std::string& salt) {
   return XXH3_64bits(salt.data(), salt.size()) | (uint64_t{1} << 63);
 }
 
+uint64_t KvCacheManager::epoch_root(uint64_t root, uint64_t epoch) {
+  if (epoch == 0) return root;
+  const uint64_t both[2] = {root, epoch};
+  return XXH3_64bits(both, sizeof both) | (uint64_t{1} << 63);
+}
+
 int64_t KvCacheManager::acquire_cached_prefix(RequestId id, std::span<const int32_t> token_ids, uint64_t root) {
   Request& request = requests_[id];
   DITTO_CHECK(request.block_table.empty())

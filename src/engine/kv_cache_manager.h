@@ -108,6 +108,12 @@ class KvCacheManager {
   // only if their XXH3-64 agree in 63 bits.
   static uint64_t salt_root(const std::string& salt);
 
+  // The root of requests admitted under weights epoch `epoch` (CausalLM::weights_epoch) whose root
+  // under the loaded weights is `root`: `root` itself for epoch 0, else XXH3-64 of both with the
+  // top bit set. Blocks computed under one epoch never match a lookup under another (DESIGN.md row
+  // 14), and stale ones are evicted as any unused cached block is.
+  static uint64_t epoch_root(uint64_t root, uint64_t epoch);
+
   // The default BlockHasher: a splitmix64-style chain over the parent hash and each token id.
   static uint64_t hash_block(uint64_t parent_hash, std::span<const int32_t> token_ids);
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "engine/beam_search.h"
 #include "engine/llm_engine.h"
 #include "engine/pooling.h"
@@ -257,6 +258,33 @@ std::vector<BeamSearchOutput> LLM::beam_search(const std::vector<PromptInput>& p
 }
 
 bool LLM::reset_prefix_cache() { return engine_->reset_prefix_cache(); }
+
+void LLM::start_weight_update() { engine_->start_weight_update(); }
+
+void LLM::update_weights(const std::vector<WeightTensor>& tensors) { engine_->update_weights(tensors); }
+
+void LLM::init_weight_transfer_engine(const std::string& init_info_json) {
+  engine_->init_weight_transfer_engine(
+      parse_shm_init_info(parse_json_input<nlohmann::ordered_json>(init_info_json, "init_info")));
+}
+
+void LLM::update_weights(const std::string& update_info_json) {
+  engine_->update_weights_from_shm(parse_weight_update_info(
+      parse_json_input<nlohmann::ordered_json>(update_info_json, "update_info"), /*need_offsets=*/true));
+}
+
+void LLM::finish_weight_update(const std::string& weight_version) {
+  engine_->finish_weight_update(weight_version);
+  info_.system_fingerprint = engine_->system_fingerprint();
+}
+
+const std::string& LLM::weight_version() const { return engine_->weight_version(); }
+
+void LLM::sleep(int level) { engine_->sleep(level); }
+
+void LLM::wake_up() { engine_->wake_up(); }
+
+bool LLM::is_sleeping() const { return engine_->is_sleeping(); }
 
 const GenerationDefaults& LLM::generation_defaults() const { return engine_->input_processor().generation_defaults(); }
 

@@ -39,7 +39,8 @@ LLMEngine::LLMEngine(const EngineArgs& args) : args_(args) {
   model_ = CausalLM::load(model_dir_, pool_.get(), tp);
   {
     const auto start = std::chrono::steady_clock::now();
-    system_fingerprint_ = ditto::system_fingerprint(hash_weight_files(model_dir_));
+    weights_hash_ = hash_weight_files(model_dir_);
+    system_fingerprint_ = ditto::system_fingerprint(weights_hash_);
     fingerprint_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   // The KV cache is allocated when an engine starts; say now if it cannot fit.
@@ -199,7 +200,121 @@ EngineConfig LLMEngine::engine_config() const {
   return config;
 }
 
+namespace {
+
+void refuse_during_update(const char* call, bool in_progress) {
+  if (in_progress)
+    throw_invalid_argument(std::string(call) +
+                           ": a weight update is in progress (start_weight_update without finish_weight_update); "
+                           "finish it first");
+}
+
+// What a refused chunk's error adds.
+constexpr const char* kCancelled =
+    "; the update is cancelled (nothing of it was applied: the old weights keep serving); start again with "
+    "start_weight_update";
+
+}  // namespace
+
+void LLMEngine::start_weight_update() {
+  if (update_ != nullptr)
+    throw_invalid_argument("start_weight_update: an update is already in progress; call finish_weight_update first");
+  if (engine_ != nullptr && engine_->has_unfinished())
+    throw_invalid_argument("start_weight_update: requests are running; the engine must be idle to update its weights");
+  update_ = std::make_unique<WeightUpdate>(*model_);
+}
+
+void LLMEngine::update_weights(std::span<const WeightTensor> tensors) {
+  if (update_ == nullptr)
+    throw_invalid_argument("update_weights: no weight update in progress; call start_weight_update first");
+  try {
+    update_->add(tensors);
+  } catch (const Error& e) {
+    update_.reset();
+    update_mappings_.clear();
+    throw Error(e.code(), std::string(e.what()) + kCancelled);
+  }
+}
+
+void LLMEngine::cancel_weight_update() {
+  update_.reset();
+  update_mappings_.clear();
+}
+
+void LLMEngine::drop_weights() {
+  refuse_during_update("drop_weights", update_ != nullptr);
+  if (engine_ != nullptr) engine_->release_idle_memory(/*drop_prefix_cache=*/true);
+  drop_weight_pages(*model_);
+  weights_dropped_ = true;
+}
+
+void LLMEngine::sleep(int level) {
+  if (level != 1 && level != 2) throw_invalid_argument("sleep: level must be 1 or 2, got " + std::to_string(level));
+  refuse_during_update("sleep", update_ != nullptr);
+  if (engine_ != nullptr && engine_->has_unfinished())
+    throw_invalid_argument("sleep: requests are running (called from a generate() callback)");
+  if (engine_ != nullptr) engine_->release_idle_memory(/*drop_prefix_cache=*/true);
+  if (level == 2 && !weights_dropped_) drop_weights();
+  sleeping_ = true;
+}
+
+void LLMEngine::wake_up() {
+  if (weights_dropped_)
+    throw_invalid_argument(
+        "wake_up: sleep(level=2) dropped the weights; send every tensor (start_weight_update, update_weights, "
+        "finish_weight_update) first");
+  sleeping_ = false;
+}
+
+void LLMEngine::init_weight_transfer_engine(const std::string& shm_path) { shm_path_ = shm_path; }
+
+void LLMEngine::update_weights_from_shm(const WeightUpdateInfo& info) {
+  if (shm_path_.empty())
+    throw_invalid_argument(
+        "update_weights: no shared file to read the tensors from; call init_weight_transfer_engine with "
+        "init_info {\"path\": FILE} first");
+  if (update_ == nullptr)
+    throw_invalid_argument("update_weights: no weight update in progress; call start_weight_update first");
+  auto mapping = std::make_unique<MappedFile>(shm_path_);
+  std::vector<WeightTensor> tensors;
+  try {
+    tensors = tensors_in_file(info, *mapping);
+  } catch (const Error& e) {
+    update_.reset();
+    update_mappings_.clear();
+    throw Error(e.code(), std::string(e.what()) + kCancelled);
+  }
+  update_weights_mapped(tensors, std::move(mapping));
+}
+
+void LLMEngine::update_weights_mapped(std::span<const WeightTensor> tensors, std::unique_ptr<MappedFile> mapping) {
+  update_mappings_.push_back(std::move(mapping));
+  update_weights(tensors);
+}
+
+void LLMEngine::finish_weight_update(const std::string& version) {
+  if (update_ == nullptr)
+    throw_invalid_argument("finish_weight_update: no weight update in progress; call start_weight_update first");
+  if (weights_dropped_ && !update_->covers_every_tensor()) {
+    cancel_weight_update();
+    throw_invalid_argument(
+        "finish_weight_update: the weights were dropped (sleep level 2) and this update does not send every tensor; "
+        "the update is cancelled: send them all");
+  }
+  const std::unique_ptr<WeightUpdate> update = std::move(update_);
+  if (!update->staged().empty()) {
+    weights_hash_ = hash_weight_update(weights_hash_, update->staged());
+    system_fingerprint_ = ditto::system_fingerprint(weights_hash_);
+  }
+  update->apply(pool_.get(), version.empty() ? std::to_string(model_->weights_epoch() + 1) : version);
+  update_mappings_.clear();
+  weights_dropped_ = false;
+  // Its blocks can never be hit again (KvCacheManager::epoch_root): give them back now.
+  if (engine_ != nullptr) engine_->release_idle_memory(/*drop_prefix_cache=*/true);
+}
+
 std::unique_ptr<Engine> LLMEngine::make_engine(EngineConfig::LogitsHook logits_hook) const {
+  refuse_during_update("make_engine", update_ != nullptr);
   EngineConfig config = engine_config();
   config.logits_hook = std::move(logits_hook);
   return std::make_unique<Engine>(*model_, tokenizer_.get(), eos_token_ids_, config);
@@ -226,6 +341,10 @@ std::vector<GenerateResult> LLMEngine::generate(const std::vector<PromptInput>& 
   if (!options.rescore_from.empty() && options.rescore_from.size() != prompts.size())
     throw_invalid_argument("generate: " + std::to_string(options.rescore_from.size()) + " rescore_from" + for_prompts +
                            " (give none, or one per prompt)");
+  refuse_during_update("generate", update_ != nullptr);
+  if (weights_dropped_)
+    throw_invalid_argument("generate: the weights were dropped (sleep level 2); update every tensor first");
+  if (sleeping_) throw_invalid_argument("generate: the engine is sleeping; call wake_up first");
   const bool hooked = logits_hook != nullptr;
   if (engine_ == nullptr || hooked || engine_has_hook_) {
     engine_.reset();  // before the new one allocates: one KV cache at a time

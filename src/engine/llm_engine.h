@@ -4,20 +4,25 @@
 // its Engines from it, so every request is checked against the same limits. generate() keeps one
 // Engine (and so its KV cache and prefix cache) from call to call, as vLLM's LLM keeps its engine.
 // Thread-safety: const methods may run on many threads at once; set_engine_args, generate and
-// reset_prefix_cache are for one thread while no engine made from it runs.
+// reset_prefix_cache and the weight-update calls are for one thread while no engine made from it
+// runs.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/mapped_file.h"
 #include "ditto/engine_args.h"
 #include "ditto/llm.h"
 #include "engine/engine.h"
 #include "engine/input_processor.h"
+#include "engine/weight_transfer.h"
+#include "model/weight_update.h"
 
 namespace ditto {
 
@@ -87,6 +92,65 @@ class LLMEngine {
   // What the last generate() call did (its own steps and hits, not the engine's totals).
   const LLM::Stats& last_stats() const { return stats_; }
 
+  // Weights updated in place, vLLM's weight-transfer calls (docs/RL.md): start_weight_update(),
+  // then update_weights() any number of times with chunks of tensors by Hugging Face name, then
+  // finish_weight_update(version). Nothing changes before finish_weight_update, which writes every
+  // tensor sent into the packed weights exactly as loading a checkpoint would, so generation then
+  // equals, bit for bit, a fresh engine loaded from a checkpoint holding the new tensors; tensors
+  // not sent keep their values (a partial update is allowed, as in vLLM). See model/weight_update.h
+  // for the checks and the memory (the tensors are borrowed, not copied: their bytes must stay valid
+  // until finish_weight_update returns; no byte is allocated for the new weights).
+  //
+  // start_weight_update: throws Error(kInvalidArgument) while generate() has requests running
+  // (called from one of its callbacks: the engine must be idle; pausing is a later piece), while an
+  // update is already in progress, or for a model loaded from GGUF (updates need a bf16/f16/f32
+  // Hugging Face checkpoint) or split by tensor parallelism. generate() and make_engine() throw
+  // Error(kInvalidArgument) between start and finish.
+  void start_weight_update();
+  // Checks the whole chunk (name, shape, dtype, byte count: WeightUpdate::add) and stages it. A
+  // refused chunk throws Error(kInvalidArgument) naming the tensor and what was wrong, and cancels
+  // the whole update: nothing of it was applied, the old weights keep serving bit for bit, and the
+  // next call must be start_weight_update. Throws Error(kInvalidArgument) without an update in
+  // progress.
+  void update_weights(std::span<const WeightTensor> tensors);
+  // The shm transport (engine/weight_transfer.h): init_weight_transfer_engine names the shared
+  // file (init_info {"path": FILE}); update_weights_from_shm maps it and stages update_info's
+  // tensors from it, as update_weights does (the mapping is kept until the update finishes or is
+  // cancelled). Throw as parse_shm_init_info / parse_weight_update_info / tensors_in_file /
+  // update_weights say, and Error(kInvalidArgument) when no shared file was named.
+  void init_weight_transfer_engine(const std::string& shm_path);
+  void update_weights_from_shm(const WeightUpdateInfo& info);
+  // Stages tensors whose bytes the caller hands over in `mapping` (kept until the update finishes
+  // or is cancelled): the HTTP transport's spill file.
+  void update_weights_mapped(std::span<const WeightTensor> tensors, std::unique_ptr<MappedFile> mapping);
+  // Applies the staged tensors, sets weight_version() to `version` (opaque: any string; empty: the
+  // number of updates applied so far, "1", "2", ...) and the
+  // system_fingerprint to one of the new weights (engine/system_fingerprint.h, hash_weight_update;
+  // unchanged when no tensor was sent). KV computed under the old weights is never reused: every
+  // engine keys its prefix cache by CausalLM::weights_epoch, and generate()'s engine drops its
+  // cached blocks here. Throws Error(kInvalidArgument) without an update in progress.
+  void finish_weight_update(const std::string& version);
+  // The version the last finish_weight_update set; "0" as loaded.
+  const std::string& weight_version() const { return model_->weight_version(); }
+  // Drops a started update (its staged tensors and mappings); nothing of it was applied.
+  void cancel_weight_update();
+  // Sleep level 2 (server/rl_api.h): gives the packed weights' pages back to the OS
+  // (drop_weight_pages, model/weight_update.h); until an update of every tensor finishes,
+  // weights_dropped() is true and generate() refuses to run. The caller makes sure no forward pass
+  // runs meanwhile (the server's engine is paused).
+  void drop_weights();
+  bool weights_dropped() const { return weights_dropped_; }
+  // vLLM's sleep(level) / wake_up for generate()'s engine: level 1 gives back the KV cache, the
+  // activation buffers and the prefix cache; level 2 also the weights' pages (drop_weights). While
+  // asleep generate() refuses to run; wake_up() throws Error(kInvalidArgument) after level 2 until
+  // an update of every tensor has finished. Both throw Error(kInvalidArgument) while requests run
+  // or an update is in progress; sleep throws it for a level other than 1 or 2.
+  void sleep(int level);
+  void wake_up();
+  bool is_sleeping() const { return sleeping_; }
+  // True between start_weight_update and finish_weight_update (or a refused chunk).
+  bool weight_update_in_progress() const { return update_ != nullptr; }
+
   // Empties the prefix cache generate() keeps between calls (vLLM's reset_prefix_cache) and gives
   // the KV pages and activation buffers it held back (Engine::release_idle_memory); the next call
   // recomputes every prompt. Returns false, dropping nothing, while a generate() call has requests
@@ -102,6 +166,12 @@ class LLMEngine {
   EngineArgs args_;
   std::string model_dir_;
   std::string system_fingerprint_;
+  uint64_t weights_hash_ = 0;             // what system_fingerprint_ is made of (hash_weight_files, hash_weight_update)
+  std::unique_ptr<WeightUpdate> update_;  // the update in progress, or null
+  std::vector<std::unique_ptr<MappedFile>> update_mappings_;  // the bytes update_ borrows
+  std::string shm_path_;                                      // init_weight_transfer_engine's file
+  bool weights_dropped_ = false;                              // drop_weights, until a full update
+  bool sleeping_ = false;                                     // sleep() .. wake_up()
   double fingerprint_seconds_ = 0.0;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CausalLM> model_;

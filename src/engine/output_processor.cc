@@ -40,6 +40,7 @@ void OutputProcessor::add(int64_t key, const EngineRequest& r) {
   req->out.prompt = r.prompt;
   req->out.prompt_token_ids = r.prompt_token_ids;
   req->out.seed = *r.params.seed;
+  req->out.weight_version = weight_version_;
   if (r.params.prompt_logprobs) req->out.prompt_logprobs.resize(r.prompt_token_ids.size());
   req->out.outputs.resize(static_cast<size_t>(r.params.n));
   req->unfinished = r.params.n;
@@ -68,6 +69,9 @@ bool OutputProcessor::append_token(int64_t key, int64_t choice, int64_t position
   const SamplingParams& p = req.params;
   CompletionOutput& out = req.out.outputs[static_cast<size_t>(choice)];
   const int32_t token = s.token.token_id;
+  if (out.weight_versions.empty() || out.weight_versions.back().weight_version != weight_version_)
+    out.weight_versions.push_back({static_cast<int64_t>(out.token_ids.size()), weight_version_});
+  req.out.weight_version = weight_version_;
   out.token_ids.push_back(token);
   out.cumulative_logprob += static_cast<double>(s.token.logprob);
   if (p.logprobs) {
@@ -138,6 +142,7 @@ std::optional<RequestOutput> OutputProcessor::take_delta(Request& req) const {
   RequestOutput d;
   d.request_id = req.out.request_id;
   d.num_cached_tokens = req.out.num_cached_tokens;
+  d.weight_version = req.out.weight_version;
   d.finished = req.unfinished == 0;
   bool any = d.finished;
   if (!req.sent_prompt) {
@@ -163,6 +168,15 @@ std::optional<RequestOutput> OutputProcessor::take_delta(Request& req) const {
     c.token_ids.assign(o.token_ids.begin() + static_cast<std::ptrdiff_t>(sent.tokens), o.token_ids.end());
     if (sent.tokens < o.logprobs.size())
       c.logprobs.assign(o.logprobs.begin() + static_cast<std::ptrdiff_t>(sent.tokens), o.logprobs.end());
+    // The spans of the new tokens: the one the first new token is in, and any that start later.
+    const auto new_tokens = static_cast<int64_t>(sent.tokens);
+    for (size_t s = 0; s < o.weight_versions.size(); ++s) {
+      const bool last = s + 1 == o.weight_versions.size();
+      if (static_cast<size_t>(new_tokens) < o.token_ids.size() &&
+          (last || o.weight_versions[s + 1].first_token > new_tokens))
+        c.weight_versions.push_back(
+            {std::max(o.weight_versions[s].first_token, new_tokens), o.weight_versions[s].weight_version});
+    }
     const bool finished = !o.finish_reason.empty();
     size_t end = o.text.size();
     if (!finished) {
@@ -191,7 +205,9 @@ std::optional<RequestOutput> OutputProcessor::take_delta(Request& req) const {
 }
 
 void OutputProcessor::set_pooled(int64_t key, std::vector<float> pooled) {
-  requests_.at(key)->out.pooled = std::move(pooled);
+  Request& req = *requests_.at(key);
+  req.out.pooled = std::move(pooled);
+  req.out.weight_version = weight_version_;
 }
 
 std::vector<RequestOutput> OutputProcessor::report(std::span<const int64_t> keys) {
@@ -217,6 +233,7 @@ std::vector<RequestOutput> OutputProcessor::report(std::span<const int64_t> keys
 void append_delta(RequestOutput& acc, RequestOutput&& delta) {
   if (acc.request_id.empty()) acc.request_id = delta.request_id;
   acc.num_cached_tokens = delta.num_cached_tokens;
+  if (!delta.weight_version.empty()) acc.weight_version = delta.weight_version;
   if (!delta.prompt_token_ids.empty()) {
     acc.prompt = std::move(delta.prompt);
     acc.prompt_token_ids = std::move(delta.prompt_token_ids);
@@ -228,6 +245,9 @@ void append_delta(RequestOutput& acc, RequestOutput&& delta) {
     CompletionOutput& o = acc.outputs[static_cast<size_t>(d.index)];
     o.index = d.index;
     o.text += d.text;
+    for (WeightVersionSpan& span : d.weight_versions)
+      if (o.weight_versions.empty() || o.weight_versions.back().weight_version != span.weight_version)
+        o.weight_versions.push_back(std::move(span));
     o.token_ids.insert(o.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
     for (SampledToken& t : d.logprobs) o.logprobs.push_back(std::move(t));
     o.cumulative_logprob = d.cumulative_logprob;

@@ -60,6 +60,11 @@ class OutputProcessor {
   // num_cached_tokens); the first value given stands.
   void set_num_cached_tokens(int64_t key, int64_t num_cached_tokens);
 
+  // The weight version of the tokens appended from now on (CausalLM::weight_version; the engine
+  // sets it before each step). Each choice records the spans of versions its tokens came from
+  // (CompletionOutput::weight_versions), and every report its latest (RequestOutput::weight_version).
+  void set_weight_version(const std::string& version) { weight_version_ = version; }
+
   // A pooling request's result (RequestOutput::pooled), set before its one choice finishes.
   void set_pooled(int64_t key, std::vector<float> pooled);
   // True once every choice of the request has finished.
@@ -79,6 +84,7 @@ class OutputProcessor {
   void fill_text(TokenLogprob& t) const;
 
   const Tokenizer* tokenizer_;
+  std::string weight_version_ = "0";
   std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
 };
 

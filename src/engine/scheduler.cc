@@ -92,7 +92,8 @@ std::vector<ScheduledSequence> Scheduler::schedule() {
   while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     if (seq->num_computed_tokens == 0 && seq->use_prefix_cache)
-      seq->num_computed_tokens = kv_.acquire_cached_prefix(seq->id, seq->token_ids, seq->prefix_root);
+      seq->num_computed_tokens = kv_.acquire_cached_prefix(
+          seq->id, seq->token_ids, KvCacheManager::epoch_root(seq->prefix_root, weights_epoch_));
     const int64_t n = std::min({seq->num_uncomputed_tokens(), cap, budget});
     if (!kv_.allocate(seq->id, seq->num_computed_tokens + n)) {
       kv_.free(seq->id);

@@ -81,6 +81,11 @@ class Scheduler {
   // num_computed_tokens + num_tokens positions.
   std::vector<ScheduledSequence> schedule();
 
+  // The weights epoch (CausalLM::weights_epoch) of the KV computed from now on: a sequence that
+  // starts (or restarts after preemption) looks up the prefix cache under its root for this epoch
+  // only (KvCacheManager::epoch_root), so no cached KV crosses a weight update.
+  void set_weights_epoch(uint64_t epoch) { weights_epoch_ = epoch; }
+
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
@@ -97,6 +102,7 @@ class Scheduler {
   void fill_leftover_budget(std::vector<ScheduledSequence>& out, int64_t budget);
 
   SchedulerConfig config_;
+  uint64_t weights_epoch_ = 0;
   int64_t long_prefill_token_threshold_;
   KvCacheManager& kv_;
   std::vector<Sequence*> running_;  // admission order

@@ -20,7 +20,8 @@ struct Sequence {
   int64_t num_prompt_tokens = 0;
   int64_t num_computed_tokens = 0;  // leading token_ids whose K/V is in the cache
   bool use_prefix_cache = true;     // false when prompt logprobs are wanted (every row computed)
-  uint64_t prefix_root = 0;         // the prefix cache's root for it (KvCacheManager::salt_root; 0: unsalted)
+  uint64_t prefix_root = 0;  // the prefix cache's root for it (KvCacheManager::salt_root; 0: unsalted), under the
+                             // loaded weights (the scheduler keys it by epoch: epoch_root)
   int64_t num_preemptions = 0;
   int64_t num_cached_tokens = -1;  // prompt tokens the prefix cache held when first scheduled (-1: not yet)
   // Speculative decoding: tokens guessed to follow token_ids, verified in the next step that

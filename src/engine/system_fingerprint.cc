@@ -70,6 +70,23 @@ uint64_t hash_weight_files(const std::string& model_path) {
   return XXH3_64bits_digest(state.get());
 }
 
+uint64_t hash_weight_update(uint64_t weights_hash, const std::map<std::string, WeightTensor>& tensors) {
+  std::unique_ptr<XXH3_state_t, StateDeleter> state(XXH3_createState());
+  if (!state || XXH3_64bits_reset(state.get()) == XXH_ERROR)
+    throw Error(ErrorCode::kInternal, "xxHash state could not be created");
+  update(state.get(), &weights_hash, sizeof weights_hash);
+  for (const auto& [name, t] : tensors) {
+    update(state.get(), name.data(), name.size() + 1);  // with its NUL, as a file name above
+    const auto dtype = static_cast<uint8_t>(weight_dtype(t.dtype, name));
+    const auto rank = static_cast<uint64_t>(t.shape.size());
+    update(state.get(), &dtype, sizeof dtype);
+    update(state.get(), &rank, sizeof rank);
+    update(state.get(), t.shape.data(), t.shape.size() * sizeof(int64_t));
+    update(state.get(), t.data, t.nbytes);
+  }
+  return XXH3_64bits_digest(state.get());
+}
+
 std::string system_fingerprint(uint64_t weights_hash) {
   std::vector<unsigned char> bytes;
   auto put = [&bytes](const void* p, size_t n) {

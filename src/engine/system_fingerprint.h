@@ -8,7 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+
+#include "model/weight_update.h"
 
 namespace ditto {
 
@@ -19,6 +22,14 @@ namespace ditto {
 // re-sharding the same tensors changes the hash. Throws Error(kNotFound) naming the path when a
 // directory holds no .safetensors file, and Error(kInternal) naming the file when one cannot be read.
 uint64_t hash_weight_files(const std::string& model_path);
+
+// The weights hash after an update in place (model/weight_update.h): XXH3-64 over `weights_hash`
+// (the hash before it) and each updated tensor in name order (its name, dtype, shape and bytes), so
+// the same weights updated with the same tensors give the same hash, whatever the chunking. It is
+// not the hash of files holding the new weights (nothing was written): an updated engine and a
+// fresh one loaded with the same weights give the same bits under different fingerprints, which
+// the fingerprint's promise allows (a different fingerprint means the bits *may* differ).
+uint64_t hash_weight_update(uint64_t weights_hash, const std::map<std::string, WeightTensor>& tensors);
 
 // "fp_" + 16 lower-case hex digits: XXH3-64 of (weights_hash, kNumericsVersion, the ISA class).
 std::string system_fingerprint(uint64_t weights_hash);

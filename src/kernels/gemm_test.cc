@@ -195,6 +195,48 @@ TEST(PackedMatrixTest, RejectsPartsThatDisagreeOnKOrDtype) {
   }
 }
 
+TEST(PackedMatrixTest, PackRowsIntoEqualsPackingTheNewRowsWhole) {
+  // Replacing one part of a fused matrix in place gives the bytes pack_matrix gives for the fused
+  // matrix with the new part: every dtype, odd k, parts straddling panels, 1 and 3 threads.
+  Rng rng(5);
+  ThreadPool pool(3);
+  for (DType dtype : kAllDTypes) {
+    for (int64_t k : {1, 7, 16}) {
+      const StoredMatrix a = test::random_matrix(rng, dtype, 5, k);
+      const StoredMatrix b = test::random_matrix(rng, dtype, 20, k);
+      const StoredMatrix c = test::random_matrix(rng, dtype, 9, k);
+      const StoredMatrix new_b = test::random_matrix(rng, dtype, 20, k);
+      const MatrixSource old_parts[] = {a.source(), b.source(), c.source()};
+      const MatrixSource new_parts[] = {a.source(), new_b.source(), c.source()};
+      const PackedMatrix want = pack_matrix(new_parts);
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        PackedMatrix w = pack_matrix(old_parts);
+        pack_rows_into(w, 5, new_b.source(), p);
+        ASSERT_TRUE(std::ranges::equal(w.data, want.data)) << test::dtype_label(dtype) << " k=" << k;
+      }
+    }
+  }
+}
+
+TEST(PackedMatrixTest, PackRowsIntoRefusesRowsThatDoNotFit) {
+  Rng rng(6);
+  const StoredMatrix a = test::random_matrix(rng, DType::kBF16, 8, 8);
+  PackedMatrix w = pack_one(a);
+  const StoredMatrix other_k = test::random_matrix(rng, DType::kBF16, 4, 9);
+  const StoredMatrix other_dtype = test::random_matrix(rng, DType::kF16, 4, 8);
+  const StoredMatrix too_many = test::random_matrix(rng, DType::kBF16, 5, 8);
+  const std::vector<uint8_t> before(w.data.begin(), w.data.end());
+  for (const StoredMatrix* bad : {&other_k, &other_dtype, &too_many}) {
+    try {
+      pack_rows_into(w, 4, bad->source());
+      ADD_FAILURE() << "pack_rows_into accepted rows that do not fit";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    }
+  }
+  EXPECT_TRUE(std::ranges::equal(w.data, before));
+}
+
 TEST(GemmTest, MatchesContractFmaChainBitwise) {
   Rng rng(10);
   for (DType dtype : kAllDTypes) {

@@ -63,20 +63,10 @@ void PackedMatrix::row_to_f32(int64_t row, float* out) const {
 
 namespace {
 
-// Copies panel `p` (16 output rows, all k columns) from the row-major sources. Reads 16 rows as
-// parallel sequential streams and writes the panel contiguously. ES: element size in bytes;
-// PAIRS: the bf16 layout (pairs of consecutive k per lane).
+// Copies the 16 rows rows[lane] (row-major, k columns; null: the lane is left as it is) into one
+// panel at dst. ES: element size in bytes; PAIRS: the bf16 layout (pairs of consecutive k per lane).
 template <size_t ES, bool PAIRS>
-void pack_panel(std::span<const MatrixSource> parts, int64_t p, int64_t k, uint8_t* dst) {
-  const uint8_t* rows[kPanelWidth] = {};
-  int64_t row = p * kPanelWidth;
-  size_t part = 0;
-  int64_t part_row0 = 0;  // first global row of parts[part]
-  for (int lane = 0; lane < kPanelWidth; ++lane, ++row) {
-    while (part < parts.size() && row >= part_row0 + parts[part].n) part_row0 += parts[part++].n;
-    if (part == parts.size()) break;  // past n: the lane stays zero
-    rows[lane] = static_cast<const uint8_t*>(parts[part].data) + static_cast<size_t>((row - part_row0) * k) * ES;
-  }
+void pack_lanes(const uint8_t* const (&rows)[kPanelWidth], int64_t k, uint8_t* dst) {
   for (int64_t col = 0; col < k; ++col) {
     // bf16 (pairs): element (col, lane) at ((col − col % 2)·16 + lane·2 + col % 2); else col·16 + lane.
     const bool pairs = PAIRS;
@@ -85,6 +75,33 @@ void pack_panel(std::span<const MatrixSource> parts, int64_t p, int64_t k, uint8
     for (int lane = 0; lane < kPanelWidth; ++lane)
       if (rows[lane] != nullptr) std::memcpy(d + lane * lane_stride, rows[lane] + col * ES, ES);
   }
+}
+
+// pack_lanes for a float matrix of dtype `dtype`.
+void pack_lanes(DType dtype, const uint8_t* const (&rows)[kPanelWidth], int64_t k, uint8_t* dst) {
+  if (dtype == DType::kBF16) {
+    pack_lanes<2, true>(rows, k, dst);
+  } else if (dtype_size(dtype) == 2) {
+    pack_lanes<2, false>(rows, k, dst);
+  } else {
+    pack_lanes<4, false>(rows, k, dst);
+  }
+}
+
+// Copies panel `p` (16 output rows, all k columns) from the row-major sources. Reads 16 rows as
+// parallel sequential streams and writes the panel contiguously.
+void pack_panel(std::span<const MatrixSource> parts, int64_t p, DType dtype, int64_t k, uint8_t* dst) {
+  const uint8_t* rows[kPanelWidth] = {};
+  const size_t es = dtype_size(dtype);
+  int64_t row = p * kPanelWidth;
+  size_t part = 0;
+  int64_t part_row0 = 0;  // first global row of parts[part]
+  for (int lane = 0; lane < kPanelWidth; ++lane, ++row) {
+    while (part < parts.size() && row >= part_row0 + parts[part].n) part_row0 += parts[part++].n;
+    if (part == parts.size()) break;  // past n: the lane stays zero
+    rows[lane] = static_cast<const uint8_t*>(parts[part].data) + static_cast<size_t>((row - part_row0) * k) * es;
+  }
+  pack_lanes(dtype, rows, k, dst);
 }
 
 // Panel `p` of quantized parts: each panel block from the 16 rows' GGML blocks.
@@ -132,7 +149,6 @@ PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool, 
   if (out.quant != QuantType::kNone) {
     quant_row_bytes(out.quant, out.k);  // throws unless k is whole blocks
   }
-  const size_t es = dtype_size(out.dtype);
   const auto panel_bytes = static_cast<size_t>(out.panel_bytes());
   out.data.assign(static_cast<size_t>(out.num_panels()) * panel_bytes, 0);
   auto run = [&](size_t begin, size_t end) {
@@ -140,12 +156,8 @@ PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool, 
       uint8_t* dst = out.data.data() + p * panel_bytes;
       if (out.quant != QuantType::kNone) {
         pack_quant_panel(parts, static_cast<int64_t>(p), out.quant, out.k, dst);
-      } else if (out.dtype == DType::kBF16) {
-        pack_panel<2, true>(parts, static_cast<int64_t>(p), out.k, dst);
-      } else if (es == 2) {
-        pack_panel<2, false>(parts, static_cast<int64_t>(p), out.k, dst);
       } else {
-        pack_panel<4, false>(parts, static_cast<int64_t>(p), out.k, dst);
+        pack_panel(parts, static_cast<int64_t>(p), out.dtype, out.k, dst);
       }
     }
   };
@@ -171,6 +183,38 @@ PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool, 
     }
   }
   return out;
+}
+
+void pack_rows_into(PackedMatrix& w, int64_t row_begin, const MatrixSource& rows, ThreadPool* pool) {
+  if (w.quant != QuantType::kNone || rows.quant != QuantType::kNone)
+    throw_invalid_argument("pack_rows_into: quantized matrices are packed whole (pack_matrix)");
+  if (rows.k != w.k || rows.dtype != w.dtype || row_begin < 0 || rows.n < 0 || row_begin + rows.n > w.n)
+    throw_invalid_argument("pack_rows_into: rows [" + std::to_string(row_begin) + ", " +
+                           std::to_string(row_begin + rows.n) + ") " + part_label(rows) + " do not fit a matrix of n=" +
+                           std::to_string(w.n) + " " + part_label(MatrixSource{nullptr, w.dtype, w.n, w.k}));
+  if (rows.n == 0) return;
+  const size_t es = dtype_size(w.dtype);
+  const auto panel_bytes = static_cast<size_t>(w.panel_bytes());
+  const int64_t first_panel = row_begin / kPanelWidth;
+  const int64_t end_panel = (row_begin + rows.n + kPanelWidth - 1) / kPanelWidth;
+  auto run = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      const int64_t p = first_panel + static_cast<int64_t>(i);
+      const uint8_t* src[kPanelWidth] = {};  // the lanes outside the rows keep their bytes
+      for (int lane = 0; lane < kPanelWidth; ++lane) {
+        const int64_t r = p * kPanelWidth + lane - row_begin;
+        if (r >= 0 && r < rows.n)
+          src[lane] = static_cast<const uint8_t*>(rows.data) + static_cast<size_t>(r * w.k) * es;
+      }
+      pack_lanes(w.dtype, src, w.k, w.data.data() + static_cast<size_t>(p) * panel_bytes);
+    }
+  };
+  const auto num_panels = static_cast<size_t>(end_panel - first_panel);
+  if (pool == nullptr) {
+    run(0, num_panels);
+  } else {
+    pool->parallel_for(num_panels, run);
+  }
 }
 
 }  // namespace ditto

@@ -70,4 +70,11 @@ using RowsPackedFn = std::function<void(size_t part, int64_t row_begin, int64_t 
 PackedMatrix pack_matrix(std::span<const MatrixSource> parts, ThreadPool* pool = nullptr,
                          const RowsPackedFn& on_rows_packed = nullptr);
 
+// Overwrites rows [row_begin, row_begin + rows.n) of an already packed float matrix w with `rows`
+// ([rows.n, w.k] in w.dtype, row-major), in place: the bytes are those pack_matrix would have
+// written for the same rows, and every other row keeps its bytes. No memory is allocated (a weight
+// update, model/weight_update.h). Throws Error(kInvalidArgument) for a quantized matrix, or rows
+// whose k or dtype differ from w's or that fall outside [0, w.n). pool may be null.
+void pack_rows_into(PackedMatrix& w, int64_t row_begin, const MatrixSource& rows, ThreadPool* pool = nullptr);
+
 }  // namespace ditto

@@ -114,6 +114,14 @@ class CausalLM {
 
   const ModelConfig& config() const { return config_; }
   const LoadStats& load_stats() const { return load_stats_; }
+  // True when the weights came from a GGUF file (they cannot be updated: model/weight_update.h).
+  bool is_gguf() const { return is_gguf_; }
+  // How many weight updates have been applied (model/weight_update.h): 0 as loaded. KV computed
+  // under one epoch is never reused under another (the engine keys its prefix cache by it).
+  uint64_t weights_epoch() const { return weights_epoch_; }
+  // The opaque version string of the weights (docs/RL.md): "0" as loaded, then what the last
+  // weight update set (WeightUpdate::apply). Every output carries it (RequestOutput::weight_version).
+  const std::string& weight_version() const { return weight_version_; }
 
   // Bytes of weights one decode step reads at batch size 1: every layer's packed matrices and
   // norm vectors, the final norm and the LM head (the embedding table when tied); on MoE layers
@@ -154,7 +162,9 @@ class CausalLM {
 
  private:
   friend class TensorParallelWorker;  // model/tensor_parallel_worker.h
-  struct Activations;                 // forward()'s buffers, shapes in causal_lm.cc
+  friend class WeightUpdate;          // model/weight_update.h: writes the slots in place
+  friend void drop_weight_pages(CausalLM& model);
+  struct Activations;  // forward()'s buffers, shapes in causal_lm.cc
 
   CausalLM() = default;
 
@@ -203,6 +213,9 @@ class CausalLM {
   int64_t tp_model_id_ = -1;  // this model's id in rank 0's commands
   ThreadPool* pool_ = nullptr;
   LoadStats load_stats_;
+  bool is_gguf_ = false;
+  uint64_t weights_epoch_ = 0;
+  std::string weight_version_ = "0";
   std::vector<double> inv_freq_;             // [head_dim / 2] f64 rotary frequencies
   std::vector<double> local_inv_freq_;       // [head_dim / 2] f64 sliding layers' frequencies, or empty
   LinearWeight embed_tokens_;                // [vocab rows of the shard, hidden_size] checkpoint dtype, one part

@@ -131,6 +131,7 @@ std::unique_ptr<CausalLM> CausalLM::load_local(const std::string& model_path, Th
   if (std::filesystem::is_regular_file(model_path)) {  // a GGUF file; open() says if it is not one
     const std::unique_ptr<GgufFile> g = GgufFile::open(model_path);
     m->config_ = gguf_model_config(*g);
+    m->is_gguf_ = true;
     validate_gguf_weights(*g, m->config_);
     m->shard_ = TensorParallelShard::of(m->config_, rank, size);
     check_memory(g->total_tensor_bytes());

@@ -15,13 +15,7 @@ class SafetensorsTensors final : public CheckpointTensors {
   std::vector<float> vector(const TensorDesc& d) const override {
     const TensorInfo& t = store_.get(d.name);
     std::vector<float> v(static_cast<size_t>(t.numel()));
-    const size_t es = dtype_size(t.dtype);
-    for (size_t i = 0; i < v.size(); ++i) {
-      uint8_t bytes[4];
-      std::memcpy(bytes, t.data + i * es, es);  // mmap data need not be aligned
-      v[i] = load_as_f32(bytes, t.dtype, 0);
-      if (d.unit_offset) v[i] = 1.0f + v[i];  // Gemma's (1 + w), once, in float32
-    }
+    widen_to_f32(t.data, t.dtype, v.size(), d.unit_offset, v.data());
     store_.release(t);
     return v;
   }
@@ -92,6 +86,16 @@ class GgufTensors final : public CheckpointTensors {
 };
 
 }  // namespace
+
+void widen_to_f32(const void* data, DType dtype, size_t n, bool unit_offset, float* out) {
+  const size_t es = dtype_size(dtype);
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t bytes[4];
+    std::memcpy(bytes, static_cast<const uint8_t*>(data) + i * es, es);  // mmap data need not be aligned
+    out[i] = load_as_f32(bytes, dtype, 0);
+    if (unit_offset) out[i] = 1.0f + out[i];  // Gemma's (1 + w), once, in float32
+  }
+}
 
 std::unique_ptr<CheckpointTensors> safetensors_tensors(const WeightStore& store) {
   return std::make_unique<SafetensorsTensors>(store);

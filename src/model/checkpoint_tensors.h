@@ -33,6 +33,10 @@ class CheckpointTensors {
   virtual void release(const TensorDesc& t) const = 0;
 };
 
+// n values of a 1-D tensor (norm weight, bias) in `dtype` (possibly unaligned: mmap) into out[n]
+// float32, exactly; with unit_offset (TensorDesc::unit_offset) each as 1 + w, one float32 add.
+void widen_to_f32(const void* data, DType dtype, size_t n, bool unit_offset, float* out);
+
 // The tensors of a safetensors checkpoint (`store` must outlive the result).
 std::unique_ptr<CheckpointTensors> safetensors_tensors(const WeightStore& store);
 // The tensors of a GGUF file, in Hugging Face's names, shapes and row order (llama.cpp's q/k row

@@ -27,6 +27,7 @@
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
 #include "model/kv_cache.h"
+#include "model/weight_update.h"
 
 namespace ditto {
 namespace {
@@ -87,6 +88,19 @@ std::vector<float> prompt_logits(const CausalLM& model) {
   std::vector<float> logits(7 * static_cast<size_t>(model.config().vocab_size));
   model.forward(batch, cache, logits.data());
   return logits;
+}
+
+// Weights packed from GGUF's types cannot take a Hugging Face update in place: refused by name.
+TEST(GgufWeightUpdateTest, IsRefusedNamingGguf) {
+  TempDir dir;
+  const std::string model_dir = write_model(dir, "qwen3-0.6b");
+  const std::string gguf = dir.file("model.gguf");
+  export_gguf(model_dir, gguf, "tiny");
+  ThreadPool pool(1);
+  const auto model = CausalLM::load(gguf, &pool);
+  const std::string message = error_message([&] { WeightUpdate update(*model); }, ErrorCode::kInvalidArgument);
+  EXPECT_NE(message.find("GGUF"), std::string::npos) << message;
+  EXPECT_NE(message.find("bf16/f16/f32 Hugging Face checkpoint"), std::string::npos) << message;
 }
 
 class GgufModelTest : public ::testing::TestWithParam<const char*> {};

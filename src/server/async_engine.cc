@@ -91,6 +91,14 @@ void AsyncEngine::abort(const std::string& request_id) {
   cv_.notify_one();
 }
 
+void AsyncEngine::abort_group(const std::string& id) {
+  {
+    std::lock_guard lock(mu_);
+    group_aborts_.push_back(id);
+  }
+  cv_.notify_one();
+}
+
 void AsyncEngine::abort_all() {
   {
     std::lock_guard lock(mu_);
@@ -113,6 +121,67 @@ bool AsyncEngine::reset_prefix_cache() {
   cv_.notify_one();
   return true;
 }
+
+void AsyncEngine::pause(const std::string& mode) {
+  if (mode != "abort" && mode != "wait" && mode != "keep")
+    throw_invalid_field("mode", "field 'mode' must be \"abort\", \"wait\" or \"keep\", got \"" + mode + "\"");
+  std::unique_lock lock(mu_);
+  if (user_paused_) return;
+  if (mode == "wait") {
+    draining_ = true;
+    drained_ = false;
+    cv_.notify_all();
+    parked_cv_.wait(lock, [&] { return drained_ || stop_; });
+    draining_ = false;
+  }
+  if (mode == "abort") abort_engine_pending_ = true;
+  user_paused_ = true;
+  ++park_holds_;
+  cv_.notify_all();
+  parked_cv_.wait(lock, [&] { return parked_ || stop_; });
+}
+
+void AsyncEngine::resume() {
+  {
+    std::lock_guard lock(mu_);
+    if (!user_paused_) return;
+    user_paused_ = false;
+    --park_holds_;
+  }
+  cv_.notify_all();
+}
+
+bool AsyncEngine::is_paused() const {
+  std::lock_guard lock(mu_);
+  return user_paused_;
+}
+
+void AsyncEngine::run_stopped(const std::function<void()>& fn) {
+  {
+    std::unique_lock lock(mu_);
+    ++park_holds_;
+    cv_.notify_all();
+    parked_cv_.wait(lock, [&] { return parked_ || stop_; });
+  }
+  const auto release = [&] {
+    {
+      std::lock_guard lock(mu_);
+      --park_holds_;
+    }
+    cv_.notify_all();
+  };
+  try {
+    fn();
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+}
+
+void AsyncEngine::release_memory_stopped() { engine_->release_idle_memory(/*drop_prefix_cache=*/true); }
+
+bool AsyncEngine::engine_has_unfinished_stopped() const { return engine_->has_unfinished(); }
 
 void AsyncEngine::admit(Submission& s) {
   std::string error;
@@ -245,9 +314,24 @@ void AsyncEngine::loop() {
     bool abort_everything = false;
     {
       std::unique_lock lock(mu_);
+      // Paused (pause, run_stopped): stop here, between steps, until every hold is released. A
+      // pause("abort") first aborts what the engine holds (below), then stops.
+      if (park_holds_ > 0 && !abort_engine_pending_ && !abort_all_pending_) {
+        parked_ = true;
+        parked_cv_.notify_all();
+        cv_.wait(lock, [&] { return stop_ || park_holds_ == 0 || abort_all_pending_; });
+        parked_ = false;
+        if (stop_) break;
+        continue;
+      }
+      if (draining_ && !engine_->has_unfinished()) {
+        drained_ = true;
+        parked_cv_.notify_all();
+      }
       const auto has_work = [&] {
-        return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished() || abort_all_pending_ ||
-               reset_prefix_cache_pending_;
+        return stop_ || (!pending_.empty() && !draining_ && park_holds_ == 0) || !aborts_.empty() ||
+               !group_aborts_.empty() || engine_->has_unfinished() || abort_all_pending_ ||
+               reset_prefix_cache_pending_ || (park_holds_ > 0 && !parked_) || (draining_ && !drained_);
       };
       if (release_stage == 2) {
         cv_.wait(lock, has_work);
@@ -260,10 +344,19 @@ void AsyncEngine::loop() {
         continue;
       }
       if (stop_) break;
-      submissions.swap(pending_);
-      pending_sequences_ = 0;
+      if (park_holds_ > 0 && !abort_engine_pending_ && !abort_all_pending_) continue;  // stop above
+      if (draining_ && !engine_->has_unfinished()) continue;                           // drained: say so above
+      if (!draining_ && park_holds_ == 0) {  // paused or draining: what was submitted waits
+        submissions.swap(pending_);
+        pending_sequences_ = 0;
+      }
       aborts.swap(aborts_);
-      abort_everything = std::exchange(abort_all_pending_, false);
+      for (const std::string& group : group_aborts_)
+        for (const auto& [id, route] : routes_)
+          if (group.empty() || id == group || (id.size() > group.size() && id.starts_with(group + "-")))
+            aborts.push_back(id);
+      group_aborts_.clear();
+      abort_everything = std::exchange(abort_all_pending_, false) || std::exchange(abort_engine_pending_, false);
       // Asked for while nothing was unfinished, so the engine is idle: it holds no block.
       if (std::exchange(reset_prefix_cache_pending_, false)) engine_->release_idle_memory(/*drop_prefix_cache=*/true);
     }

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -92,12 +93,38 @@ class AsyncEngine {
   // Unknown or finished ids are ignored. Callable from any thread.
   void abort(const std::string& request_id);
 
+  // Stops every request whose id is `id` or starts with `id` + "-" (a response's id names its
+  // prompts' requests "ID-0", "ID-1", ...); "" stops every request the engine holds. Unlike
+  // abort_all(), new requests are still taken. Callable from any thread.
+  void abort_group(const std::string& id);
+
   // Shutting down: aborts every request the engine holds and refuses new ones (submit throws
   // Error(kResourceExhausted)). Callable from any thread.
   void abort_all();
 
   // Requests submitted and not yet finished (queued, waiting or running).
   int64_t num_unfinished() const;
+
+  // vLLM's pause_generation: stops the engine at a step boundary and returns once it is stopped.
+  // Requests submitted while paused wait (queued, not refused) until resume(). `mode`:
+  //   "abort": every request the engine holds ends now (finish_reason "abort"), then it stops;
+  //   "wait":  it admits nothing new and runs what it holds to the end, then stops;
+  //   "keep":  it stops where it is; the requests it holds resume with resume(), on whatever
+  //            weights are then loaded (their outputs say which tokens came from which version).
+  // Throws Error(kInvalidArgument) naming mode for another value. Pausing twice is a no-op.
+  // Callable from any thread except the engine's.
+  void pause(const std::string& mode);
+  // vLLM's resume_generation: the engine runs again. A no-op when not paused.
+  void resume();
+  bool is_paused() const;
+  // Runs fn while the engine thread is stopped at a step boundary (paused, or held just for fn),
+  // so fn may change the model's weights (LLMEngine::finish_weight_update). Rethrows what fn throws.
+  void run_stopped(const std::function<void()>& fn);
+  // With the engine stopped (run_stopped): gives back its KV pages, activation buffers and prefix
+  // cache (Engine::release_idle_memory). Only for an engine that holds no request.
+  void release_memory_stopped();
+  // The engine's own: requests it holds (running or waiting, kept ones included).
+  bool engine_has_unfinished_stopped() const;
 
   // Empties the engine's prefix cache (Engine::release_idle_memory with drop_prefix_cache) before
   // it admits anything submitted after this call. Returns false, dropping nothing, while requests
@@ -142,13 +169,22 @@ class AsyncEngine {
   std::deque<Submission> pending_;
   int64_t pending_sequences_ = 0;  // Σ n over pending_
   std::vector<std::string> aborts_;
-  int64_t waiting_in_engine_ = 0;  // the scheduler's waiting sequences after the last step
-  int64_t free_running_ = 0;       // max_num_seqs minus the running sequences after the last step
-  int64_t unfinished_ = 0;         // submitted, not yet finished or refused
+  std::vector<std::string> group_aborts_;  // abort_group's ids, for the engine thread
+  int64_t waiting_in_engine_ = 0;          // the scheduler's waiting sequences after the last step
+  int64_t free_running_ = 0;               // max_num_seqs minus the running sequences after the last step
+  int64_t unfinished_ = 0;                 // submitted, not yet finished or refused
   bool stop_ = false;
   bool abort_all_ = false;                   // set by abort_all(): new submissions are refused
   bool abort_all_pending_ = false;           // the engine thread has yet to abort what it holds
   bool reset_prefix_cache_pending_ = false;  // set by reset_prefix_cache(), for the engine thread
+  // Pausing (pause, run_stopped): the engine thread stops at a step boundary while holds > 0.
+  int park_holds_ = 0;
+  bool user_paused_ = false;           // pause() holds one of park_holds_
+  bool parked_ = false;                // the engine thread is stopped (set by it)
+  bool draining_ = false;              // pause("wait"): admit nothing, run the rest to the end
+  bool drained_ = false;               // ... and it has (set by the engine thread)
+  bool abort_engine_pending_ = false;  // pause("abort"): abort what the engine holds
+  std::condition_variable parked_cv_;
 
   std::unordered_map<std::string, Route> routes_;  // engine thread only
   std::thread thread_;

@@ -84,6 +84,16 @@ void AsyncLLM::abort(const std::string& request_id) { engine_->abort(request_id)
 
 bool AsyncLLM::reset_prefix_cache() { return engine_->reset_prefix_cache(); }
 
+void AsyncLLM::pause_generation(const std::string& mode) { engine_->pause(mode); }
+
+void AsyncLLM::resume_generation() { engine_->resume(); }
+
+bool AsyncLLM::is_paused() const { return engine_->is_paused(); }
+
+void AsyncLLM::finish_weight_update(const std::string& weight_version) {
+  engine_->run_stopped([&] { llm_.finish_weight_update(weight_version); });
+}
+
 int64_t AsyncLLM::num_unfinished() const { return engine_->num_unfinished(); }
 
 }  // namespace ditto

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -31,6 +33,7 @@
 #include "server/metrics_http.h"
 #include "server/openai_api.h"
 #include "server/pooling_api.h"
+#include "server/rl_api.h"
 #include "server/sockets.h"
 #include "server/web_ui.h"
 
@@ -87,7 +90,11 @@ AsyncEngineConfig async_engine_config(const ServerOptions& o) {
 
 struct HttpServer::Impl {
   Impl(LLMEngine& l, const ServerOptions& o)
-      : llm(l), options(o), metrics(o.served_model_name), engine(l, async_engine_config(o), metrics) {
+      : llm(l),
+        options(o),
+        metrics(o.served_model_name),
+        engine(l, async_engine_config(o), metrics),
+        rl(l, engine, [this](const std::string& id) { return engine_ids_of(id); }) {
     std::random_device rd;
     id_prefix = (uint64_t{rd()} << 32) ^ rd();
   }
@@ -96,6 +103,7 @@ struct HttpServer::Impl {
   ServerOptions options;
   ServerMetrics metrics;
   AsyncEngine engine;
+  RlApi rl;  // the development routes for RL (server/rl_api.h), with options.dev_mode
   httplib::Server server;
   uint64_t id_prefix = 0;
   std::atomic<uint64_t> next_id{0};
@@ -121,6 +129,24 @@ struct HttpServer::Impl {
     OpenResponse& operator=(const OpenResponse&) = delete;
     std::atomic<int64_t>* n_;
   };
+
+  // The engine ids of recent generation responses (the last kRecentResponses), by response id, for
+  // /abort_requests: a client knows a response's id, the engine its prompts' own ids.
+  static constexpr size_t kRecentResponses = 4096;
+  std::mutex recent_mu;
+  std::deque<std::pair<std::string, std::vector<std::string>>> recent_responses;
+  void remember_response(const std::string& response_id, const std::vector<std::string>& engine_ids) {
+    std::lock_guard lock(recent_mu);
+    recent_responses.emplace_back(response_id, engine_ids);
+    if (recent_responses.size() > kRecentResponses) recent_responses.pop_front();
+  }
+  std::vector<std::string> engine_ids_of(const std::string& response_id) {
+    std::lock_guard lock(recent_mu);
+    std::vector<std::string> ids;
+    for (const auto& [id, engine_ids] : recent_responses)
+      if (id == response_id) ids.insert(ids.end(), engine_ids.begin(), engine_ids.end());
+    return ids;
+  }
 
   int64_t context() const { return llm.max_model_len(); }
 
@@ -205,6 +231,8 @@ struct HttpServer::Impl {
 
   void routes();
   void web_ui_routes();
+  template <typename Guarded, typename WithBody>
+  void rl_routes(const Guarded& guarded, const WithBody& with_body);
   // use_beam_search: each prompt's beams by run_beam_search, every step's beams submitted to the
   // engine as one-token requests beside whatever else runs; the answer is whole (a stream gets it
   // as one report), as vLLM's server gives it.
@@ -363,6 +391,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
   // The engine's ids stay the server's own (unique); the client's id names only the response.
   const std::string response_id = client_id.empty() ? job->id : prefix + client_id;
   access_record().request_id = response_id;
+  remember_response(response_id, job->engine_ids);
   job->connection_fd = connection_fd(req.remote_addr, req.remote_port, req.local_port);
   auto formatter = std::make_shared<ApiFormatter>(job->request, llm.input_processor(), response_id, job->created,
                                                   options.served_model_name, job->prompt_texts);
@@ -711,10 +740,11 @@ void HttpServer::Impl::routes() {
     };
   };
 
-  // POST bodies are read here, within --max-request-body-bytes (read_body).
-  auto with_body = [this, guarded](auto handler) {
-    return [this, h = guarded(handler)](const httplib::Request& req, httplib::Response& res,
-                                        const httplib::ContentReader& reader) {
+  // POST bodies are read here, within --max-request-body-bytes (read_body). With optional_body an
+  // empty body needs no JSON Content-Type (POST /pause?mode=keep).
+  auto with_body = [this, guarded](auto handler, bool optional_body = false) {
+    return [this, optional_body, h = guarded(handler)](const httplib::Request& req, httplib::Response& res,
+                                                       const httplib::ContentReader& reader) {
       std::string body;
       if (const std::optional<ApiError> e = read_body(reader, options.max_request_body_bytes, body);
           e || res.status == 413) {
@@ -722,7 +752,8 @@ void HttpServer::Impl::routes() {
         res.set_header("Connection", "close");
         return;
       }
-      if (const std::optional<ApiError> e = json_content_type_error(req)) return send_error(res, *e);
+      if (!(optional_body && body.empty()))
+        if (const std::optional<ApiError> e = json_content_type_error(req)) return send_error(res, *e);
       httplib::Request with = req;
       with.body = std::move(body);
       h(with, res);
@@ -882,8 +913,61 @@ void HttpServer::Impl::routes() {
   server.Post(at("/tokenize"),
               with_body([this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); }));
   if (options.enable_web_ui) web_ui_routes();
+  rl_routes(guarded, with_body);
   server.Post(at("/detokenize"),
               with_body([this](const httplib::Request& req, httplib::Response& res) { handle_detokenize(req, res); }));
+}
+
+// vLLM's development routes for RL (server/rl_api.h), with VLLM_SERVER_DEV_MODE=1 (options.dev_mode);
+// without it each answers 404 saying how to turn them on.
+template <typename Guarded, typename WithBody>
+void HttpServer::Impl::rl_routes(const Guarded& guarded, const WithBody& with_body) {
+  const auto dev = [this](const std::string& path) {
+    if (!options.dev_mode)
+      throw Error(ErrorCode::kNotFound, path + " is a development route: start the server with VLLM_SERVER_DEV_MODE=1");
+  };
+  const auto query = [](const httplib::Request& req, const char* key, const std::string& fallback) {
+    return req.has_param(key) ? req.get_param_value(key) : fallback;
+  };
+  const auto body_or_null = [this](const httplib::Request& req) {
+    return req.body.empty() ? Json(nullptr) : parse_body(req);
+  };
+  auto at = [this](const std::string& path) { return route_pattern(options.root_path, path); };
+  using Handler = std::function<Json(const httplib::Request&)>;
+  const auto post = [&](const std::string& path, Handler h) {
+    server.Post(at(path), with_body(
+                              [this, path, h, dev](const httplib::Request& req, httplib::Response& res) {
+                                dev(path);
+                                send_json(res, 200, h(req));
+                              },
+                              /*optional_body=*/true));
+  };
+  const auto get = [&](const std::string& path, Handler h) {
+    server.Get(at(path), guarded([this, path, h, dev](const httplib::Request& req, httplib::Response& res) {
+                 dev(path);
+                 send_json(res, 200, h(req));
+               }));
+  };
+  post("/pause", [this, query](const httplib::Request& req) { return rl.pause(query(req, "mode", "abort")); });
+  post("/resume", [this](const httplib::Request&) { return rl.resume(); });
+  get("/is_paused", [this](const httplib::Request&) { return rl.is_paused(); });
+  post("/abort_requests",
+       [this, body_or_null](const httplib::Request& req) { return rl.abort_requests(body_or_null(req)); });
+  post("/sleep", [this, query](const httplib::Request& req) {
+    const std::string level = query(req, "level", "1");
+    if (level != "1" && level != "2") throw_invalid_field("level", "field 'level' must be 1 or 2, got '" + level + "'");
+    return rl.sleep(level == "1" ? 1 : 2);
+  });
+  post("/wake_up", [this](const httplib::Request&) { return rl.wake_up(); });
+  get("/is_sleeping", [this](const httplib::Request&) { return rl.is_sleeping(); });
+  post("/init_weight_transfer_engine",
+       [this, body_or_null](const httplib::Request& req) { return rl.init_weight_transfer_engine(body_or_null(req)); });
+  post("/start_weight_update", [this](const httplib::Request&) { return rl.start_weight_update(); });
+  post("/update_weights",
+       [this, body_or_null](const httplib::Request& req) { return rl.update_weights(body_or_null(req)); });
+  post("/finish_weight_update",
+       [this, body_or_null](const httplib::Request& req) { return rl.finish_weight_update(body_or_null(req)); });
+  get("/weight_info", [this](const httplib::Request&) { return rl.weight_info(); });
 }
 
 // The web page's files (server/web_ui.h) at "/", "/index.html" and "/assets/...", under --root-path

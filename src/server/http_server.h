@@ -45,6 +45,9 @@ struct ServerOptions {
   // The web page at `/` (server/web_ui.h): a chat, the contract live, the server's state. The page
   // and its files are public under api_key (it asks for the key); --disable-web-ui turns it off.
   bool enable_web_ui = true;
+  // vLLM's VLLM_SERVER_DEV_MODE=1: the development routes for RL (server/rl_api.h: weight transfer,
+  // /pause, /resume, /abort_requests, /sleep, /wake_up, /weight_info). Off: they answer 404.
+  bool dev_mode = false;
   // uvicorn's root_path as vLLM's --root-path: every route is served both as itself and under this
   // prefix ("/llm": /llm/v1/completions and /v1/completions). Empty, or "/..." without a trailing "/".
   std::string root_path;

@@ -564,6 +564,13 @@ void ApiFormatter::count_reasoning(ReasoningCount& count, const std::vector<int3
   }
 }
 
+Json ApiFormatter::weight_versions_json(const CompletionOutput& c) {
+  Json spans = Json::array();
+  for (const WeightVersionSpan& s : c.weight_versions)
+    spans.push_back({{"first_token", s.first_token}, {"weight_version", s.weight_version}});
+  return spans;
+}
+
 Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
   const bool chat = request_.endpoint == ApiEndpoint::kChatCompletions;
   Json choices = Json::array();
@@ -620,6 +627,7 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       if (!chat) choice["prompt_logprobs"] = request_.params.prompt_logprobs ? prompt_logprobs_json(r) : Json(nullptr);
       if (!chat) choice["prompt_token_ids"] = request_.return_token_ids ? Json(r.prompt_token_ids) : Json(nullptr);
       choice["token_ids"] = request_.return_token_ids ? Json(c.token_ids) : Json(nullptr);
+      if (c.weight_versions.size() > 1) choice["weight_versions"] = weight_versions_json(c);
       choices.push_back(std::move(choice));
     }
   }
@@ -629,6 +637,9 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       {"choices", choices},  {"usage", usage_json(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens)},
       {"seed", seed_json()}};
   if (!request_.system_fingerprint.empty()) j["system_fingerprint"] = request_.system_fingerprint;
+  // The weights the answer came from (docs/RL.md): the version of its latest token.
+  for (const RequestOutput& r : outputs)
+    if (!r.weight_version.empty()) j["weight_version"] = r.weight_version;
   // vLLM's chat response carries the (one) prompt's logprobs and ids beside the choices (null when
   // not asked for).
   if (chat) {
@@ -792,9 +803,14 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
     } else if (!chat) {  // vLLM's completion chunks carry them as null
       choice["prompt_token_ids"] = choice["token_ids"] = nullptr;
     }
+    if (c.weight_versions.size() > 1 || (!c.weight_versions.empty() && e.weight_version.has_value() &&
+                                         *e.weight_version != c.weight_versions.front().weight_version))
+      choice["weight_versions"] = weight_versions_json(c);
+    if (!c.weight_versions.empty()) e.weight_version = c.weight_versions.back().weight_version;
     e.started = true;
     e.finished = finishing;
     emit(std::move(choice), e.completion_tokens, e.reasoning.tokens);
+    if (!r.weight_version.empty()) out.back()["weight_version"] = r.weight_version;
   }
   // A chat stream carries the prompt's ids once, in its slot's first chunk (beside the choices).
   if (chat && request_.return_token_ids && !stream.prompt_token_ids_sent && !out.empty()) {

@@ -193,6 +193,8 @@ class ApiFormatter {
   };
   void count_reasoning(ReasoningCount& count, const std::vector<int32_t>& ids) const;
   // What the stream of one choice has sent: the one ledger on the way out.
+  // A choice's weight_versions (docs/RL.md): [{"first_token": i, "weight_version": v}, ...].
+  static nlohmann::ordered_json weight_versions_json(const CompletionOutput& c);
   struct ChoiceStream {
     bool started = false;
     bool finished = false;
@@ -201,6 +203,7 @@ class ApiFormatter {
     size_t tool_calls = 0;          // chat: tool calls sent (the next one's index)
     std::string forced_text;        // chat, tool_choice "required": the output so far (parsed at the end)
     ReasoningCount reasoning;
+    std::optional<std::string> weight_version;  // of the last token sent (a chunk with another says so)
   };
   struct SlotStream {
     int64_t prompt_tokens = 0;
