@@ -48,6 +48,24 @@ struct ChatMessageParts {
   std::vector<ToolCall> tool_calls;
 };
 
+// The experts a Mixture-of-Experts model's routers chose for a sequence (vLLM's
+// CompletionOutput.routed_experts, with EngineArgs::enable_return_routed_experts; "routing replay"
+// for RL trainers, docs/RL_ROUTED_EXPERTS.md). Row t is the token at position t of the sequence
+// (prompt, then output) as the model read it; rows cover every position whose token went through a
+// forward pass: prompt + output tokens - 1 (the last sampled token is never run), fewer for an
+// aborted choice (its computed positions). Prompt positions the prefix cache served hold the rows
+// the cached block was computed with — the same bits a recomputation gives.
+struct RoutedExperts {
+  int64_t num_tokens = 0;            // rows
+  int64_t num_moe_layers = 0;        // the model's MoE layers, in layer order
+  int64_t num_experts_per_tok = 0;   // top_k
+  int64_t num_experts = 0;           // the ids are below it
+  std::vector<uint16_t> expert_ids;  // [num_tokens, num_moe_layers, num_experts_per_tok] ids in
+                                     // [0, num_experts), each top-k in the router's order:
+                                     // probability desc, then expert id asc
+  bool operator==(const RoutedExperts&) const = default;
+};
+
 struct CompletionOutput {
   int64_t index = 0;                   // choice i of n
   std::string text;                    // detokenized output (stop string cut per the params)
@@ -63,6 +81,9 @@ struct CompletionOutput {
   // its per-step limits); the server returns it as stop_reason, Python as stop_reason.
   std::optional<std::string> finish_message;
   std::optional<ChatMessageParts> message;  // set only when the request's output parsers are on
+  // With enable_return_routed_experts (a MoE model): set once the choice has finished (a kDelta
+  // stream: in the report that carries its finish_reason, whole); otherwise empty.
+  std::optional<RoutedExperts> routed_experts;
 };
 
 struct RequestOutput {

@@ -60,6 +60,9 @@ class OutputProcessor {
   // num_cached_tokens); the first value given stands.
   void set_num_cached_tokens(int64_t key, int64_t num_cached_tokens);
 
+  // Choice `choice`'s routed experts (CompletionOutput::routed_experts), set before it finishes.
+  void set_routed_experts(int64_t key, int64_t choice, RoutedExperts routed_experts);
+
   // A pooling request's result (RequestOutput::pooled), set before its one choice finishes.
   void set_pooled(int64_t key, std::vector<float> pooled);
   // True once every choice of the request has finished.
