@@ -74,6 +74,7 @@ struct RunOptions {
   SpeculativeConfig speculative;
   const CausalLM* draft = nullptr;
   std::shared_ptr<Proposer> proposer;
+  bool routed_experts = false;  // EngineConfig::enable_return_routed_experts
 };
 
 struct RunResult {
@@ -99,6 +100,7 @@ inline RunResult run(const CausalLM& model, const std::vector<Case>& cases, cons
   config.speculative = o.speculative;
   config.draft_model = o.draft;
   config.proposer = o.proposer;
+  config.enable_return_routed_experts = o.routed_experts;
   Engine engine(model, nullptr, kEos, config);
   RunResult result;
   for (int r = 0; r < repeat; ++r) {
