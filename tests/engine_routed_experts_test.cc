@@ -145,9 +145,13 @@ TEST_F(RoutedExpertsTest, SpeculativeDecodingAndDeltaReports) {
   o.speculative.num_speculative_tokens = 4;
   o.speculative.prompt_lookup_min = 1;
   o.speculative.prompt_lookup_max = 3;
-  const RunResult ngram = run(*s_->model2, s_->cases, s_->all, o, 2);
-  EXPECT_GT(ngram.speculation.num_accepted_tokens, 0);
-  expect_baseline(ngram, "ngram, k 4");
+  expect_baseline(run(*s_->model2, s_->cases, s_->all, o, 2), "ngram, k 4");
+  RunOptions oracle = options();  // long accepted runs, a rejection every 4th output position
+  oracle.proposer = std::make_shared<OracleProposer>(s_->cases, s_->baseline, 4);
+  oracle.speculative.num_speculative_tokens = 5;
+  const RunResult accepted = run(*s_->model2, s_->cases, s_->all, oracle, 3);
+  EXPECT_GT(accepted.speculation.num_accepted_tokens, 50);
+  expect_baseline(accepted, "oracle guesses, every 4th wrong");
   RunOptions wrong = options();
   wrong.proposer = std::make_shared<WrongProposer>();
   wrong.speculative.num_speculative_tokens = 3;
