@@ -6,36 +6,6 @@
 namespace ditto::engine_invariance {
 namespace {
 
-// A test proposer that knows the answers: it proposes each sequence's baseline continuation, with
-// every `wrong_every`-th output position deliberately wrong (0: never), so verification accepts
-// long runs, rejects mid-run, and runs up to max_tokens and stop tokens.
-class OracleProposer : public Proposer {
- public:
-  OracleProposer(const std::vector<Case>& cases, const std::map<std::string, RequestOutput>& baseline, int wrong_every)
-      : cases_(cases), baseline_(baseline), wrong_every_(wrong_every) {}
-  void propose(std::span<const ProposalRequest> requests, std::vector<std::vector<int32_t>>& proposals) override {
-    proposals.assign(requests.size(), {});
-    for (size_t i = 0; i < requests.size(); ++i) {
-      const Sequence& seq = *requests[i].seq;
-      const std::vector<int32_t> prompt(seq.token_ids.begin(), seq.token_ids.begin() + seq.num_prompt_tokens);
-      const auto c = std::find_if(cases_.begin(), cases_.end(), [&](const Case& k) { return k.prompt == prompt; });
-      ASSERT_NE(c, cases_.end());
-      const std::vector<int32_t>& truth = baseline_.at(c->id).outputs[static_cast<size_t>(seq.choice)].token_ids;
-      for (int64_t t = seq.num_output_tokens();
-           t < static_cast<int64_t>(truth.size()) && static_cast<int64_t>(proposals[i].size()) < requests[i].max_tokens;
-           ++t) {
-        const bool wrong = wrong_every_ > 0 && t % wrong_every_ == wrong_every_ - 1;
-        proposals[i].push_back(wrong ? (truth[static_cast<size_t>(t)] + 1) % 300 : truth[static_cast<size_t>(t)]);
-      }
-    }
-  }
-
- private:
-  const std::vector<Case>& cases_;
-  const std::map<std::string, RequestOutput>& baseline_;
-  int wrong_every_;
-};
-
 // Guesses at random: nothing it proposes may change a bit.
 class RandomProposer : public Proposer {
  public:

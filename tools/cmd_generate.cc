@@ -171,10 +171,10 @@ void add_generate_command(CLI::App& app) {
                   "or \"messages\") and any sampling parameter by vLLM's name (temperature, top_p, seed, n, stop, "
                   "logprobs, ...). Runs the batching engine; writes one RequestOutput per line");
   cmd->add_option("--output", o->output, "Where --prompts writes its JSON lines ('-': stdout)")->capture_default_str();
-  add_engine_flags(
-      cmd, o->model.engine,
-      {"kv_cache_memory", "max_num_batched_tokens", "long_prefill_token_threshold", "max_num_seqs", "max_model_len",
-       "max_logprobs", "logprobs_mode", "enable_prefix_caching", "speculative_config", "generation_config"});
+  add_engine_flags(cmd, o->model.engine,
+                   {"kv_cache_memory", "max_num_batched_tokens", "long_prefill_token_threshold", "max_num_seqs",
+                    "max_model_len", "max_logprobs", "logprobs_mode", "enable_prefix_caching", "speculative_config",
+                    "generation_config", "enable_return_routed_experts"});
   // Per-prompt flags belong to the flag mode (--prompts lines carry their own); mixing them is a
   // usage error rather than a silently ignored flag.
   CLI::Option* prompts = cmd->get_option("--prompts");

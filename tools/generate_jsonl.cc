@@ -142,6 +142,19 @@ Json result_json(const GenerateResult& r) {
     } else {
       oj["stop_reason"] = nullptr;
     }
+    if (c.routed_experts) {  // vLLM's array as nested lists [tokens][MoE layers][num_experts_per_tok]
+      const RoutedExperts& re = *c.routed_experts;
+      Json rows = Json::array();
+      for (int64_t t = 0; t < re.num_tokens; ++t) {
+        Json layers = Json::array();
+        for (int64_t m = 0; m < re.num_moe_layers; ++m) {
+          const auto at = re.expert_ids.begin() + (t * re.num_moe_layers + m) * re.num_experts_per_tok;
+          layers.push_back(std::vector<uint16_t>(at, at + re.num_experts_per_tok));
+        }
+        rows.push_back(std::move(layers));
+      }
+      oj["routed_experts"] = std::move(rows);
+    }
     outs.push_back(oj);
   }
   j["outputs"] = outs;

@@ -77,6 +77,10 @@ struct EngineArgs {
   int tensor_parallel_size = 1;
   // Off by default; parse_speculative_config (engine/speculative.h) reads vLLM's JSON form.
   SpeculativeConfig speculative_config;
+  // Return, with every finished choice, the experts the routers chose for each of its tokens
+  // (CompletionOutput::routed_experts; vLLM's enable_return_routed_experts). A model without MoE
+  // layers is refused by name (Error(kInvalidArgument, param = "enable_return_routed_experts")).
+  bool enable_return_routed_experts = false;
   // Pooling (embeddings and scores; include/ditto/pooling.h, docs/POOLING.md), vLLM's names:
   // runner "auto" (pooling when the checkpoint's files say so: sentence-transformers modules, a
   // GGUF pooling_type), "generate" or "pooling"; task "auto", "generate", "embed" or "score" (a

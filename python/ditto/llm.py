@@ -88,6 +88,10 @@ class LLM(WeightTransferMixin):
     smaller model with the same tokenizer; disable_by_batch_size turns guessing off in steps with that
     many running sequences. Outputs are the same bits with it on or off; only the speed changes.
 
+    enable_return_routed_experts=True (vLLM's; a MoE model only, else ValueError naming it): every
+    finished CompletionOutput carries routed_experts, the experts each MoE layer's router chose for
+    each token that went through the model (docs/RL_ROUTED_EXPERTS.md).
+
     Pooling (vLLM's runner="pooling"): embed(), score() and encode() run on a model loaded with
     runner="pooling" (a causal LM's final-normed hidden states as embeddings), task="embed" or
     task="score" (a causal LM reranker such as Qwen3-Reranker: its yes/no logits), or whose files

@@ -10,6 +10,7 @@ changing a bit. ditto has no classification models, so no ClassificationRequestO
 """
 from __future__ import annotations
 
+import array
 import dataclasses
 from typing import Any, Optional, Union
 
@@ -36,6 +37,12 @@ class CompletionOutput:
     weight_versions: ditto's addition (docs/RL.md): [(first_token, weight_version), ...], the
         weight versions its tokens were sampled under, one entry per change (one when no weight
         update landed while it ran)."""
+    routed_experts: with LLM(enable_return_routed_experts=True) on a MoE model, once the choice has
+        finished (vLLM's field): the expert ids each MoE layer's router chose for each token that
+        went through the model, a numpy array of shape [len(prompt_token_ids) + len(token_ids) - 1,
+        num_moe_layers, num_experts_per_tok], dtype uint8 (num_experts <= 256) or uint16, each row's
+        ids in the router's order (probability desc, then id asc); nested lists of ints when numpy is
+        not installed. None otherwise (docs/RL_ROUTED_EXPERTS.md)."""
 
     index: int
     text: str
@@ -46,6 +53,7 @@ class CompletionOutput:
     stop_reason: Union[int, str, None] = None
     lora_request: None = None
     weight_versions: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    routed_experts: Any = None
 
     def finished(self) -> bool:
         return self.finish_reason is not None
@@ -85,6 +93,24 @@ def _position(sampled) -> PositionLogprobs:
     return entries
 
 
+def _routed_experts(r):
+    """vLLM's CompletionOutput.routed_experts from the engine's RoutedExperts (or None)."""
+    if r is None:
+        return None
+    shape = (r.num_tokens, r.num_moe_layers, r.num_experts_per_tok)
+    try:
+        import numpy
+    except ImportError:  # numpy is not a dependency of ditto: nested lists of the same values
+        ids = array.array("H")
+        ids.frombytes(r.expert_ids)
+        flat = ids.tolist()
+        k, width = shape[2], shape[1] * shape[2]
+        return [[flat[t * width + m * k:t * width + (m + 1) * k] for m in range(shape[1])]
+                for t in range(shape[0])]
+    ids = numpy.frombuffer(r.expert_ids, dtype="<u2").reshape(shape)
+    return ids.astype(numpy.uint8 if r.num_experts <= 256 else numpy.uint16)
+
+
 def from_engine(out, prompt_is_text: bool, want_logprobs: bool, want_prompt_logprobs: bool) -> RequestOutput:
     """A RequestOutput from the engine's (ditto._ditto.RequestOutput)."""
     outputs = []
@@ -101,6 +127,7 @@ def from_engine(out, prompt_is_text: bool, want_logprobs: bool, want_prompt_logp
             finish_reason=c.finish_reason or None,
             stop_reason=stop_reason,
             weight_versions=list(c.weight_versions),
+            routed_experts=_routed_experts(c.routed_experts),
         ))
     prompt_logprobs = None
     if want_prompt_logprobs:

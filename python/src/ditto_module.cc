@@ -10,6 +10,7 @@
 
 #include <Python.h>
 
+#include <bit>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -370,6 +371,18 @@ PYBIND11_MODULE(_ditto, m) {
   py::class_<SampledToken>(m, "SampledToken")
       .def_readonly("token", &SampledToken::token)
       .def_readonly("top_logprobs", &SampledToken::top_logprobs);
+  // include/ditto/request_output.h; ditto/outputs.py turns it into vLLM's numpy array.
+  py::class_<RoutedExperts>(m, "RoutedExperts")
+      .def_readonly("num_tokens", &RoutedExperts::num_tokens)
+      .def_readonly("num_moe_layers", &RoutedExperts::num_moe_layers)
+      .def_readonly("num_experts_per_tok", &RoutedExperts::num_experts_per_tok)
+      .def_readonly("num_experts", &RoutedExperts::num_experts)
+      // [num_tokens, num_moe_layers, num_experts_per_tok] uint16 ids as little-endian bytes (one copy,
+      // no Python int per id)
+      .def_property_readonly("expert_ids", [](const RoutedExperts& r) {
+        static_assert(std::endian::native == std::endian::little);
+        return py::bytes(reinterpret_cast<const char*>(r.expert_ids.data()), r.expert_ids.size() * sizeof(uint16_t));
+      });
   py::class_<CompletionOutput>(m, "CompletionOutput")
       .def_readonly("index", &CompletionOutput::index)
       .def_readonly("text", &CompletionOutput::text)
@@ -381,11 +394,14 @@ PYBIND11_MODULE(_ditto, m) {
       .def_readonly("stop_string", &CompletionOutput::stop_string)
       .def_readonly("finish_message", &CompletionOutput::finish_message)
       // [(first_token, weight_version), ...]: the versions its tokens came from (docs/RL.md).
-      .def_property_readonly("weight_versions", [](const CompletionOutput& c) {
-        std::vector<std::pair<int64_t, std::string>> spans;
-        for (const WeightVersionSpan& s : c.weight_versions) spans.emplace_back(s.first_token, s.weight_version);
-        return spans;
-      });
+      .def_property_readonly("weight_versions",
+                             [](const CompletionOutput& c) {
+                               std::vector<std::pair<int64_t, std::string>> spans;
+                               for (const WeightVersionSpan& s : c.weight_versions)
+                                 spans.emplace_back(s.first_token, s.weight_version);
+                               return spans;
+                             })
+      .def_readonly("routed_experts", &CompletionOutput::routed_experts);
   py::class_<RequestOutput>(m, "RequestOutput")
       .def_readonly("request_id", &RequestOutput::request_id)
       .def_readonly("prompt", &RequestOutput::prompt)

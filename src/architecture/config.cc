@@ -281,6 +281,12 @@ bool ModelConfig::is_moe_layer(int64_t layer) const {
          (layer + 1) % decoder_sparse_step == 0;
 }
 
+int64_t ModelConfig::num_moe_layers() const {
+  int64_t n = 0;
+  for (int64_t layer = 0; layer < num_hidden_layers; ++layer) n += is_moe_layer(layer) ? 1 : 0;
+  return n;
+}
+
 // The keys are read in a fixed order, so a config with several faults always names the same one.
 ModelConfig parse_model_config(const json& j, const std::string& source) {
   if (!j.is_object()) throw_invalid_argument(source + ": config must be a JSON object");

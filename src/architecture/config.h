@@ -93,6 +93,8 @@ struct ModelConfig {
   // Hugging Face's rule (modeling_qwen3_moe.py): layer not in mlp_only_layers, num_experts > 0 and
   // (layer + 1) % decoder_sparse_step == 0.
   bool is_moe_layer(int64_t layer) const;
+  // How many layers is_moe_layer selects (0 for a dense model): the middle axis of routed experts.
+  int64_t num_moe_layers() const;
 };
 
 // The names of the registered architectures, in the order error messages list them.

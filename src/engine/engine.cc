@@ -57,7 +57,7 @@ Engine::Engine(const CausalLM& model, const Tokenizer* tokenizer, std::vector<in
                  eos_token_ids_),
       output_(tokenizer),
       kv_(config.num_kv_blocks, config.block_size, config.enable_prefix_caching),
-      runner_(model, config.num_kv_blocks, config.block_size),
+      runner_(model, config.num_kv_blocks, config.block_size, config.enable_return_routed_experts),
       scheduler_(config.scheduler, kv_) {
   if (config.proposer) {
     if (config.speculative.num_speculative_tokens < 1)
@@ -154,6 +154,13 @@ void Engine::finish_sequence(Sequence& seq, FinishReason reason, std::optional<i
                              std::optional<std::string> message) {
   seq.finish = reason;
   seq.proposal.clear();
+  // The rows of the tokens that ran (all but the last sampled one), read before the blocks go.
+  if (const RoutedExpertsStore* routed = runner_.routed_experts();
+      routed != nullptr && !requests_.at(seq.request)->pooling)
+    output_.set_routed_experts(
+        seq.request, seq.choice,
+        routed->read(kv_.block_table(seq.id), config_.block_size,
+                     std::min<int64_t>(seq.num_computed_tokens, static_cast<int64_t>(seq.token_ids.size()) - 1)));
   scheduler_.remove(&seq);
   if (proposer_) proposer_->release(seq.id);
   output_.finish(seq.request, seq.choice, reason, stop_token_id, std::move(message));

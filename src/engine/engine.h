@@ -40,6 +40,9 @@ struct EngineConfig {
   int64_t max_logprobs = 20;  // top-N bound for logprobs and prompt_logprobs (vLLM's)
   LogprobsMode logprobs_mode = LogprobsMode::kRawLogprobs;  // what logprobs report (EngineArgs')
   bool enable_prefix_caching = true;
+  // Every finished choice carries CompletionOutput::routed_experts (engine/routed_experts.h); a
+  // model without MoE layers is refused (EngineArgs::enable_return_routed_experts).
+  bool enable_return_routed_experts = false;
   SchedulerConfig scheduler;
   // Speculative decoding (off by default); outputs are the same bits either way. "draft_model"
   // needs draft_model, loaded with the same vocabulary (not owned; it must outlive the engine).

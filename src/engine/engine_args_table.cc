@@ -152,6 +152,11 @@ const std::vector<EngineArgField>& engine_arg_fields() {
       {"pooler_config", "--pooler-config",
        "Pooling as JSON (vLLM's): {\"pooling_type\": \"LAST\" | \"MEAN\" | \"CLS\", \"normalize\": true}", K::kJson, 0,
        0, true, false, true, assign_json_text<&EngineArgs::pooler_config>, show_member<&EngineArgs::pooler_config>},
+      {"enable_return_routed_experts", "--enable-return-routed-experts",
+       "Return with every finished choice the experts each MoE layer's router chose for each of its tokens "
+       "(vLLM's routed_experts: [prompt + output tokens - 1, MoE layers, num_experts_per_tok]); MoE models only",
+       K::kBool, 0, 0, true, false, false, assign_member<&EngineArgs::enable_return_routed_experts>,
+       show_member<&EngineArgs::enable_return_routed_experts>},
       {"speculative_config", "--speculative-config",
        "Speculative decoding as JSON (vLLM's keys): {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
        "\"prompt_lookup_max\": 4} or {\"model\": DRAFT, \"num_speculative_tokens\": 4}; outputs are the same bits "

@@ -17,6 +17,7 @@
 #include "engine/generation_defaults.h"
 #include "engine/model_files.h"
 #include "engine/output_processor.h"
+#include "engine/routed_experts.h"
 #include "engine/system_fingerprint.h"
 #include "model/causal_lm.h"
 #include "parallel/tensor_parallel.h"
@@ -163,6 +164,7 @@ void LLMEngine::set_engine_args(const EngineArgs& args) {
     draft_dir_ = dir;
   }
   const EngineConfig config = engine_config();
+  if (config.enable_return_routed_experts) check_routed_experts_supported(c);
   if (config.num_kv_blocks < 1)
     throw_invalid_field("kv_cache_memory", "kv_cache_memory " + std::to_string(args_.kv_cache_memory) +
                                                " bytes holds no KV block of this model");
@@ -192,6 +194,7 @@ EngineConfig LLMEngine::engine_config() const {
   config.max_logprobs = args_.max_logprobs;
   config.logprobs_mode = args_.logprobs_mode;
   config.enable_prefix_caching = args_.enable_prefix_caching;
+  config.enable_return_routed_experts = args_.enable_return_routed_experts;
   config.scheduler.max_num_batched_tokens = args_.max_num_batched_tokens;
   config.scheduler.max_num_seqs = args_.max_num_seqs;
   config.scheduler.long_prefill_token_threshold = args_.long_prefill_token_threshold;

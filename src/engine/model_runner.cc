@@ -7,8 +7,17 @@
 
 namespace ditto {
 
-ModelRunner::ModelRunner(const CausalLM& model, int64_t num_blocks, int64_t block_size)
-    : model_(model), cache_(model.make_kv_cache(num_blocks, block_size)) {}
+ModelRunner::ModelRunner(const CausalLM& model, int64_t num_blocks, int64_t block_size, bool record_routed_experts)
+    : model_(model), cache_(model.make_kv_cache(num_blocks, block_size)) {
+  if (record_routed_experts) {
+    try {
+      routed_experts_.emplace(model.config(), num_blocks * block_size);
+    } catch (...) {
+      model_.release_kv_cache(cache_);
+      throw;
+    }
+  }
+}
 
 ModelRunner::~ModelRunner() { model_.release_kv_cache(cache_); }
 
@@ -49,7 +58,10 @@ StepOutputs ModelRunner::step(std::span<const SequenceStep> steps) {
   StepOutputs out;
   out.logits.resize(logits_indices.size() * static_cast<size_t>(model_.config().vocab_size));
   out.hidden.resize(hidden_indices.size() * static_cast<size_t>(model_.config().hidden_size));
-  model_.forward(batch, cache_, out.logits.data(), out.hidden.data());
+  std::vector<int32_t> routed;  // [num_tokens, num_moe_layers, num_experts_per_tok]
+  if (routed_experts_) routed.resize(token_ids.size() * static_cast<size_t>(routed_experts_->row_width()));
+  model_.forward(batch, cache_, out.logits.data(), out.hidden.data(), routed_experts_ ? routed.data() : nullptr);
+  if (routed_experts_) routed_experts_->record(slot_mapping, routed);
   return out;
 }
 

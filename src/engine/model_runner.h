@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "engine/routed_experts.h"
 #include "model/causal_lm.h"
 #include "model/kv_cache.h"
 
@@ -36,8 +38,10 @@ struct StepOutputs {
 class ModelRunner {
  public:
   // Allocates a KV cache of num_blocks blocks of block_size tokens (under tensor parallelism, for
-  // this rank's KV heads, and the other ranks allocate theirs: CausalLM::make_kv_cache).
-  ModelRunner(const CausalLM& model, int64_t num_blocks, int64_t block_size);
+  // this rank's KV heads, and the other ranks allocate theirs: CausalLM::make_kv_cache). With
+  // record_routed_experts, also a RoutedExpertsStore of the same slots, which every step fills
+  // (throws as RoutedExpertsStore for a model without MoE layers).
+  ModelRunner(const CausalLM& model, int64_t num_blocks, int64_t block_size, bool record_routed_experts = false);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -48,10 +52,13 @@ class ModelRunner {
 
   const CausalLM& model() const { return model_; }
   KvCache& kv_cache() { return cache_; }
+  // The routers' choices by KV slot, or null without record_routed_experts.
+  const RoutedExpertsStore* routed_experts() const { return routed_experts_ ? &*routed_experts_ : nullptr; }
 
  private:
   const CausalLM& model_;
   KvCache cache_;
+  std::optional<RoutedExpertsStore> routed_experts_;
 };
 
 }  // namespace ditto

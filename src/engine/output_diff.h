@@ -1,7 +1,7 @@
 // Comparing request outputs bit for bit, the way the invariance contract reads them: token ids,
 // texts, float32 logprobs (as bit patterns) with their ranks and texts, top logprobs, cumulative
-// logprobs (float64 bit patterns), prompt logprobs, finish and stop reasons, the prompt and its
-// token ids. The engine tests and `ditto check-invariance` use this one comparison.
+// logprobs (float64 bit patterns), prompt logprobs, finish and stop reasons, routed experts, the
+// prompt and its token ids. The engine tests and `ditto check-invariance` use this one comparison.
 #pragma once
 
 #include <algorithm>
@@ -58,6 +58,7 @@ inline std::string diff(const RequestOutput& a, const RequestOutput& b) {
     if (x.logprobs.size() != y.logprobs.size()) return choice + " logprobs size";
     for (size_t t = 0; t < x.logprobs.size(); ++t)
       if (!same_entry(x.logprobs[t], y.logprobs[t])) return choice + " logprobs[" + std::to_string(t) + "]";
+    if (x.routed_experts != y.routed_experts) return choice + " routed_experts";
   }
   return "";
 }

@@ -190,6 +190,7 @@ std::optional<RequestOutput> OutputProcessor::take_delta(Request& req) const {
       c.stop_token_id = o.stop_token_id;
       c.stop_string = o.stop_string;
       c.finish_message = o.finish_message;
+      c.routed_experts = o.routed_experts;
       sent.finish = true;
     }
     // The same parser sees every piece of the text once, in order, and the end.
@@ -202,6 +203,10 @@ std::optional<RequestOutput> OutputProcessor::take_delta(Request& req) const {
   if (!any) return std::nullopt;
   req.sent_prompt = true;
   return d;
+}
+
+void OutputProcessor::set_routed_experts(int64_t key, int64_t choice, RoutedExperts routed_experts) {
+  requests_.at(key)->out.outputs[static_cast<size_t>(choice)].routed_experts = std::move(routed_experts);
 }
 
 void OutputProcessor::set_pooled(int64_t key, std::vector<float> pooled) {
@@ -263,6 +268,7 @@ void append_delta(RequestOutput& acc, RequestOutput&& delta) {
       o.stop_string = d.stop_string;
       o.finish_message = d.finish_message;
     }
+    if (d.routed_experts) o.routed_experts = std::move(d.routed_experts);
   }
   acc.finished = delta.finished;
 }

@@ -64,6 +64,8 @@ class OutputProcessor {
   // sets it before each step). Each choice records the spans of versions its tokens came from
   // (CompletionOutput::weight_versions), and every report its latest (RequestOutput::weight_version).
   void set_weight_version(const std::string& version) { weight_version_ = version; }
+  // Choice `choice`'s routed experts (CompletionOutput::routed_experts), set before it finishes.
+  void set_routed_experts(int64_t key, int64_t choice, RoutedExperts routed_experts);
 
   // A pooling request's result (RequestOutput::pooled), set before its one choice finishes.
   void set_pooled(int64_t key, std::vector<float> pooled);

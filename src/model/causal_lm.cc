@@ -201,7 +201,8 @@ void CausalLM::gather_columns(const float* local, int64_t rows, int64_t width, f
   });
 }
 
-void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits, float* hidden) const {
+void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits, float* hidden,
+                       int32_t* routed_experts) const {
   const ModelConfig& c = config_;
   const int64_t num_tokens = batch.num_tokens();
   DITTO_CHECK(static_cast<int64_t>(batch.positions.size()) == num_tokens &&
@@ -221,7 +222,7 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits,
                              std::to_string(c.vocab_size) + ")");
   }
   if (num_tokens == 0) return;
-  if (tp_ == nullptr || tp_->rank() != 0) return forward_shard(batch, cache, logits, hidden);
+  if (tp_ == nullptr || tp_->rank() != 0) return forward_shard(batch, cache, logits, hidden, routed_experts);
 
   auto lock = tp_->lock();
   WireBuffer command;
@@ -236,13 +237,14 @@ void CausalLM::forward(const ForwardBatch& batch, KvCache& cache, float* logits,
   command.put_array(batch.logits_indices);
   tp_->send_command(TensorParallelCommand::kForward, command);
   try {
-    forward_shard(batch, cache, logits, hidden);
+    forward_shard(batch, cache, logits, hidden, routed_experts);
   } catch (const std::exception& e) {  // the other ranks are inside the same pass: stop them all
     tp_->abort(std::string("forward pass failed: ") + e.what());
   }
 }
 
-void CausalLM::forward_shard(const ForwardBatch& batch, KvCache& cache, float* logits, float* hidden) const {
+void CausalLM::forward_shard(const ForwardBatch& batch, KvCache& cache, float* logits, float* hidden,
+                             int32_t* routed_experts) const {
   const ModelConfig& c = config_;
   Activations a = activations(batch.num_tokens());
   const AttentionShape shape{shard_.num_heads, shard_.num_kv_heads, c.head_dim, cache.block_size(),
@@ -250,10 +252,15 @@ void CausalLM::forward_shard(const ForwardBatch& batch, KvCache& cache, float* l
   AttentionShape sliding_shape = shape;
   sliding_shape.sliding_window = c.sliding_window;
   embedding_block(batch, a);
+  const int64_t routed_stride = c.num_moe_layers() * c.num_experts_per_tok;  // routed_experts' token stride
+  int64_t moe_layer = 0;
   for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
     const DecoderLayerWeights& l = layers_[static_cast<size_t>(li)];
     attention_block(l, li, cache.layer(li), batch, c.is_sliding_layer(li) ? sliding_shape : shape, a);
-    feed_forward_block(l, a);
+    int32_t* routed =
+        routed_experts != nullptr && l.is_moe() ? routed_experts + moe_layer * c.num_experts_per_tok : nullptr;
+    feed_forward_block(l, a, routed, routed_stride);
+    moe_layer += l.is_moe() ? 1 : 0;
   }
   final_norm_and_lm_head(batch, a, logits, hidden);
 }
@@ -362,7 +369,8 @@ void CausalLM::attention_block(const DecoderLayerWeights& l, int64_t layer, KvCa
 
 // h += mlp(post_attention_layernorm(h)) (with sandwich norms mlp_output_norm(mlp(...))): the dense
 // gated MLP, or the sparse MoE block on the layers that have one.
-void CausalLM::feed_forward_block(const DecoderLayerWeights& l, Activations& a) const {
+void CausalLM::feed_forward_block(const DecoderLayerWeights& l, Activations& a, int32_t* routed,
+                                  int64_t routed_stride) const {
   const int64_t num_tokens = a.num_tokens;
   const int64_t hidden = config_.hidden_size;
   const auto eps = static_cast<float>(config_.rms_norm_eps);
@@ -371,7 +379,7 @@ void CausalLM::feed_forward_block(const DecoderLayerWeights& l, Activations& a) 
              a.x.data() + t0 * hidden, hidden);
   });
   if (l.is_moe()) {
-    moe_block(l, a.x.data(), num_tokens, a.delta_local.data(), a.moe.data());
+    moe_block(l, a.x.data(), num_tokens, a.delta_local.data(), a.moe.data(), routed, routed_stride);
   } else {
     mlp_block(l, a);
   }

@@ -152,7 +152,12 @@ class CausalLM {
   // parallelism a failure after the other ranks have started stops every rank (TensorParallelGroup::abort) rather than
   // leave them waiting. Throws Error(kInvalidArgument) for token ids outside the vocabulary, positions outside [0,
   // max_position_embeddings) or slots outside the cache; the KV of tokens before the failure may have been written.
-  void forward(const ForwardBatch& batch, KvCache& cache, float* logits, float* hidden = nullptr) const;
+  // routed_experts: [num_tokens, config().num_moe_layers(), num_experts_per_tok] int32, per token and
+  // MoE layer (in layer order) the experts its router chose, in the router's order (probability
+  // desc, expert id asc: the top-k order of the file comment), or null. Rank 0 fills it; every rank
+  // routes the whole batch with the whole router, so the other ranks' choice is the same.
+  void forward(const ForwardBatch& batch, KvCache& cache, float* logits, float* hidden = nullptr,
+               int32_t* routed_experts = nullptr) const;
 
   // Frees forward()'s activation buffers, which keep the size of the largest batch seen (up to
   // the step's token budget: 62 MiB for SmolLM2-135M at 2048 tokens); the next forward() allocates
@@ -172,8 +177,9 @@ class CausalLM {
   static std::unique_ptr<CausalLM> load_shard(const std::string& model_path, ThreadPool* pool,
                                               TensorParallelGroup* tensor_parallel, int64_t model_id);
   static std::unique_ptr<CausalLM> load_local(const std::string& model_path, ThreadPool* pool, int rank, int size);
-  // forward() after validation, on every rank.
-  void forward_shard(const ForwardBatch& batch, KvCache& cache, float* logits, float* hidden) const;
+  // forward() after validation, on every rank (routed_experts: rank 0's, or null).
+  void forward_shard(const ForwardBatch& batch, KvCache& cache, float* logits, float* hidden,
+                     int32_t* routed_experts = nullptr) const;
   // full [rows, size · width] = every rank's local [rows, width] side by side in rank order
   // (all-gather; a copy when size is 1 and full != local). When `consumer`, the linear layer full
   // feeds, rounds its input to bf16, the values travel as bf16. scratch: [(size + 1) · rows ·
@@ -194,7 +200,9 @@ class CausalLM {
   void embedding_rows(const ForwardBatch& batch, Activations& a) const;  // h = embed_tokens[token_ids]
   void attention_block(const DecoderLayerWeights& l, int64_t layer, KvCacheLayer kv, const ForwardBatch& batch,
                        const AttentionShape& shape, Activations& a) const;
-  void feed_forward_block(const DecoderLayerWeights& l, Activations& a) const;
+  // routed: where a MoE layer writes each token's experts (moe_block's), or null.
+  void feed_forward_block(const DecoderLayerWeights& l, Activations& a, int32_t* routed = nullptr,
+                          int64_t routed_stride = 0) const;
   void mlp_block(const DecoderLayerWeights& l, Activations& a) const;
   void final_norm_and_lm_head(const ForwardBatch& batch, const Activations& a, float* logits, float* hidden) const;
   // Each rank's logits [num_logits, its vocabulary rows] into rank 0's logits [num_logits, vocab_size].
@@ -204,7 +212,10 @@ class CausalLM {
   // The sparse MoE block for x [num_tokens, hidden_size] into delta [num_tokens, hidden_size]
   // (see the file comment). scratch holds moe_scratch_floats(num_tokens) floats.
   // Under tensor parallelism delta is this rank's [num_tokens, shard.hidden] columns.
-  void moe_block(const DecoderLayerWeights& l, const float* x, int64_t num_tokens, float* delta, float* scratch) const;
+  // routed: null, or token t's num_experts_per_tok chosen expert ids (int32, in the router's order:
+  // probability desc, id asc) go to routed[t · routed_stride + j].
+  void moe_block(const DecoderLayerWeights& l, const float* x, int64_t num_tokens, float* delta, float* scratch,
+                 int32_t* routed = nullptr, int64_t routed_stride = 0) const;
   size_t moe_scratch_floats(int64_t num_tokens) const;
 
   ModelConfig config_;

@@ -25,8 +25,8 @@ size_t CausalLM::moe_scratch_floats(int64_t num_tokens) const {
   return t * static_cast<size_t>(c.num_experts) + rows * (hidden + 2 * mi_local + mi + hidden_local) + split;
 }
 
-void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t num_tokens, float* delta,
-                         float* scratch) const {
+void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t num_tokens, float* delta, float* scratch,
+                         int32_t* routed, int64_t routed_stride) const {
   const ModelConfig& c = config_;
   const int64_t num_experts = c.num_experts;
   const int64_t k = c.num_experts_per_tok;
@@ -58,6 +58,8 @@ void CausalLM::moe_block(const DecoderLayerWeights& l, const float* x, int64_t n
       auto key = [&](int32_t e) { return std::isnan(p[e]) ? -INFINITY : p[e]; };
       std::partial_sort(order.begin(), order.begin() + k, order.end(),
                         [&](int32_t a, int32_t b) { return key(a) > key(b) || (key(a) == key(b) && a < b); });
+      if (routed != nullptr)  // the router's order, before the combine's ascending id
+        std::copy(order.begin(), order.begin() + k, routed + t * routed_stride);
       float sum = 0.0f;
       for (int64_t j = 0; j < k; ++j) sum += p[order[static_cast<size_t>(j)]];
       for (int64_t j = 0; j < k; ++j) {

@@ -4,8 +4,10 @@
 #include <set>
 #include <utility>
 
+#include "core/base64.h"
 #include "core/error.h"
 #include "core/json_input.h"
+#include "engine/routed_experts.h"
 #include "engine/sampling_params_json.h"
 
 namespace ditto {
@@ -439,6 +441,11 @@ ApiRequest parse_api_request(ApiEndpoint endpoint, const Json& body, int64_t max
 // ------------------------------------------------------------------------------------------------
 // Responses
 
+Json routed_experts_json(const RoutedExperts& r) {
+  const std::string npy = routed_experts_npy(r);
+  return base64_encode({reinterpret_cast<const unsigned char*>(npy.data()), npy.size()});
+}
+
 Json stop_reason_json(const CompletionOutput& c) {
   if (c.stop_string) return *c.stop_string;
   if (c.stop_token_id) return *c.stop_token_id;
@@ -628,6 +635,7 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       if (!chat) choice["prompt_token_ids"] = request_.return_token_ids ? Json(r.prompt_token_ids) : Json(nullptr);
       choice["token_ids"] = request_.return_token_ids ? Json(c.token_ids) : Json(nullptr);
       if (c.weight_versions.size() > 1) choice["weight_versions"] = weight_versions_json(c);
+      if (c.routed_experts) choice["routed_experts"] = routed_experts_json(*c.routed_experts);
       choices.push_back(std::move(choice));
     }
   }
@@ -807,6 +815,8 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
                                          *e.weight_version != c.weight_versions.front().weight_version))
       choice["weight_versions"] = weight_versions_json(c);
     if (!c.weight_versions.empty()) e.weight_version = c.weight_versions.back().weight_version;
+    // ditto's addition: vLLM streams no routed experts; the choice's finishing chunk carries them whole.
+    if (c.routed_experts) choice["routed_experts"] = routed_experts_json(*c.routed_experts);
     e.started = true;
     e.finished = finishing;
     emit(std::move(choice), e.completion_tokens, e.reasoning.tokens);

@@ -254,5 +254,8 @@ class ApiFormatter {
 
 // stop_reason as vLLM reports it: the stop string, the stop token id, or null.
 nlohmann::ordered_json stop_reason_json(const CompletionOutput& c);
+// A choice's routed_experts as vLLM's server sends them: the base64 text of a NumPy .npy file
+// (engine/routed_experts.h routed_experts_npy); numpy.load(io.BytesIO(base64.b64decode(s))).
+nlohmann::ordered_json routed_experts_json(const RoutedExperts& r);
 
 }  // namespace ditto

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 
+#include "core/base64.h"
 #include "core/error.h"
 #include "core/json_input.h"
 #include "engine/sampling_params_json.h"
@@ -250,20 +251,8 @@ PoolingApiRequest parse_pooling_request(PoolingEndpoint endpoint, const Json& bo
 }
 
 std::string base64_floats(std::span<const float> values) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   static_assert(std::endian::native == std::endian::little, "the bytes are sent as this machine holds them");
-  std::vector<unsigned char> bytes(values.size() * sizeof(float));
-  if (!values.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    const size_t n = std::min<size_t>(3, bytes.size() - i);
-    uint32_t chunk = uint32_t{bytes[i]} << 16;
-    if (n > 1) chunk |= uint32_t{bytes[i + 1]} << 8;
-    if (n > 2) chunk |= bytes[i + 2];
-    for (size_t k = 0; k < 4; ++k) out += k <= n ? kAlphabet[(chunk >> (18 - 6 * k)) & 63] : '=';
-  }
-  return out;
+  return base64_encode({reinterpret_cast<const unsigned char*>(values.data()), values.size() * sizeof(float)});
 }
 
 Json pooling_response(const PoolingApiRequest& r, const std::string& id, int64_t created, const std::string& model,

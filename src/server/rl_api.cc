@@ -3,6 +3,7 @@
 #include <array>
 #include <utility>
 
+#include "core/base64.h"
 #include "core/error.h"
 #include "core/json_fields.h"
 #include "engine/llm_engine.h"
@@ -171,35 +172,6 @@ Json RlApi::weight_info() const {
           {"update_in_progress", llm_.weight_update_in_progress()},
           {"is_paused", engine_.is_paused()},
           {"is_sleeping", sleep_level_ > 0}};
-}
-
-std::string base64_decode(const std::string& text, const std::string& field) {
-  static const std::array<int8_t, 256> kValue = [] {
-    std::array<int8_t, 256> v{};
-    v.fill(-1);
-    const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (int i = 0; i < 64; ++i) v[static_cast<unsigned char>(alphabet[i])] = static_cast<int8_t>(i);
-    return v;
-  }();
-  size_t end = text.size();
-  while (end > 0 && text[end - 1] == '=' && text.size() - end < 2) --end;
-  std::string out;
-  out.reserve(end / 4 * 3 + 3);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (size_t i = 0; i < end; ++i) {
-    const int8_t v = kValue[static_cast<unsigned char>(text[i])];
-    if (v < 0)
-      throw_invalid_field(field, "field '" + field + "' is not base64: character " + std::to_string(i) + " is '" +
-                                     std::string(1, text[i]) + "'");
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
-    }
-  }
-  return out;
 }
 
 }  // namespace ditto

@@ -67,8 +67,4 @@ class RlApi {
   int64_t sleep_level_ = 0;           // 0: awake
 };
 
-// Decodes RFC 4648 base64 (padding optional; no whitespace). Throws Error(kInvalidArgument) naming
-// `field` at the first character that is not base64.
-std::string base64_decode(const std::string& text, const std::string& field);
-
 }  // namespace ditto
