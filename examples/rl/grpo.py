@@ -1,6 +1,6 @@
 """A small GRPO loop with ditto as the rollout engine and a PyTorch float32 trainer, on a verifiable
 toy task: "What is A + B? Answer with the number only." (reward 1 for exactly the number, 0.5 for the
-right number inside other text, 0 otherwise).
+right number among others in the text, 0 otherwise).
 
 Each step: ditto samples G completions per prompt (temperature 1, a seed per prompt, logprobs of the
 sampled tokens); ditto re-scores them (prompt_logprobs) and the trainer's forward scores them; the
@@ -47,12 +47,12 @@ def make_task(rng: random.Random, max_operand: int):
 
 
 def reward(text: str, answer: int) -> float:
-    """1.0: the text is the number (a final period allowed); 0.5: the first number in it is right; else 0."""
+    """1.0: the text is the number (a final period allowed); 0.5: the number is among those in it
+    (SmolLM2-135M tends to restate the sum first: "3 + 4 = 7."); else 0."""
     stripped = text.strip().rstrip(".").strip()
     if stripped == str(answer):
         return 1.0
-    m = re.search(r"-?\d+", text)
-    return 0.5 if m is not None and int(m.group()) == answer else 0.0
+    return 0.5 if str(answer) in re.findall(r"-?\d+", text) else 0.0
 
 
 def stats(deltas: List[float]) -> dict:
@@ -150,7 +150,7 @@ def main(argv=None) -> List[dict]:
     p.add_argument("--max-tokens", type=int, default=12)
     p.add_argument("--lr", type=float, default=2e-5)
     p.add_argument("--clip", type=float, default=0.2, help="PPO clip range epsilon")
-    p.add_argument("--max-operand", type=int, default=20)
+    p.add_argument("--max-operand", type=int, default=9)
     p.add_argument("--micro-batch", type=int, default=8, help="sequences per trainer forward")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None, help="ditto's threads (default: every core)")
