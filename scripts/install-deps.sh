@@ -18,6 +18,10 @@ apt_packages=(
   python3-yaml  # imported by gguf-py (below)
   python3-jsonschema  # tests/e2e/test_structured_outputs.py validates the outputs against their schemas
   python3-matplotlib  # bench/plot.py draws the benchmarks' SVG plots (and bench/plot_test.py checks them)
+  # examples/rl's trainer (PyTorch, CPU) for /usr/bin/python3. Debian's, not PyPI's: PyPI's Linux x86_64 torch
+  # wheels pull ~3 GB of CUDA libraries and do not import without them, and the CPU-only wheels live on
+  # download.pytorch.org, which this machine cannot reach.
+  python3-torch
   libopenblas0-pthread  # numpy's BLAS for the float64 reference (the default reference BLAS: ~1 GFLOP/s)
   nodejs npm
   chromium chromium-driver  # the web page's browser test (tests/server/test_web_ui.py) drives this Chromium

@@ -13,6 +13,7 @@ void add_render_chat_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);  // tokenize and detokenize
 void add_bench_command(CLI::App& app);
 void add_export_gguf_command(CLI::App& app);
+void add_export_hf_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_check_invariance_command(CLI::App& app);
 void add_serve_command(CLI::App& app);

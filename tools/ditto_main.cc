@@ -33,6 +33,7 @@ int run(int argc, char** argv) {
   ditto::add_tokenize_commands(app);
   ditto::add_bench_command(app);
   ditto::add_export_gguf_command(app);
+  ditto::add_export_hf_command(app);
   ditto::add_demo_command(app);
   ditto::add_check_invariance_command(app);
   ditto::add_serve_command(app);

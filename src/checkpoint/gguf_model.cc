@@ -150,7 +150,7 @@ int64_t llama_permuted_row(int64_t r, int64_t head_dim) {
   return r - w + (w % 2) * (head_dim / 2) + w / 2;
 }
 
-ModelConfig gguf_model_config(const GgufFile& g) {
+nlohmann::json gguf_config_json(const GgufFile& g) {
   const Architecture& a = architecture_of(g);
   const std::string p = a.gguf.arch + ".";
   const std::string& path = g.path();
@@ -178,10 +178,16 @@ ModelConfig gguf_model_config(const GgufFile& g) {
   if (const std::optional<int64_t> bos = g.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
   if (const std::optional<int64_t> eos = g.get_int("tokenizer.ggml.eos_token_id")) j["eos_token_id"] = *eos;
   if (g.get_bool("ditto.random_weights").value_or(false)) j["ditto_random_weights"] = true;
-  ModelConfig c = parse_model_config(j, path);
+  return j;
+}
+
+ModelConfig gguf_model_config(const GgufFile& g) {
+  const Architecture& a = architecture_of(g);
+  const std::string p = a.gguf.arch + ".";
+  ModelConfig c = parse_model_config(gguf_config_json(g), g.path());
   read_rope_freq_divisors(g, a, c);
   if (const std::optional<int64_t> rot = g.get_int(p + "rope.dimension_count"); rot && *rot != c.head_dim)
-    throw_invalid_argument(path + ": metadata '" + p + "rope.dimension_count' is " + std::to_string(*rot) +
+    throw_invalid_argument(g.path() + ": metadata '" + p + "rope.dimension_count' is " + std::to_string(*rot) +
                            " but heads have " + std::to_string(c.head_dim) +
                            " dimensions; partial rotary embeddings are not supported");
   return c;

@@ -24,12 +24,19 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "architecture/config.h"
 #include "architecture/model_tensors.h"
 #include "checkpoint/gguf_reader.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace ditto {
+
+// The config.json keys gguf_model_config parses (Hugging Face names: architectures, model_type,
+// hidden_size, ...), without what only the tensors say beyond them (rope_freqs.weight's divisors).
+// Errors as gguf_model_config's for the metadata it reads.
+nlohmann::json gguf_config_json(const GgufFile& g);
 
 // The config of the model in `g`. Error(kInvalidArgument) "<path>: metadata '<key>' ..." naming
 // the key for a missing or malformed hyperparameter, an architecture ditto does not run (listing
