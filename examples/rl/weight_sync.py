@@ -14,7 +14,8 @@ from typing import Dict, Iterator, List, Tuple
 from ditto.weight_transfer import SharedMemoryWeightWriter
 
 CHUNK_BYTES = 64 << 20
-"""Bytes (in the engine's dtype) per update_weights call: the shared-memory file's size."""
+"""Bytes (in the engine's dtype) per update_weights call. The chunks of one update lie side by side
+in the shared-memory file (the engine reads them all at finish), so the file holds one full copy."""
 
 
 def has_weight_transfer(llm) -> bool:
@@ -75,6 +76,7 @@ class WeightSync:
             return {"pushed": False, "seconds": 0.0, "bytes": 0}
         start = time.perf_counter()
         total = 0
+        self.writer.start()  # the last update has finished: its bytes may be overwritten
         self.llm.start_weight_update()
         for chunk in _chunks(named_tensors, 4 if self.dtype == "float32" else 2):
             info = self.writer.write(chunk, dtype=self.dtype)

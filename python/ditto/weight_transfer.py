@@ -5,11 +5,14 @@
 The layout is the one ``update_info`` describes: each tensor's raw little-endian, row-major
 (C-contiguous) bytes in its dtype — ``bfloat16``, ``float16`` or ``float32`` — at its byte offset,
 every offset a multiple of 64. ``names`` are Hugging Face's (``model.layers.0.self_attn.q_proj.weight``).
-One ``write`` is one ``update_weights`` chunk: it lays its tensors out from offset 0, so the engine
-must have read a chunk (``update_weights`` returned) before the next ``write``.
+One ``write`` is one ``update_weights`` chunk, laid out after the chunks written before it: the
+engine borrows the bytes of every chunk until ``finish_weight_update`` returns (it packs them
+then, and allocates nothing for them), so no byte of an update may change before its finish.
+``start()`` begins the next update at offset 0 again.
 
     writer = SharedMemoryWeightWriter(f"/dev/shm/ditto-rl-{os.getpid()}")
     llm.init_weight_transfer_engine({"init_info": {"path": writer.path}})
+    writer.start()
     llm.start_weight_update()
     llm.update_weights({"update_info": writer.write(model.state_dict(), dtype="bfloat16")})
     llm.finish_weight_update(weight_version="step-1")
@@ -112,10 +115,17 @@ class SharedMemoryWeightWriter:
         self.path = path
         self._fd: Optional[int] = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         self._size = 0
+        self._next = 0  # where the next write's first tensor goes: after this update's chunks so far
+
+    def start(self) -> None:
+        """Begins a new update: the next write lays its tensors out from offset 0 again (the
+        previous update must have finished: the engine no longer reads its bytes)."""
+        self._next = 0
 
     def write(self, named_tensors: Union[Mapping[str, Any], Iterable[Tuple[str, Any]]],
               dtype: Optional[str] = None) -> Dict[str, list]:
-        """Writes the tensors from offset 0 and returns ``update_info`` for ``LLM.update_weights``.
+        """Writes the tensors after this update's earlier chunks (from offset 0 after ``start()`` or
+        on the first write) and returns ``update_info`` for ``LLM.update_weights``.
 
         ``named_tensors``: a mapping or (name, tensor) pairs, in the order they are laid out; each
         tensor a numpy array (float32, float16, or ml_dtypes' bfloat16) or a torch tensor (float32,
@@ -134,7 +144,7 @@ class SharedMemoryWeightWriter:
             raise ValueError(f"dtype {dtype!r}: the engine takes {', '.join(DTYPE_NAMES)}")
         items = named_tensors.items() if isinstance(named_tensors, Mapping) else named_tensors
         info: Dict[str, list] = {"names": [], "dtype_names": [], "shapes": [], "offsets": []}
-        offset = 0
+        offset = self._next
         seen = set()
         for name, tensor in items:
             if not isinstance(name, str):
@@ -163,11 +173,12 @@ class SharedMemoryWeightWriter:
             info["shapes"].append(shape)
             info["offsets"].append(offset)
             offset = _align(end)
+        self._next = offset
         return info
 
     @property
     def size(self) -> int:
-        """The file's size in bytes (the largest chunk written so far)."""
+        """The file's size in bytes (the largest update written so far)."""
         return self._size
 
     def close(self) -> None:

@@ -53,15 +53,19 @@ def test_cast_to_bfloat16_rounds_to_nearest_even(tmp_path):
     assert float32_to_bfloat16_bits(np.array([np.nan], np.float32))[0] & 0x7FFF > 0x7F80
 
 
-def test_file_grows_and_later_chunks_start_at_zero(tmp_path):
+def test_chunks_of_one_update_lie_side_by_side_and_start_begins_again(tmp_path):
+    # The engine borrows every chunk's bytes until finish_weight_update: a later chunk of the same
+    # update must not overwrite an earlier one.
     with SharedMemoryWeightWriter(str(tmp_path / "shm")) as w:
         small = w.write({"x": np.ones(4, np.float32)})
         big = w.write({"y": np.arange(1000, dtype=np.float32), "z": np.full(3, 2, np.float32)})
-        assert small["offsets"] == [0] and big["offsets"] == [0, 4032]
-        assert w.size == 4032 + 12
+        assert small["offsets"] == [0] and big["offsets"] == [64, 4096]
+        assert w.size == 4096 + 12
+        np.testing.assert_array_equal(read_back(w.path, small, 0), np.ones(4, np.float32))
         np.testing.assert_array_equal(read_back(w.path, big, 1), np.full(3, 2, np.float32))
+        w.start()  # the next update
         again = w.write({"x": np.zeros(2, np.float32)})
-        assert again["offsets"] == [0] and w.size == 4032 + 12  # never shrinks under the engine
+        assert again["offsets"] == [0] and w.size == 4096 + 12  # never shrinks under the engine
 
 
 def test_bad_input_is_refused_by_name(tmp_path):
