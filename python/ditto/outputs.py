@@ -36,7 +36,7 @@ class CompletionOutput:
         finish_reason "error" (a structured output that cannot go on), why.
     weight_versions: ditto's addition (docs/RL.md): [(first_token, weight_version), ...], the
         weight versions its tokens were sampled under, one entry per change (one when no weight
-        update landed while it ran)."""
+        update landed while it ran).
     routed_experts: with LLM(enable_return_routed_experts=True) on a MoE model, once the choice has
         finished (vLLM's field): the expert ids each MoE layer's router chose for each token that
         went through the model, a numpy array of shape [len(prompt_token_ids) + len(token_ids) - 1,
