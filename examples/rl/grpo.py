@@ -13,7 +13,10 @@ the trainer-vs-sampler logprob mismatch over every sampled token, two ways:
   (a) ditto's re-scoring vs ditto's sampled logprobs — the ratio is exactly 1.0 for every token
       (ditto's contract row 9: a token's sampled logprob equals its re-scored one, bit for bit);
   (b) the torch float32 forward (before the step's update) vs ditto's sampled logprobs — whatever
-      the numerics give (ditto runs bf16 weights and rounds GEMM inputs to bf16).
+      the numerics give (ditto runs bf16 weights and rounds GEMM inputs to bf16);
+  (c) the same forward with every weight rounded to bf16, as the push rounds them: what is left is
+      the activations' rounding, so (b) − (c) is the float32 master weights' distance from the
+      bf16 weights the sampler holds.
 
     ditto export-hf --model models/SmolLM2-135M-Instruct.Q4_1.gguf --out models/SmolLM2-135M-Instruct-hf
     python3 examples/rl/grpo.py --model models/SmolLM2-135M-Instruct-hf --steps 30 --out results.json
@@ -106,6 +109,21 @@ def trainer_logprobs(policy, sequences, micro_batch, grad=False):
     return out
 
 
+def trainer_logprobs_bf16_weights(policy, sequences, micro_batch):
+    """trainer_logprobs with every weight rounded to bfloat16 — what the engine holds after a push
+    (the push casts the float32 master weights): separates the weights' rounding from the rest."""
+    saved = [p.detach().clone() for p in policy.parameters()]
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.copy_(p.bfloat16().float())
+    try:
+        return trainer_logprobs(policy, sequences, micro_batch)
+    finally:
+        with torch.no_grad():
+            for p, s in zip(policy.parameters(), saved):
+                p.copy_(s)
+
+
 def train_step(policy, optimizer, sequences, advantages, args) -> float:
     """GRPO's clipped surrogate (no KL term), each sequence's token mean, averaged over sequences;
     gradients accumulated over micro-batches; one AdamW step. Returns the loss."""
@@ -130,15 +148,17 @@ def train_step(policy, optimizer, sequences, advantages, args) -> float:
 
 
 HEADER = ("step  reward  sample_s  rescore_s  train_s  push_s | (a) ditto rescore vs sampled: max|Δ|  mean|Δ|  "
-          "ratio min/med/max | (b) torch f32 vs sampled: max|Δ|  mean|Δ|  ratio min/med/max")
+          "ratio min/med/max | (b) torch f32 vs sampled: max|Δ|  mean|Δ|  ratio min/med/max | "
+          "(c) torch, weights rounded to bf16: max|Δ|  mean|Δ|")
 
 
 def row(r: dict) -> str:
-    a, b = r["rescore_vs_sampled"], r["torch_vs_sampled"]
+    a, b, c = r["rescore_vs_sampled"], r["torch_vs_sampled"], r["torch_bf16_vs_sampled"]
     return (f"{r['step']:4d}  {r['reward']:6.3f}  {r['sample_s']:8.2f}  {r['rescore_s']:9.2f}  {r['train_s']:7.2f}  "
             f"{r['push_s']:6.2f} | {a['max_abs']:.3g}  {a['mean_abs']:.3g}  "
             f"{a['ratio_min']:.6g}/{a['ratio_median']:.6g}/{a['ratio_max']:.6g} | {b['max_abs']:.4f}  "
-            f"{b['mean_abs']:.4f}  {b['ratio_min']:.4f}/{b['ratio_median']:.4f}/{b['ratio_max']:.4f}")
+            f"{b['mean_abs']:.4f}  {b['ratio_min']:.4f}/{b['ratio_median']:.4f}/{b['ratio_max']:.4f} | "
+            f"{c['max_abs']:.4f}  {c['mean_abs']:.4f}")
 
 
 def main(argv=None) -> List[dict]:
@@ -177,6 +197,7 @@ def main(argv=None) -> List[dict]:
             rescored = rescore(llm, sequences)
             t2 = time.perf_counter()
             trainer_old = trainer_logprobs(policy, sequences, args.micro_batch)
+            trainer_bf16 = trainer_logprobs_bf16_weights(policy, sequences, args.micro_batch)
             rewards, advantages = [], []
             for (_, answer), group in zip(tasks, groups):
                 rs = [reward(s["text"], answer) for s in group]
@@ -190,10 +211,11 @@ def main(argv=None) -> List[dict]:
             t4 = time.perf_counter()
             a = [r - s for seq, r_all in zip(sequences, rescored) for r, s in zip(r_all, seq["sampled"])]
             b = [t - s for seq, t_all in zip(sequences, trainer_old) for t, s in zip(t_all.tolist(), seq["sampled"])]
+            c = [t - s for seq, t_all in zip(sequences, trainer_bf16) for t, s in zip(t_all.tolist(), seq["sampled"])]
             r = {"step": step, "reward": sum(rewards) / len(rewards), "loss": loss,
                  "sample_s": t1 - t0, "rescore_s": t2 - t1, "train_s": t3 - t2, "push_s": t4 - t3,
                  "pushed": pushed["pushed"], "tokens": len(a),
-                 "rescore_vs_sampled": stats(a), "torch_vs_sampled": stats(b),
+                 "rescore_vs_sampled": stats(a), "torch_vs_sampled": stats(b), "torch_bf16_vs_sampled": stats(c),
                  "rescore_bit_identical": all(x == 0.0 for x in a),
                  "example": {"question": tasks[0][0], "completion": groups[0][0]["text"]}}
             results.append(r)

@@ -239,8 +239,9 @@ class LLM {
   // serving bit for bit. The tensors' bytes are borrowed until finish_weight_update returns.
   // After it, generation equals an LLM loaded from a checkpoint holding the new tensors, bit for
   // bit; no prefix-cache hit crosses versions. start_weight_update throws Error(kInvalidArgument)
-  // for a model loaded from GGUF (its weights are GGUF's types: give a Hugging Face directory), under
-  // tensor parallelism, while generate() runs (from a callback), or with an update in progress;
+  // for a model loaded from GGUF (its weights are GGUF's types: give a Hugging Face directory),
+  // while generate() runs (from a callback), or with an update in progress (under tensor
+  // parallelism rank 0 takes the whole tensors and sends each rank its rows at the finish);
   // generate() refuses to run between start and finish.
   void start_weight_update();
   void update_weights(const std::vector<WeightTensor>& tensors);
@@ -252,6 +253,8 @@ class LLM {
   // `weight_version`: the opaque version string outputs carry from now on (empty: "1", "2", ...
   // counting updates).
   void finish_weight_update(const std::string& weight_version = "");
+  // Drops the update in progress (nothing of it was applied); a no-op without one.
+  void cancel_weight_update();
   // The weights' version: "0" as loaded, then what the last finish_weight_update set.
   const std::string& weight_version() const;
   // vLLM's sleep(level) / wake_up: level 1 gives back the KV cache, activation buffers and prefix

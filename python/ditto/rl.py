@@ -52,6 +52,23 @@ def _dtype_name(tensor: Any) -> str:
     return dtype[len("torch."):] if dtype.startswith("torch.") else dtype
 
 
+def _named_tensor(i: int, item: Any) -> tuple[str, Any, str]:
+    """(name, tensor, dtype name) of named_tensors[i]: a (name, tensor) pair or a (name, tensor,
+    dtype name) triple. Raises ValueError naming the entry."""
+    if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+        raise ValueError(f"named_tensors[{i}] must be (name, tensor) or (name, tensor, dtype name), got "
+                         f"{type(item).__name__}")
+    name, tensor = item[0], item[1]
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"named_tensors[{i}]: the name must be a non-empty string, got {name!r}")
+    if not hasattr(tensor, "shape") or not hasattr(tensor, "dtype"):
+        raise ValueError(f"tensor '{name}' is a {type(tensor).__name__}, not a numpy array or torch tensor")
+    dtype = item[2] if len(item) == 3 else _dtype_name(tensor)
+    if not isinstance(dtype, str):
+        raise ValueError(f"tensor '{name}': the dtype name must be a string such as 'bfloat16', got {dtype!r}")
+    return name, tensor, dtype
+
+
 def _buffer(tensor: Any) -> Any:
     """A C-contiguous buffer of `tensor`'s bytes: a numpy array as it is, a torch tensor through
     numpy (bfloat16 viewed as int16, which numpy lacks)."""
@@ -72,6 +89,8 @@ class WeightTransferMixin:
         """vLLM's init_weight_transfer_engine: request {"init_info": {"path": FILE}} (or an object
         with .init_info) names the file the trainer writes tensors into (the "shm" backend).
         Raises ValueError naming the field, FileNotFoundError when FILE is not there."""
+        if not self.is_driver:  # a tensor-parallel rank other than 0: rank 0 sends them the tensors
+            return None
         init_info = _field(request, "init_info")
         with self._lock:
             self._engine.init_weight_transfer_engine(json.dumps(init_info))
@@ -79,7 +98,9 @@ class WeightTransferMixin:
     def start_weight_update(self) -> None:
         """Starts an update: nothing changes until finish_weight_update, and generate() refuses to
         run until then. Raises ValueError while one is in progress, or for a model ditto cannot
-        update (a GGUF file: its weights are GGUF's types; tensor parallelism)."""
+        update (a GGUF file: its weights are GGUF's types)."""
+        if not self.is_driver:  # a tensor-parallel rank other than 0: rank 0 sends them the tensors
+            return None
         with self._lock:
             self._engine.start_weight_update()
 
@@ -89,12 +110,15 @@ class WeightTransferMixin:
 
         request: vLLM's {"update_info": {"names", "dtype_names", "shapes", "offsets"}}: the tensors'
             bytes at those byte offsets of the init_weight_transfer_engine file.
-        named_tensors: ditto's in-process form: (Hugging Face name, tensor) pairs, or (name, tensor,
-            dtype name) for raw bytes (bfloat16 held as numpy uint16), numpy arrays or torch tensors ([out_features, in_features] / [n], C-contiguous after .contiguous();
-            matrices in the dtype the checkpoint holds, e.g. bfloat16). Their memory is held until
-            finish_weight_update.
+        named_tensors: ditto's in-process form: (Hugging Face name, tensor) pairs of numpy arrays or
+            torch tensors ([out_features, in_features] / [n]; matrices in the dtype the checkpoint
+            holds, e.g. bfloat16), or (name, tensor, dtype name) triples for raw bytes of another
+            dtype (bfloat16 held as numpy uint16: numpy has no bfloat16). Their memory is held,
+            and must not change, until finish_weight_update.
         Raises ValueError naming the tensor (unknown name, shape, dtype, byte count) and cancels
         the update: the old weights keep serving."""
+        if not self.is_driver:  # a tensor-parallel rank other than 0: rank 0 sends them the tensors
+            return None
         if (request is None) == (named_tensors is None):
             raise ValueError("update_weights: give a request with update_info, or named_tensors")
         with self._lock:
@@ -102,18 +126,25 @@ class WeightTransferMixin:
                 self._engine.update_weights_shm(json.dumps(_field(request, "update_info")))
                 return
             names, dtypes, shapes, buffers = [], [], [], []
-            for item in named_tensors:
-                name, tensor = item[0], item[1]
-                names.append(name)
-                # (name, tensor, dtype name): raw bytes of another dtype, e.g. bfloat16 as numpy uint16
-                dtypes.append(item[2] if len(item) > 2 else _dtype_name(tensor))
-                shapes.append([int(d) for d in tensor.shape])
-                buffers.append(_buffer(tensor))
+            try:
+                for i, item in enumerate(named_tensors):
+                    name, tensor, dtype = _named_tensor(i, item)
+                    names.append(name)
+                    dtypes.append(dtype)
+                    shapes.append([int(d) for d in tensor.shape])
+                    buffers.append(_buffer(tensor))
+            except (TypeError, ValueError, AttributeError, IndexError) as e:
+                # The chunk is refused whole, and with it the update, as the engine's checks do.
+                self._engine.cancel_weight_update()
+                raise ValueError(f"update_weights: {e}; the update is cancelled (nothing of it was applied: the old "
+                                 "weights keep serving); start again with start_weight_update") from None
             self._engine.update_weights_buffers(names, dtypes, shapes, buffers)
 
     def finish_weight_update(self, weight_version: Optional[str] = None) -> str:
         """Applies the update, in place, and returns the weights' new version: `weight_version`, or
         "1", "2", ... counting updates. Raises ValueError with no update in progress."""
+        if not self.is_driver:  # a tensor-parallel rank other than 0: rank 0 sends them the tensors
+            return None
         with self._lock:
             self._engine.finish_weight_update(weight_version or "")
             return self._engine.weight_version
@@ -121,20 +152,25 @@ class WeightTransferMixin:
     def update_weights_from_tensors(self, named_tensors: Iterable[tuple[str, Any]],
                                     weight_version: Optional[str] = None) -> str:
         """start_weight_update, update_weights(named_tensors=...), finish_weight_update in one call."""
+        if not self.is_driver:
+            return None
         self.start_weight_update()
         self.update_weights(named_tensors=named_tensors)
         return self.finish_weight_update(weight_version)
 
     @property
-    def weight_version(self) -> str:
-        """The weights' version: "0" as loaded, then what the last finish_weight_update set."""
-        return self._engine.weight_version
+    def weight_version(self) -> Optional[str]:
+        """The weights' version: "0" as loaded, then what the last finish_weight_update set (None on
+        a tensor-parallel rank other than 0)."""
+        return self._engine.weight_version if self.is_driver else None
 
     def sleep(self, level: int = 1) -> None:
         """vLLM's sleep: gives back the KV cache, activation buffers and prefix cache (level 1; on a
         CPU the weights are already in host memory, so level 1 keeps them), and with level 2 the
         weights' memory too: then send every tensor (start/update/finish_weight_update) before
         generating again. Raises ValueError for another level."""
+        if not self.is_driver:  # a tensor-parallel rank other than 0: rank 0 sends them the tensors
+            return None
         if level not in (1, 2):
             raise ValueError(f"sleep: level must be 1 or 2, got {level!r}")
         with self._lock:
@@ -142,11 +178,13 @@ class WeightTransferMixin:
 
     def wake_up(self, tags: Optional[list[str]] = None) -> None:
         """vLLM's wake_up. Raises ValueError after sleep(level=2) until every tensor was sent."""
+        if not self.is_driver:  # a tensor-parallel rank other than 0: rank 0 sends them the tensors
+            return None
         if tags is not None and not set(tags) <= {"weights", "kv_cache"}:
             raise ValueError(f"wake_up: tags must be among 'weights' and 'kv_cache', got {tags!r}")
         with self._lock:
             self._engine.wake_up()
 
     def is_sleeping(self) -> bool:
-        return self._engine.is_sleeping
+        return self.is_driver and self._engine.is_sleeping
 

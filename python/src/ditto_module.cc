@@ -463,6 +463,7 @@ PYBIND11_MODULE(_ditto, m) {
       .def("update_weights_buffers", &PyLLM::update_weights_buffers, py::arg("names"), py::arg("dtype_names"),
            py::arg("shapes"), py::arg("buffers"))
       .def("finish_weight_update", &PyLLM::finish_weight_update, py::arg("weight_version") = "")
+      .def("cancel_weight_update", [](PyLLM& l) { l.llm().cancel_weight_update(); })
       .def_property_readonly("weight_version", &PyLLM::weight_version)
       .def(
           "sleep", [](PyLLM& l, int level) { l.llm().sleep(level); }, py::arg("level"))

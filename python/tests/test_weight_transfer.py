@@ -5,6 +5,7 @@ the version; AsyncLLM's pause_generation("keep") with a request in flight, an up
 resume_generation loses no token and says which came from which version; sleep / wake_up."""
 import asyncio
 import json
+import pathlib
 import struct
 
 import numpy as np
@@ -163,3 +164,39 @@ def test_async_pause_keep_update_resume_loses_nothing(models):
     assert 8 <= switch < 64
     assert c.token_ids[:switch] == old[:switch]
     assert final.weight_version == "kept-1"
+
+
+TP_SCRIPT = """
+import json, struct, sys
+import numpy as np
+from ditto import LLM, SamplingParams
+sys.path.insert(0, sys.argv[4])
+from test_weight_transfer import read_checkpoint, PROMPTS, params, bits
+import pathlib
+llm = LLM(model=sys.argv[1], tensor_parallel_size=int(sys.argv[2]), threads=1, kv_cache_memory="256MiB")
+version = llm.update_weights_from_tensors(read_checkpoint(pathlib.Path(sys.argv[3])), weight_version="tp-1")
+outs = llm.generate(PROMPTS, params(), use_tqdm=False)
+if llm.is_driver:
+    with open(sys.argv[5], "w") as f:
+        json.dump({"version": version, "bits": bits(outs), "versions": [o.weight_version for o in outs]}, f)
+"""
+
+
+def test_tensor_parallel_2_update_equals_one_process_on_the_new_weights(models, want, tmp_path):
+    import os, shutil, subprocess, sys
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("mpirun missing: scripts/install-deps.sh installs Open MPI")
+    script = tmp_path / "tp.py"
+    script.write_text(TP_SCRIPT)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_mpi_yield_when_idle="1", OMPI_MCA_btl_vader_single_copy_mechanism="none",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    out = tmp_path / "tp.json"
+    got = subprocess.run([mpirun, "-np", "2", sys.executable, script, str(models[0]), "2", str(models[1]),
+                          str(pathlib.Path(__file__).parent), out], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert got.returncode == 0, got.stdout + got.stderr
+    result = json.loads(out.read_text())
+    assert result["version"] == "tp-1" and set(result["versions"]) == {"tp-1"}
+    assert [[tuple(c) for c in o] for o in result["bits"]] == [[tuple(c) for c in o] for o in want[1]]

@@ -278,6 +278,8 @@ void LLM::finish_weight_update(const std::string& weight_version) {
   info_.system_fingerprint = engine_->system_fingerprint();
 }
 
+void LLM::cancel_weight_update() { engine_->cancel_weight_update(); }
+
 const std::string& LLM::weight_version() const { return engine_->weight_version(); }
 
 void LLM::sleep(int level) { engine_->sleep(level); }

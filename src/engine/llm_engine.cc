@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <new>
 #include <string>
 #include <unordered_map>
@@ -246,6 +247,10 @@ void LLMEngine::cancel_weight_update() {
 
 void LLMEngine::drop_weights() {
   refuse_during_update("drop_weights", update_ != nullptr);
+  if (model_->is_gguf())
+    throw_invalid_field("level",
+                        "sleep: level 2 drops the weights, and a model loaded from GGUF cannot be sent new ones "
+                        "(weight updates need a Hugging Face directory); use level 1");
   if (engine_ != nullptr) engine_->release_idle_memory(/*drop_prefix_cache=*/true);
   drop_weight_pages(*model_);
   weights_dropped_ = true;
@@ -253,6 +258,10 @@ void LLMEngine::drop_weights() {
 
 void LLMEngine::sleep(int level) {
   if (level != 1 && level != 2) throw_invalid_argument("sleep: level must be 1 or 2, got " + std::to_string(level));
+  if (level == 2 && model_->is_gguf())
+    throw_invalid_field("level",
+                        "sleep: level 2 drops the weights, and a model loaded from GGUF cannot be sent new ones "
+                        "(weight updates need a Hugging Face directory); use level 1");
   refuse_during_update("sleep", update_ != nullptr);
   if (engine_ != nullptr && engine_->has_unfinished())
     throw_invalid_argument("sleep: requests are running (called from a generate() callback)");
@@ -298,6 +307,30 @@ void LLMEngine::update_weights_mapped(std::span<const WeightTensor> tensors, std
 void LLMEngine::finish_weight_update(const std::string& version) {
   if (update_ == nullptr)
     throw_invalid_argument("finish_weight_update: no weight update in progress; call start_weight_update first");
+  if (version.size() > 256) {
+    cancel_weight_update();
+    throw_invalid_field("weight_version", "finish_weight_update: field 'weight_version' has " +
+                                              std::to_string(version.size()) +
+                                              " characters (at most 256: every response carries it); the update is "
+                                              "cancelled");
+  }
+  // The mapped files must still hold every byte named: one truncated since update_weights would
+  // fault on read (SIGBUS) while packing. (A file shrunk during the packing itself still would:
+  // the trainer must not touch the file until the finish returns — docs/RL.md.)
+  for (const std::unique_ptr<MappedFile>& m : update_mappings_) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(m->path(), ec);
+    if (ec || size < m->size()) {
+      const std::string path = m->path();
+      const size_t mapped = m->size();
+      cancel_weight_update();
+      throw_invalid_argument("finish_weight_update: " + path + " holds " +
+                             (ec ? std::string("nothing") : std::to_string(size) + " bytes") + " now, " +
+                             std::to_string(mapped) +
+                             " when update_weights read it (it changed before the finish); the update is cancelled: "
+                             "the old weights keep serving");
+    }
+  }
   if (weights_dropped_ && !update_->covers_every_tensor()) {
     cancel_weight_update();
     throw_invalid_argument(

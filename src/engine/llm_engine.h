@@ -102,9 +102,9 @@ class LLMEngine {
   // until finish_weight_update returns; no byte is allocated for the new weights).
   //
   // start_weight_update: throws Error(kInvalidArgument) while generate() has requests running
-  // (called from one of its callbacks: the engine must be idle; pausing is a later piece), while an
+  // (called from one of its callbacks: the engine must be idle; the server pauses its own), while an
   // update is already in progress, or for a model loaded from GGUF (updates need a bf16/f16/f32
-  // Hugging Face checkpoint) or split by tensor parallelism. generate() and make_engine() throw
+  // Hugging Face checkpoint). generate() and make_engine() throw
   // Error(kInvalidArgument) between start and finish.
   void start_weight_update();
   // Checks the whole chunk (name, shape, dtype, byte count: WeightUpdate::add) and stages it. A
@@ -140,6 +140,8 @@ class LLMEngine {
   // runs meanwhile (the server's engine is paused).
   void drop_weights();
   bool weights_dropped() const { return weights_dropped_; }
+  // False for a model loaded from GGUF: its weights cannot be updated (nor dropped by sleep level 2).
+  bool weights_updatable() const { return !model_->is_gguf(); }
   // vLLM's sleep(level) / wake_up for generate()'s engine: level 1 gives back the KV cache, the
   // activation buffers and the prefix cache; level 2 also the weights' pages (drop_weights). While
   // asleep generate() refuses to run; wake_up() throws Error(kInvalidArgument) after level 2 until

@@ -1,5 +1,7 @@
 #include "model/tensor_parallel_worker.h"
 
+#include "model/weight_update.h"
+
 #include <map>
 #include <memory>
 #include <string>
@@ -9,6 +11,7 @@
 #include "core/progress.h"
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
+#include "model/weight_update.h"
 #include "parallel/tensor_parallel.h"
 
 namespace ditto {
@@ -34,6 +37,7 @@ class TensorParallelWorker {
         case TensorParallelCommand::kCreateCache: create_cache(in); break;
         case TensorParallelCommand::kFreeCache: caches_.erase(in.get_i64()); break;
         case TensorParallelCommand::kForward: forward(in); break;
+        case TensorParallelCommand::kUpdateTensor: update_tensor(in); break;
         case TensorParallelCommand::kShutdown: return;
         default: group_.abort("unknown command " + std::to_string(static_cast<int>(command)) + " from rank 0");
       }
@@ -62,6 +66,26 @@ class TensorParallelWorker {
       return;
     }
     models_[id] = std::move(m);
+  }
+
+  // A weight update's tensor, whole (rank 0 checked it): this rank writes its rows.
+  void update_tensor(WireBuffer& in) {
+    const int64_t model_id = in.get_i64();
+    WeightTensor t;
+    t.name = in.get_string();
+    t.dtype = in.get_string();
+    t.shape = in.get_array<int64_t>();
+    const std::vector<uint8_t> bytes = in.get_bytes();
+    t.data = bytes.data();
+    t.nbytes = bytes.size();
+    const auto it = models_.find(model_id);
+    if (it == models_.end())
+      group_.abort("rank 0 named model " + std::to_string(model_id) + ", which this rank has not loaded");
+    try {
+      apply_received_tensor(*it->second.model, t, it->second.pool.get());
+    } catch (const std::exception& e) {
+      group_.abort(std::string("weight update failed: ") + e.what());
+    }
   }
 
   void create_cache(WireBuffer& in) {

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "model/causal_lm.h"
 #include "model/checkpoint_tensors.h"
+#include "parallel/tensor_parallel.h"
 
 namespace ditto {
 
@@ -51,15 +52,18 @@ WeightUpdate::WeightUpdate(CausalLM& model) : model_(model) {
     throw_invalid_argument(
         "weight update: the model was loaded from a GGUF file (its weights are packed from GGUF's types, quantized or "
         "not); updating weights in place needs a model loaded from a bf16/f16/f32 Hugging Face checkpoint");
-  if (model.shard().size > 1)
-    throw_invalid_argument("weight update: the model is split over " + std::to_string(model.shard().size) +
-                           " tensor-parallel ranks; updates under tensor parallelism are not supported yet");
-  // Each tensor's first row (element) in its fused slot: the rows of the tensors before it there.
-  std::map<std::tuple<int64_t, int64_t, WeightSlot>, int64_t> filled;
+  // Each tensor's first row (element) in its fused slot: the rows this rank keeps of the tensors
+  // before it there (their parts: q 0, k 1, v 2; gate 0, up 1), as the loader fuses them.
+  struct Filled {
+    int64_t rows = 0;
+    size_t parts = 0;
+  };
+  std::map<std::tuple<int64_t, int64_t, WeightSlot>, Filled> filled;
   for_each_tensor(model.config(), [&](const TensorDesc& d) {
-    int64_t& rows = filled[{d.layer, d.expert, d.slot}];
-    targets_.emplace(d.name, Target{d, rows});
-    rows += d.shape[0];
+    Filled& f = filled[{d.layer, d.expert, d.slot}];
+    const auto [begin, end] = model.shard().rows(model.config(), d, f.parts++);
+    targets_.emplace(d.name, Target{d, f.rows, begin, end});
+    f.rows += end - begin;
   });
 }
 
@@ -118,22 +122,49 @@ void WeightUpdate::add(std::span<const WeightTensor> tensors) {
   }
 }
 
+void WeightUpdate::apply_one(const std::string& name, const WeightTensor& t, ThreadPool* pool) const {
+  const Target& target = targets_.at(name);
+  const TensorDesc& d = target.desc;
+  const DType dtype = weight_dtype(t.dtype, name);
+  const int64_t rows = target.row_end - target.row_begin;
+  if (is_matrix_slot(d.slot)) {
+    int64_t row = 0;
+    PackedMatrix& part = part_of(target, row);
+    const size_t row_bytes = static_cast<size_t>(d.shape[1]) * dtype_size(dtype);
+    const auto* first = static_cast<const uint8_t*>(t.data) + static_cast<size_t>(target.row_begin) * row_bytes;
+    pack_rows_into(part, row, MatrixSource{first, dtype, rows, d.shape[1]}, pool);
+  } else {
+    std::vector<float>& v = *model_.vector_slot(d.slot, d.layer);
+    const auto* first = static_cast<const uint8_t*>(t.data) + static_cast<size_t>(target.row_begin) * dtype_size(dtype);
+    widen_to_f32(first, dtype, static_cast<size_t>(rows), d.unit_offset, v.data() + static_cast<size_t>(target.offset));
+  }
+}
+
 void WeightUpdate::apply(ThreadPool* pool, const std::string& version) const {
+  TensorParallelGroup* tp = model_.tp_;
+  const bool send = tp != nullptr && tp->rank() == 0 && tp->size() > 1 && TensorParallelGroup::current() == tp;
   for (const auto& [name, t] : staged_) {
-    const Target& target = targets_.at(name);
-    const TensorDesc& d = target.desc;
-    if (is_matrix_slot(d.slot)) {
-      int64_t row = 0;
-      PackedMatrix& part = part_of(target, row);
-      pack_rows_into(part, row, MatrixSource{t.data, weight_dtype(t.dtype, name), d.shape[0], d.shape[1]}, pool);
-    } else {
-      std::vector<float>& v = *model_.vector_slot(d.slot, d.layer);
-      widen_to_f32(t.data, weight_dtype(t.dtype, name), static_cast<size_t>(d.shape[0]), d.unit_offset,
-                   v.data() + static_cast<size_t>(target.offset));
-    }
+    apply_one(name, t, pool);
+    if (!send) continue;
+    // The other ranks write their rows of it (a tensor at a time: one tensor's bytes in flight).
+    auto lock = tp->lock();
+    WireBuffer command;
+    command.put_i64(model_.tp_model_id_);
+    command.put_string(name);
+    command.put_string(t.dtype);
+    command.put_array(std::span<const int64_t>(t.shape));
+    command.put_bytes(t.data, t.nbytes);
+    tp->send_command(TensorParallelCommand::kUpdateTensor, command);
   }
   ++model_.weights_epoch_;
   model_.weight_version_ = version;
+}
+
+void apply_received_tensor(CausalLM& model, const WeightTensor& t, ThreadPool* pool) {
+  WeightUpdate update(model);
+  const WeightTensor tensors[1] = {t};
+  update.add(tensors);
+  for (const auto& [name, staged] : update.staged()) update.apply_one(name, staged, pool);
 }
 
 }  // namespace ditto

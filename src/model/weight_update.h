@@ -49,6 +49,11 @@ DType weight_dtype(const std::string& dtype_name, const std::string& tensor);
 // PyTorch's name of a float dtype ("bfloat16", "float16", "float32").
 const char* torch_dtype_name(DType dtype);
 
+// A tensor-parallel rank other than 0: rank 0's kUpdateTensor for `model` (already checked there)
+// written into this rank's rows. Throws Error(kInvalidArgument) if it does not fit (it would on
+// rank 0 too).
+void apply_received_tensor(CausalLM& model, const WeightTensor& t, ThreadPool* pool);
+
 // Gives the pages of every packed matrix of `model` back to the OS (madvise MADV_DONTNEED on the
 // whole pages inside each; they read as zeros until written): sleep level 2. The model computes
 // garbage until an update of every tensor is applied; LLMEngine refuses to generate meanwhile.
@@ -81,12 +86,17 @@ class WeightUpdate {
   void apply(ThreadPool* pool, const std::string& version) const;
 
  private:
+  friend void apply_received_tensor(CausalLM& model, const WeightTensor& t, ThreadPool* pool);
   // A tensor of the model and where its values go in its slot: its first row (matrices) or element
   // (vectors) in the fused weight of (layer, expert, slot).
   struct Target {
     TensorDesc desc;
-    int64_t offset = 0;
+    int64_t offset = 0;     // its first row (element) in the fused slot this rank holds
+    int64_t row_begin = 0;  // the rows [row_begin, row_end) of the tensor this rank keeps
+    int64_t row_end = 0;    //   (TensorParallelShard::rows; all of them in one process)
   };
+  // Writes one checked tensor's rows this rank keeps into its slot.
+  void apply_one(const std::string& name, const WeightTensor& t, ThreadPool* pool) const;
   // The target of t, after checking t against it; throws as the file comment says.
   const Target& check(const WeightTensor& t) const;
   // The packed part that holds a matrix target's rows, and the target's first row in it.

@@ -28,12 +28,13 @@ namespace ditto {
 
 // What rank 0 asks the other ranks to do (model/tensor_parallel_worker.h carries them out).
 enum class TensorParallelCommand : int32_t {
-  kLoadModel = 1,    // payload: model id, threads, model path
-  kUnloadModel = 2,  // payload: model id
-  kCreateCache = 3,  // payload: cache id, model id, num_blocks, block_size
-  kFreeCache = 4,    // payload: cache id
-  kForward = 5,      // payload: model id, cache id, the ForwardBatch's arrays
-  kShutdown = 6,     // no payload: finalize and return
+  kLoadModel = 1,     // payload: model id, threads, model path
+  kUnloadModel = 2,   // payload: model id
+  kCreateCache = 3,   // payload: cache id, model id, num_blocks, block_size
+  kFreeCache = 4,     // payload: cache id
+  kForward = 5,       // payload: model id, cache id, the ForwardBatch's arrays
+  kShutdown = 6,      // no payload: finalize and return
+  kUpdateTensor = 7,  // payload: model id, a weight update's tensor (name, dtype, shape, bytes; model/weight_update.h)
 };
 
 // A command's payload: int64 values and byte strings appended in order and read back in that order.

@@ -126,7 +126,15 @@ void AsyncEngine::pause(const std::string& mode) {
   if (mode != "abort" && mode != "wait" && mode != "keep")
     throw_invalid_field("mode", "field 'mode' must be \"abort\", \"wait\" or \"keep\", got \"" + mode + "\"");
   std::unique_lock lock(mu_);
-  if (user_paused_) return;
+  if (user_paused_) {
+    // Already paused: "abort" still ends what the engine holds (requests kept by "keep").
+    if (mode == "abort") {
+      abort_engine_pending_ = true;
+      cv_.notify_all();
+      parked_cv_.wait(lock, [&] { return (parked_ && !abort_engine_pending_) || stop_; });
+    }
+    return;
+  }
   if (mode == "wait") {
     draining_ = true;
     drained_ = false;
@@ -182,6 +190,27 @@ void AsyncEngine::run_stopped(const std::function<void()>& fn) {
 void AsyncEngine::release_memory_stopped() { engine_->release_idle_memory(/*drop_prefix_cache=*/true); }
 
 bool AsyncEngine::engine_has_unfinished_stopped() const { return engine_->has_unfinished(); }
+
+void AsyncEngine::fail_pending_locked() {
+  if (pending_.empty() || (!abort_all_ && group_aborts_.empty())) return;
+  const auto named = [&](const std::string& id) {
+    for (const std::string& group : group_aborts_)
+      if (group.empty() || id == group || (id.size() > group.size() && id.starts_with(group + "-"))) return true;
+    return false;
+  };
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (!abort_all_ && !named(it->request.request_id)) {
+      ++it;
+      continue;
+    }
+    it->channel->push({it->slot, false, std::nullopt,
+                       abort_all_ ? "the server is shutting down" : "aborted (/abort_requests) before it started",
+                       abort_all_});
+    pending_sequences_ -= it->request.params.n;
+    --unfinished_;
+    it = pending_.erase(it);
+  }
+}
 
 void AsyncEngine::admit(Submission& s) {
   std::string error;
@@ -316,10 +345,15 @@ void AsyncEngine::loop() {
       std::unique_lock lock(mu_);
       // Paused (pause, run_stopped): stop here, between steps, until every hold is released. A
       // pause("abort") first aborts what the engine holds (below), then stops.
-      if (park_holds_ > 0 && !abort_engine_pending_ && !abort_all_pending_) {
+      // Submissions that will never run: every one when shutting down, and those /abort_requests
+      // names (they wait, unadmitted, while the engine is paused).
+      fail_pending_locked();
+      if (park_holds_ > 0 && !abort_engine_pending_ && !abort_all_pending_ && group_aborts_.empty()) {
         parked_ = true;
         parked_cv_.notify_all();
-        cv_.wait(lock, [&] { return stop_ || park_holds_ == 0 || abort_all_pending_; });
+        cv_.wait(lock, [&] {
+          return stop_ || park_holds_ == 0 || abort_all_pending_ || abort_engine_pending_ || !group_aborts_.empty();
+        });
         parked_ = false;
         if (stop_) break;
         continue;
@@ -344,9 +378,10 @@ void AsyncEngine::loop() {
         continue;
       }
       if (stop_) break;
-      if (park_holds_ > 0 && !abort_engine_pending_ && !abort_all_pending_) continue;  // stop above
-      if (draining_ && !engine_->has_unfinished()) continue;                           // drained: say so above
-      if (!draining_ && park_holds_ == 0) {  // paused or draining: what was submitted waits
+      if (park_holds_ > 0 && !abort_engine_pending_ && !abort_all_pending_ && group_aborts_.empty())
+        continue;                                             // stop above
+      if (draining_ && !engine_->has_unfinished()) continue;  // drained: say so above
+      if (!draining_ && park_holds_ == 0) {                   // paused or draining: what was submitted waits
         submissions.swap(pending_);
         pending_sequences_ = 0;
       }

@@ -148,6 +148,9 @@ class AsyncEngine {
   };
 
   void enqueue(EngineRequest request, bool processed, std::shared_ptr<OutputChannel> channel, size_t slot);
+  // With mu_ held: refuses the unadmitted submissions that will never run (all of them once
+  // abort_all() was called; those group_aborts_ names), each with an error on its channel.
+  void fail_pending_locked();
   void loop();
   void admit(Submission& s);
   // Token counts and latencies of the last step (every output kind: the engine's last_step_tokens).

@@ -936,14 +936,14 @@ void HttpServer::Impl::rl_routes(const Guarded& guarded, const WithBody& with_bo
   using Handler = std::function<Json(const httplib::Request&)>;
   const auto post = [&](const std::string& path, Handler h) {
     server.Post(at(path), with_body(
-                              [this, path, h, dev](const httplib::Request& req, httplib::Response& res) {
+                              [path, h, dev](const httplib::Request& req, httplib::Response& res) {
                                 dev(path);
                                 send_json(res, 200, h(req));
                               },
                               /*optional_body=*/true));
   };
   const auto get = [&](const std::string& path, Handler h) {
-    server.Get(at(path), guarded([this, path, h, dev](const httplib::Request& req, httplib::Response& res) {
+    server.Get(at(path), guarded([path, h, dev](const httplib::Request& req, httplib::Response& res) {
                  dev(path);
                  send_json(res, 200, h(req));
                }));

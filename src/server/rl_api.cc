@@ -63,7 +63,7 @@ Json RlApi::abort_requests(const Json& body) {
     if (id.empty()) throw_invalid_field("request_ids", "abort_requests: field 'request_ids' holds an empty id");
     const std::vector<std::string> engine_ids = resolve_ ? resolve_(id) : std::vector<std::string>{};
     if (engine_ids.empty()) engine_.abort_group(id);  // an engine id itself
-    for (const std::string& e : engine_ids) engine_.abort(e);
+    for (const std::string& e : engine_ids) engine_.abort_group(e);
   }
   return {{"aborted", ids}};
 }
@@ -71,6 +71,10 @@ Json RlApi::abort_requests(const Json& body) {
 Json RlApi::sleep(int64_t level) {
   if (level != 1 && level != 2)
     throw_invalid_field("level", "sleep: field 'level' must be 1 or 2, got " + std::to_string(level));
+  if (level == 2 && !llm_.weights_updatable())
+    throw_invalid_field("level",
+                        "sleep: level 2 drops the weights, and a model loaded from GGUF cannot be sent new ones "
+                        "(weight updates need a Hugging Face directory); use level 1");
   std::lock_guard lock(mu_);
   if (sleep_level_ >= level) return {{"is_sleeping", true}, {"level", sleep_level_}};
   engine_.pause("abort");
@@ -116,6 +120,24 @@ Json RlApi::start_weight_update() {
 }
 
 Json RlApi::update_weights(const Json& body) {
+  try {
+    return stage(body);
+  } catch (const Error& e) {
+    // Whatever was wrong with the chunk (its body, its bytes, a tensor), the update is cancelled,
+    // so a trainer never finishes an update missing a chunk it believes sent.
+    std::lock_guard lock(mu_);
+    if (!llm_.weight_update_in_progress()) throw;
+    llm_.cancel_weight_update();
+    spill_.reset();
+    throw Error(e.code(),
+                std::string(e.what()) +
+                    "; the update is cancelled (nothing of it was applied: the old weights keep serving); start again "
+                    "with start_weight_update",
+                e.param());
+  }
+}
+
+Json RlApi::stage(const Json& body) {
   check_keys(body, {"update_info"}, "update_weights");
   if (!body.is_object() || !body.contains("update_info"))
     throw_invalid_field("update_info", "update_weights: field 'update_info' is required");

@@ -59,6 +59,7 @@ class RlApi {
   Json weight_info() const;
 
  private:
+  Json stage(const Json& body);  // update_weights' work; its errors cancel the update
   LLMEngine& llm_;
   AsyncEngine& engine_;
   ResolveIds resolve_;

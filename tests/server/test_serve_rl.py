@@ -327,3 +327,66 @@ def test_sleep_and_wake_up(dev_server, new_model, want):
     assert post(s, "/wake_up")[0] == 200
     assert answers(s) == want["new"]
     assert post(s, "/sleep?level=3")[0] == 400
+
+
+def test_a_shared_file_changed_before_the_finish_is_refused_there(dev_server, new_model, want):
+    s = dev_server
+    tensors = read_checkpoint(new_model)
+    with tempfile.NamedTemporaryFile(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as region:
+        info = write_region(region.name, tensors)
+        assert post(s, "/init_weight_transfer_engine", {"init_info": {"path": region.name}})[0] == 200
+        assert post(s, "/start_weight_update")[0] == 200
+        assert post(s, "/update_weights", {"update_info": info})[0] == 200
+        os.truncate(region.name, 1000)  # the trainer broke its promise: the server must not fault
+        status, resp = post(s, "/finish_weight_update", {"weight_version": "never"})
+    assert status == 400 and "changed before the finish" in resp["error"]["message"], resp
+    assert get(s, "/weight_info")[1]["weight_version"] == "0"
+    assert answers(s) == want["old"]
+    status, resp = post(s, "/start_weight_update")
+    assert status == 200  # the refused update is gone: a new one starts
+    status, resp = post(s, "/update_weights", {"update_info": {"names": ["x"], "dtype_names": ["bfloat16"]}})
+    assert status == 400 and "cancelled" in resp["error"]["message"]  # a malformed body cancels it too
+    status, resp = post(s, "/finish_weight_update")
+    assert status == 400 and "no weight update in progress" in resp["error"]["message"]
+
+
+def test_queued_and_kept_requests_can_be_aborted_while_paused(dev_server):
+    s = dev_server
+    body = {"model": NAME, "prompt": PROMPTS[0], "max_tokens": 300, "temperature": 0, "ignore_eos": True}
+    kept, queued = {}, {}
+    t1 = threading.Thread(target=lambda: kept.update(r=s.post("/v1/completions", body)))
+    t1.start()
+    time.sleep(1.0)
+    assert post(s, "/pause?mode=keep")[0] == 200
+    t2 = threading.Thread(target=lambda: queued.update(r=s.post("/v1/completions", dict(body, max_tokens=5))))
+    t2.start()
+    time.sleep(0.5)
+    # abort mode while paused ends the kept request; abort_all ends the one still queued.
+    assert post(s, "/pause?mode=abort")[0] == 200
+    t1.join(60)
+    assert kept["r"][1]["choices"][0]["finish_reason"] == "abort"
+    assert post(s, "/abort_requests", {"abort_all": True})[0] == 200
+    t2.join(60)
+    assert not t2.is_alive() and queued["r"][0] != 200 and "aborted" in queued["r"][1]["error"]["message"]
+    assert post(s, "/resume")[0] == 200
+
+
+def test_sleep_level_2_is_refused_on_a_gguf_model():
+    gguf = os.path.join(os.path.dirname(__file__), "..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    if not os.path.exists(gguf):
+        pytest.skip("models/SmolLM2-135M-Instruct.Q4_1.gguf missing: scripts/install-deps.sh fetches it")
+    os.environ["VLLM_SERVER_DEV_MODE"] = "1"
+    try:
+        s = Server(model=gguf)
+    finally:
+        del os.environ["VLLM_SERVER_DEV_MODE"]
+    try:
+        status, resp = post(s, "/sleep?level=2")
+        assert status == 400 and "GGUF" in resp["error"]["message"]
+        assert not get(s, "/is_sleeping")[1]["is_sleeping"] and not get(s, "/is_paused")[1]["is_paused"]
+        status, resp = post(s, "/start_weight_update")
+        assert status == 400 and "GGUF" in resp["error"]["message"]
+        status, resp = s.post("/v1/completions", {"model": NAME, "prompt": "Hi", "max_tokens": 3})
+        assert status == 200
+    finally:
+        s.close()
