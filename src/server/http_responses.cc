@@ -113,7 +113,7 @@ std::optional<ApiError> json_content_type_error(const httplib::Request& req) {
                   "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed");
 }
 
-std::optional<ApiError> framing_error(const httplib::Request& req, int64_t max_body_bytes) {
+std::optional<ApiError> framing_error(const httplib::Request& req, int64_t max_body_bytes, bool bodiless_post_ok) {
   const size_t lengths = req.get_header_value_count("Content-Length");
   if (lengths > 1) return ApiError(400, http_reason_phrase(400), "more than one Content-Length header");
   if (lengths == 1) {
@@ -126,7 +126,7 @@ std::optional<ApiError> framing_error(const httplib::Request& req, int64_t max_b
                           " bytes) is larger than the server accepts "
                           "(--max-request-body-bytes " +
                           std::to_string(max_body_bytes) + ")");
-  } else if (req.method == "POST" && !req.has_header("Transfer-Encoding")) {
+  } else if (req.method == "POST" && !req.has_header("Transfer-Encoding") && !bodiless_post_ok) {
     return ApiError(411, http_reason_phrase(411), "a POST needs a Content-Length header or a chunked body");
   }
   return std::nullopt;

@@ -71,7 +71,10 @@ std::optional<ApiError> json_content_type_error(const httplib::Request& req);
 // The request's framing from its headers alone, before any body is read: more than one
 // Content-Length (400), one that is not a byte count (400), one above `max_body_bytes` (413), a
 // POST with neither Content-Length nor a chunked body (411). nullopt when the framing is fine.
-std::optional<ApiError> framing_error(const httplib::Request& req, int64_t max_body_bytes);
+// bodiless_post_ok: a POST with neither Content-Length nor Transfer-Encoding has an empty body (RFC
+// 9110 §8.6) rather than a 411 — the routes whose body is optional (`curl -X POST .../pause`).
+std::optional<ApiError> framing_error(const httplib::Request& req, int64_t max_body_bytes,
+                                      bool bodiless_post_ok = false);
 
 // Reads a POST body through httplib's content reader, counting bytes as they come, so a chunked
 // body meets the same limit as one that announces its size. Past the limit the rest is read and

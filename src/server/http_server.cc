@@ -746,7 +746,10 @@ void HttpServer::Impl::routes() {
     return [this, optional_body, h = guarded(handler)](const httplib::Request& req, httplib::Response& res,
                                                        const httplib::ContentReader& reader) {
       std::string body;
-      if (const std::optional<ApiError> e = read_body(reader, options.max_request_body_bytes, body);
+      // A bodiless POST (framing_error lets one through only where optional_body) has nothing to read.
+      const bool bodiless = !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding");
+      if (const std::optional<ApiError> e =
+              optional_body && bodiless ? std::nullopt : read_body(reader, options.max_request_body_bytes, body);
           e || res.status == 413) {
         send_error(res, e ? *e : body_too_large(options.max_request_body_bytes));
         res.set_header("Connection", "close");
@@ -784,7 +787,8 @@ void HttpServer::Impl::routes() {
       return R::Handled;
     }
     // Framing first, from the headers alone, before any body is read.
-    if (const std::optional<ApiError> e = framing_error(req, options.max_request_body_bytes)) {
+    if (const std::optional<ApiError> e = framing_error(
+            req, options.max_request_body_bytes, is_rl_post_route(strip_root_path(options.root_path, req.path)))) {
       send_error(res, *e);
       res.set_header("Connection", "close");
       return R::Handled;

@@ -27,6 +27,21 @@ void check_keys(const Json& body, std::initializer_list<const char*> known, cons
 
 }  // namespace
 
+bool is_rl_post_route(const std::string& path) {
+  static constexpr const char* kRoutes[] = {"/pause",
+                                            "/resume",
+                                            "/abort_requests",
+                                            "/sleep",
+                                            "/wake_up",
+                                            "/init_weight_transfer_engine",
+                                            "/start_weight_update",
+                                            "/update_weights",
+                                            "/finish_weight_update"};
+  for (const char* route : kRoutes)
+    if (path == route) return true;
+  return false;
+}
+
 RlApi::RlApi(LLMEngine& llm, AsyncEngine& engine, ResolveIds resolve)
     : llm_(llm), engine_(engine), resolve_(std::move(resolve)) {}
 RlApi::~RlApi() = default;

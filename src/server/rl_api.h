@@ -23,6 +23,9 @@ namespace ditto {
 class AsyncEngine;
 class LLMEngine;
 
+// True for the POST routes above, whose body is optional (POST /pause?mode=keep has none).
+bool is_rl_post_route(const std::string& path);
+
 class RlApi {
  public:
   using Json = nlohmann::ordered_json;

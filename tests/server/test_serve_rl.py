@@ -18,7 +18,7 @@ import threading
 import time
 
 import pytest
-from serve_client import DITTO, MODEL, NAME, Server, canonical, stream_events
+from serve_client import DITTO, MODEL, NAME, Server, canonical, raw_exchange, stream_events
 
 PROMPTS = ["The capital of France is", "def fib(n):", "Once upon a time, in a land far away,"]
 
@@ -390,3 +390,14 @@ def test_sleep_level_2_is_refused_on_a_gguf_model():
         assert status == 200
     finally:
         s.close()
+
+
+def test_a_bodiless_post_as_curl_sends_it(dev_server):
+    # `curl -X POST http://HOST/pause?mode=keep` sends neither Content-Length nor a body.
+    status, reply, _ = raw_exchange(dev_server, b"POST /pause?mode=keep HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert status == 200 and b'"is_paused":true' in reply, reply
+    status, reply, _ = raw_exchange(dev_server, b"POST /resume HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert status == 200 and b'"is_paused":false' in reply, reply
+    # Elsewhere a POST still needs its framing (a body is required there).
+    status, _, _ = raw_exchange(dev_server, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert status == 411
