@@ -355,6 +355,7 @@ void HttpServer::Impl::handle_generate(ApiEndpoint endpoint, const httplib::Requ
   const bool chat = endpoint == ApiEndpoint::kChatCompletions;
   if (chat) check_request_chat_template(request.prompts[0]);
   request.system_fingerprint = llm.system_fingerprint();
+  request.report_weight_version = options.dev_mode;
   request.prompt_tokens_details = options.enable_prompt_tokens_details;
   request.return_tokens_as_token_ids = request.return_tokens_as_token_ids || options.return_tokens_as_token_ids;
   // Current vLLM's --enable-force-include-usage: usage on every chunk (continuous) and at the end.

@@ -634,7 +634,8 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
       if (!chat) choice["prompt_logprobs"] = request_.params.prompt_logprobs ? prompt_logprobs_json(r) : Json(nullptr);
       if (!chat) choice["prompt_token_ids"] = request_.return_token_ids ? Json(r.prompt_token_ids) : Json(nullptr);
       choice["token_ids"] = request_.return_token_ids ? Json(c.token_ids) : Json(nullptr);
-      if (c.weight_versions.size() > 1) choice["weight_versions"] = weight_versions_json(c);
+      if (request_.report_weight_version && c.weight_versions.size() > 1)
+        choice["weight_versions"] = weight_versions_json(c);
       if (c.routed_experts) choice["routed_experts"] = routed_experts_json(*c.routed_experts);
       choices.push_back(std::move(choice));
     }
@@ -647,7 +648,7 @@ Json ApiFormatter::response(const std::vector<RequestOutput>& outputs) const {
   if (!request_.system_fingerprint.empty()) j["system_fingerprint"] = request_.system_fingerprint;
   // The weights the answer came from (docs/RL.md): the version of its latest token.
   for (const RequestOutput& r : outputs)
-    if (!r.weight_version.empty()) j["weight_version"] = r.weight_version;
+    if (request_.report_weight_version && !r.weight_version.empty()) j["weight_version"] = r.weight_version;
   // vLLM's chat response carries the (one) prompt's logprobs and ids beside the choices (null when
   // not asked for).
   if (chat) {
@@ -811,8 +812,9 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
     } else if (!chat) {  // vLLM's completion chunks carry them as null
       choice["prompt_token_ids"] = choice["token_ids"] = nullptr;
     }
-    if (c.weight_versions.size() > 1 || (!c.weight_versions.empty() && e.weight_version.has_value() &&
-                                         *e.weight_version != c.weight_versions.front().weight_version))
+    if (request_.report_weight_version &&
+        (c.weight_versions.size() > 1 || (!c.weight_versions.empty() && e.weight_version.has_value() &&
+                                          *e.weight_version != c.weight_versions.front().weight_version)))
       choice["weight_versions"] = weight_versions_json(c);
     if (!c.weight_versions.empty()) e.weight_version = c.weight_versions.back().weight_version;
     // ditto's addition: vLLM streams no routed experts; the choice's finishing chunk carries them whole.
@@ -820,7 +822,7 @@ std::vector<Json> ApiFormatter::stream_chunks(size_t slot, const RequestOutput& 
     e.started = true;
     e.finished = finishing;
     emit(std::move(choice), e.completion_tokens, e.reasoning.tokens);
-    if (!r.weight_version.empty()) out.back()["weight_version"] = r.weight_version;
+    if (request_.report_weight_version && !r.weight_version.empty()) out.back()["weight_version"] = r.weight_version;
   }
   // A chat stream carries the prompt's ids once, in its slot's first chunk (beside the choices).
   if (chat && request_.return_token_ids && !stream.prompt_token_ids_sent && !out.empty()) {

@@ -141,6 +141,10 @@ struct ApiRequest {
   // Set by the server: its engine's system_fingerprint (engine/system_fingerprint.h), carried by
   // every response and stream chunk; "" leaves the field out.
   std::string system_fingerprint;
+  // Set by the server: with VLLM_SERVER_DEV_MODE (weights can change), every response and chunk
+  // carries weight_version and a choice that spans an update its weight_versions (docs/RL.md).
+  // Off, the weights never change and responses keep to OpenAI's and vLLM's fields.
+  bool report_weight_version = false;
   bool add_generation_prompt = true;    // chat
   bool continue_final_message = false;  // chat
   std::vector<std::string> ignored_fields;
